@@ -1,0 +1,241 @@
+//! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
+//! sealed checkpoint that another process can load.
+
+use crate::{CompactionReport, ContentHash, Effect, Fingerprint, Pointer, Shape};
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+
+/// An effect record with its position in its log, so window and spilled records merge back in
+/// their original order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IndexedRecord {
+    pub index: usize,
+    pub record: Effect,
+}
+
+/// Effect records that moved to the store, with the engine's own count of their statuses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SpilledRecords {
+    pub pointer: Pointer,
+    pub count: usize,
+    pub committed: usize,
+    pub not_started: usize,
+    pub unknown: usize,
+}
+
+/// A payload kept in the window, tied to its record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct KeptPayload {
+    pub index: usize,
+    pub key: String,
+    pub value: serde_json::Value,
+}
+
+/// How one field is preserved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub(crate) enum Form {
+    /// A protected value, verbatim in the window.
+    Protected {
+        pin: bool,
+        json: String,
+        fingerprint: Fingerprint,
+    },
+    /// A protected value in the store; its pointer's hash is its fingerprint.
+    ProtectedSpilled { pointer: Pointer },
+    /// A derivable or redundant value, verbatim.
+    Value { json: String },
+    /// A summary standing in for a derivable or redundant value.
+    Summary {
+        text: String,
+        source: Pointer,
+        origin: Option<String>,
+        from_tokens: usize,
+    },
+    /// A derivable value evicted behind its pointer.
+    Evicted { pointer: String },
+    /// A redundant value evicted for good.
+    Tombstone,
+    /// An effect ledger.
+    Effects {
+        idempotent: bool,
+        total: usize,
+        records: Vec<IndexedRecord>,
+        spilled: Option<SpilledRecords>,
+        payloads: Vec<KeptPayload>,
+        payloads_evicted: usize,
+    },
+}
+
+/// The class a preserved field belongs to, which decides its section in the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    /// `#[protected]` fields.
+    Protected,
+    /// `#[effect]` ledgers.
+    Effects,
+    /// `#[derivable]` fields.
+    Derivable,
+    /// `#[redundant]` fields.
+    Redundant,
+}
+
+/// One preserved field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub path: String,
+    pub section: Section,
+    pub form: Form,
+}
+
+/// A compacted state: the window text for the model, and a sealed checkpoint of everything
+/// needed to rehydrate it.
+///
+/// `Compacted` is `Serialize + Deserialize`, so it can be saved and loaded by another process
+/// that shares the store. Every part of it is covered by a seal (SHA-256) and every protected
+/// value by its own fingerprint, checked on rehydrate: a changed byte is an `Integrity` error.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, Compacted, Tokenizer};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct State {
+///     #[protected]
+///     step: u32,
+///     #[redundant]
+///     log: Vec<String>,
+/// }
+///
+/// let compactor = Compactor::builder().budget(200).token_counter(Tokenizer::O200kBase).build()?;
+/// let state = State { step: 3, log: vec!["ok".into()] };
+/// let compacted: Compacted<State> = compactor.compact_blocking(&state)?;
+/// assert!(compacted.tokens() <= 200);
+/// assert!(compacted.render().contains("step = 3"));
+///
+/// // A checkpoint survives a round trip through JSON and rehydrates to the same state.
+/// let json = serde_json::to_string(&compacted).unwrap();
+/// let loaded: Compacted<State> = serde_json::from_str(&json).unwrap();
+/// let restored = compactor.rehydrate_blocking(&loaded, &compaction::NoReacquire)?;
+/// assert_eq!(restored, state);
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Compacted<S> {
+    pub(crate) format: u32,
+    pub(crate) state_type: String,
+    pub(crate) budget: usize,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) shapes: Vec<(String, Shape)>,
+    pub(crate) window: String,
+    pub(crate) tokens: usize,
+    pub(crate) report: CompactionReport,
+    pub(crate) seal: ContentHash,
+    #[serde(skip)]
+    pub(crate) _state: PhantomData<fn() -> S>,
+}
+
+/// The checkpoint format this version writes and reads.
+pub(crate) const FORMAT: u32 = 1;
+
+#[derive(Serialize)]
+struct SealInput<'a> {
+    format: u32,
+    state_type: &'a str,
+    budget: usize,
+    entries: &'a [Entry],
+    shapes: &'a [(String, Shape)],
+    window: &'a str,
+    tokens: usize,
+    report: &'a CompactionReport,
+}
+
+impl<S> Compacted<S> {
+    /// The window text to put into the model's context.
+    pub fn render(&self) -> &str {
+        &self.window
+    }
+
+    /// Tokens of [`render`](Self::render) with the compactor's counter; never above the budget.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// The budget this window was made for.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// What the compaction did.
+    pub fn report(&self) -> &CompactionReport {
+        &self.report
+    }
+
+    /// Every store pointer this window references (spilled values, spilled effect records and
+    /// summary sources).
+    pub fn pointers(&self) -> Vec<Pointer> {
+        let mut out = Vec::new();
+        for entry in &self.entries {
+            match &entry.form {
+                Form::ProtectedSpilled { pointer } => out.push(pointer.clone()),
+                Form::Summary { source, .. } => out.push(source.clone()),
+                Form::Effects {
+                    spilled: Some(s), ..
+                } => out.push(s.pointer.clone()),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    pub(crate) fn compute_seal(&self) -> ContentHash {
+        let input = SealInput {
+            format: self.format,
+            state_type: &self.state_type,
+            budget: self.budget,
+            entries: &self.entries,
+            shapes: &self.shapes,
+            window: &self.window,
+            tokens: self.tokens,
+            report: &self.report,
+        };
+        // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
+        let bytes = serde_json::to_vec(&input).unwrap_or_default();
+        ContentHash::of(&bytes)
+    }
+
+    /// Whether the checkpoint is intact (its seal matches its content).
+    pub fn verify_seal(&self) -> bool {
+        self.format == FORMAT && self.compute_seal() == self.seal
+    }
+}
+
+impl<S> Clone for Compacted<S> {
+    fn clone(&self) -> Self {
+        Compacted {
+            format: self.format,
+            state_type: self.state_type.clone(),
+            budget: self.budget,
+            entries: self.entries.clone(),
+            shapes: self.shapes.clone(),
+            window: self.window.clone(),
+            tokens: self.tokens,
+            report: self.report.clone(),
+            seal: self.seal,
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Compacted<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compacted")
+            .field("state_type", &self.state_type)
+            .field("tokens", &self.tokens)
+            .field("budget", &self.budget)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}

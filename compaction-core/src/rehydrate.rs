@@ -1,0 +1,226 @@
+//! Rehydration: from a compacted window back to a full state. Protected values come back
+//! byte-identical (fingerprint-verified), derivable ones through the author's [`Reacquire`],
+//! redundant ones as `Default`, effect records verbatim.
+
+use crate::compactable::{Part, Parts};
+use crate::compacted::{Form, IndexedRecord, Section};
+use crate::store::get_verified;
+use crate::{
+    BoxFuture, Compactable, Compacted, CompactionError, Compactor, ContentHash, EffectLog,
+    StoreError,
+};
+use std::future::Future;
+
+/// The author's error when re-acquiring a value.
+pub type ReacquireError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Re-acquires an evicted `#[derivable]` field from the environment through its pointer
+/// (re-read the file, re-query the API). Returns the field's value as JSON.
+///
+/// ```
+/// use compaction::{Reacquire, ReacquireError};
+///
+/// struct Files;
+/// impl Reacquire for Files {
+///     async fn reacquire(&self, field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
+///         let path = pointer.strip_prefix("file://").ok_or("not a file pointer")?;
+///         Ok(serde_json::Value::String(std::fs::read_to_string(path)?))
+///     }
+/// }
+/// ```
+pub trait Reacquire: Send + Sync {
+    /// The current value of `field` (its concrete path), found through `pointer`.
+    fn reacquire(
+        &self,
+        field: &str,
+        pointer: &str,
+    ) -> impl Future<Output = Result<serde_json::Value, ReacquireError>> + Send;
+}
+
+/// A `Reacquire` for states with no derivable field to re-acquire: every call is an error.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoReacquire;
+
+impl Reacquire for NoReacquire {
+    async fn reacquire(&self, field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
+        Err(format!("no Reacquire configured to re-acquire `{field}` from `{pointer}`").into())
+    }
+}
+
+/// Adapts a synchronous closure `(field, pointer) -> Result<Value, ReacquireError>`.
+pub struct FnReacquire<F>(F);
+
+impl<F> FnReacquire<F>
+where
+    F: Fn(&str, &str) -> Result<serde_json::Value, ReacquireError> + Send + Sync,
+{
+    /// Wraps `f`.
+    pub fn new(f: F) -> Self {
+        FnReacquire(f)
+    }
+}
+
+impl<F> Reacquire for FnReacquire<F>
+where
+    F: Fn(&str, &str) -> Result<serde_json::Value, ReacquireError> + Send + Sync,
+{
+    async fn reacquire(&self, field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
+        (self.0)(field, pointer)
+    }
+}
+
+/// Object-safe form of [`Reacquire`].
+trait DynReacquire: Send + Sync {
+    fn reacquire_dyn<'a>(
+        &'a self,
+        field: &'a str,
+        pointer: &'a str,
+    ) -> BoxFuture<'a, Result<serde_json::Value, ReacquireError>>;
+}
+
+impl<T: Reacquire> DynReacquire for T {
+    fn reacquire_dyn<'a>(
+        &'a self,
+        field: &'a str,
+        pointer: &'a str,
+    ) -> BoxFuture<'a, Result<serde_json::Value, ReacquireError>> {
+        Box::pin(self.reacquire(field, pointer))
+    }
+}
+
+impl Compactor {
+    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
+    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
+    /// spilled value cannot be read.
+    pub async fn rehydrate<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        self.rehydrate_dyn(compacted, reacquirer).await
+    }
+
+    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
+    pub fn rehydrate_blocking<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        crate::block_on(self.rehydrate(compacted, reacquirer))
+    }
+
+    async fn rehydrate_dyn<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &dyn DynReacquire,
+    ) -> Result<S, CompactionError> {
+        if !compacted.verify_seal() {
+            return Err(CompactionError::Integrity {
+                field: "<checkpoint>".into(),
+            });
+        }
+        let expected = S::schema().type_name();
+        if compacted.state_type != expected {
+            return Err(CompactionError::WrongStateType {
+                expected: expected.into(),
+                found: compacted.state_type.clone(),
+            });
+        }
+        let mut parts = Parts::new();
+        for (path, shape) in &compacted.shapes {
+            parts.insert_shape(path, *shape);
+        }
+        for entry in &compacted.entries {
+            let path = entry.path.as_str();
+            let part = match &entry.form {
+                Form::Protected {
+                    json, fingerprint, ..
+                } => {
+                    if !fingerprint.matches(json.as_bytes()) {
+                        return Err(integrity(path));
+                    }
+                    Part::Json(json.clone())
+                }
+                Form::ProtectedSpilled { pointer } => {
+                    let bytes = self.fetch(path, &pointer.hash()).await?;
+                    Part::Json(String::from_utf8(bytes).map_err(|_| integrity(path))?)
+                }
+                Form::Value { json } => Part::Json(json.clone()),
+                Form::Summary { origin, .. } if entry.section == Section::Derivable => {
+                    let pointer = origin.as_deref().unwrap_or_default();
+                    Part::Json(self.reacquire(reacquirer, path, pointer).await?)
+                }
+                Form::Evicted { pointer } => {
+                    Part::Json(self.reacquire(reacquirer, path, pointer).await?)
+                }
+                Form::Summary { .. } | Form::Tombstone => Part::Default,
+                Form::Effects {
+                    total,
+                    records,
+                    spilled,
+                    payloads,
+                    ..
+                } => {
+                    let mut all = records.clone();
+                    if let Some(spilled) = spilled {
+                        let bytes = self.fetch(path, &spilled.pointer.hash()).await?;
+                        let more: Vec<IndexedRecord> =
+                            serde_json::from_slice(&bytes).map_err(|_| integrity(path))?;
+                        if more.len() != spilled.count {
+                            return Err(integrity(path));
+                        }
+                        all.extend(more);
+                    }
+                    all.sort_by_key(|r| r.index);
+                    let in_order = all.iter().enumerate().all(|(i, r)| r.index == i);
+                    if all.len() != *total || !in_order {
+                        return Err(integrity(path));
+                    }
+                    let mut effects: Vec<crate::Effect> =
+                        all.into_iter().map(|r| r.record).collect();
+                    for payload in payloads {
+                        match effects.get_mut(payload.index) {
+                            Some(e) if e.idempotency_key == payload.key => {
+                                e.payload = Some(payload.value.clone())
+                            }
+                            _ => return Err(integrity(path)),
+                        }
+                    }
+                    Part::Effects(EffectLog::from_effects(effects).map_err(|_| integrity(path))?)
+                }
+            };
+            parts.insert(path, part);
+        }
+        Ok(S::rebuild(&mut parts)?)
+    }
+
+    async fn fetch(&self, field: &str, hash: &ContentHash) -> Result<Vec<u8>, CompactionError> {
+        get_verified(&*self.store, hash).await.map_err(|e| match e {
+            StoreError::Integrity { .. } => integrity(field),
+            other => CompactionError::Store(other),
+        })
+    }
+
+    async fn reacquire(
+        &self,
+        reacquirer: &dyn DynReacquire,
+        field: &str,
+        pointer: &str,
+    ) -> Result<String, CompactionError> {
+        let value = reacquirer
+            .reacquire_dyn(field, pointer)
+            .await
+            .map_err(|source| CompactionError::Reacquire {
+                field: field.into(),
+                pointer: pointer.into(),
+                source,
+            })?;
+        Ok(value.to_string())
+    }
+}
+
+fn integrity(field: &str) -> CompactionError {
+    CompactionError::Integrity {
+        field: field.into(),
+    }
+}

@@ -1,0 +1,312 @@
+//! The window text: a documented, deterministic format, or the author's own renderer.
+//!
+//! # The default format
+//!
+//! ```text
+//! <<< COMPACTED STATE: compaction #2 of MigrationState >>>
+//! left the window: tool_output (evicted), config_contents (pointer), ci_log (summary), migrations (records spilled)
+//! Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.
+//! ## protected (verbatim)
+//! constraints [pinned] = ["never touch /etc/prod"]
+//! plan_step = 6
+//! notes = [SPILLED verbatim -> store://sha256:…]
+//! ## effects (exact status)
+//! migrations (idempotent=false, 5000 records):
+//!   {"action":"apply_migration","target":"db://users","idempotency_key":"mig-5000","status":"unknown","depends_on":["mig-4999"]}
+//!   [SPILLED 4999 records: 4999 committed, 0 not_started, 0 unknown -> store://sha256:…]
+//!   [EVICTED payloads of 12 records recover=no]
+//! ## derivable
+//! [EVICTED config_contents recover=reacquire pointer=file:///srv/app/config.toml]
+//! ci_log = [SUMMARY not authoritative; source=store://sha256:… origin=https://ci.example/runs/6] "…summary…"
+//! ## redundant
+//! [EVICTED tool_output recover=no]
+//! <<< END COMPACTED STATE >>>
+//! ```
+//!
+//! Values are compact JSON (strings quoted and escaped), so what the model reads is exactly what
+//! rehydration restores. Sections appear only when they have fields; the "left the window" line
+//! only when something left.
+
+use crate::compacted::{Entry, Form, IndexedRecord, KeptPayload, Section, SpilledRecords};
+use crate::Pointer;
+use std::fmt::Write;
+
+/// Renders the window. The engine counts the renderer's output and enforces the budget on it,
+/// evicting more when a custom format is longer than planned.
+pub trait Renderer: Send + Sync {
+    /// Renders `view` as the text the model reads.
+    fn render(&self, view: &WindowView<'_>) -> String;
+}
+
+/// Everything a renderer may show.
+#[derive(Debug)]
+pub struct WindowView<'a> {
+    pub(crate) compaction: u64,
+    pub(crate) state_type: &'a str,
+    pub(crate) entries: &'a [Entry],
+}
+
+impl<'a> WindowView<'a> {
+    /// The compaction's number.
+    pub fn compaction(&self) -> u64 {
+        self.compaction
+    }
+
+    /// The state's type name.
+    pub fn state_type(&self) -> &'a str {
+        self.state_type
+    }
+
+    /// Every field, in traversal order.
+    pub fn fields(&self) -> impl Iterator<Item = FieldView<'a>> + 'a {
+        self.entries.iter().map(FieldView::of)
+    }
+}
+
+/// One field as the renderer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldView<'a> {
+    /// Concrete path.
+    pub path: &'a str,
+    /// The field's section.
+    pub section: Section,
+    /// How it is preserved.
+    pub form: FormView<'a>,
+}
+
+/// How a field is preserved, for rendering.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum FormView<'a> {
+    /// Verbatim JSON (protected, derivable or redundant).
+    Verbatim {
+        /// Compact JSON.
+        json: &'a str,
+        /// A pinned protected field.
+        pinned: bool,
+    },
+    /// Protected value moved to the store.
+    Spilled {
+        /// Where.
+        pointer: &'a Pointer,
+    },
+    /// A summary standing in for the value.
+    Summary {
+        /// The summary.
+        text: &'a str,
+        /// The stored source.
+        source: &'a Pointer,
+        /// The field's own pointer, when derivable.
+        origin: Option<&'a str>,
+    },
+    /// A derivable value evicted behind its pointer.
+    Evicted {
+        /// Where to re-acquire it.
+        pointer: &'a str,
+    },
+    /// A redundant value evicted for good.
+    Tombstone,
+    /// An effect ledger.
+    Effects(EffectsView<'a>),
+}
+
+/// An effect ledger, for rendering.
+#[derive(Debug, Clone, Copy)]
+pub struct EffectsView<'a> {
+    /// Whether re-running is harmless.
+    pub idempotent: bool,
+    /// Number of records in the log.
+    pub total: usize,
+    records: &'a [IndexedRecord],
+    spilled: Option<&'a SpilledRecords>,
+    payloads: &'a [KeptPayload],
+    /// Number of payloads evicted.
+    pub payloads_evicted: usize,
+}
+
+impl<'a> EffectsView<'a> {
+    /// Records kept in the window, in log order.
+    pub fn records(&self) -> impl Iterator<Item = &'a crate::Effect> + 'a {
+        self.records.iter().map(|r| &r.record)
+    }
+
+    /// For spilled records: (pointer, count, committed, not_started, unknown).
+    pub fn spilled(&self) -> Option<(&'a Pointer, usize, usize, usize, usize)> {
+        self.spilled
+            .map(|s| (&s.pointer, s.count, s.committed, s.not_started, s.unknown))
+    }
+
+    /// Payloads kept in the window, by idempotency key.
+    pub fn payloads(&self) -> impl Iterator<Item = (&'a str, &'a serde_json::Value)> + 'a {
+        self.payloads.iter().map(|p| (p.key.as_str(), &p.value))
+    }
+}
+
+impl<'a> FieldView<'a> {
+    pub(crate) fn of(entry: &'a Entry) -> Self {
+        let form = match &entry.form {
+            Form::Protected { pin, json, .. } => FormView::Verbatim { json, pinned: *pin },
+            Form::ProtectedSpilled { pointer } => FormView::Spilled { pointer },
+            Form::Value { json } => FormView::Verbatim {
+                json,
+                pinned: false,
+            },
+            Form::Summary {
+                text,
+                source,
+                origin,
+                ..
+            } => FormView::Summary {
+                text,
+                source,
+                origin: origin.as_deref(),
+            },
+            Form::Evicted { pointer } => FormView::Evicted { pointer },
+            Form::Tombstone => FormView::Tombstone,
+            Form::Effects {
+                idempotent,
+                total,
+                records,
+                spilled,
+                payloads,
+                payloads_evicted,
+            } => FormView::Effects(EffectsView {
+                idempotent: *idempotent,
+                total: *total,
+                records,
+                spilled: spilled.as_ref(),
+                payloads,
+                payloads_evicted: *payloads_evicted,
+            }),
+        };
+        FieldView {
+            path: &entry.path,
+            section: entry.section,
+            form,
+        }
+    }
+
+    /// Whether the field left the window (anything but verbatim).
+    pub fn left_window(&self) -> Option<&'static str> {
+        match self.form {
+            FormView::Verbatim { .. } => None,
+            FormView::Spilled { .. } => Some("spilled"),
+            FormView::Summary { .. } => Some("summary"),
+            FormView::Evicted { .. } => Some("pointer"),
+            FormView::Tombstone => Some("evicted"),
+            FormView::Effects(e) => match (e.spilled.is_some(), e.payloads_evicted > 0) {
+                (true, _) => Some("records spilled"),
+                (false, true) => Some("payloads evicted"),
+                (false, false) => None,
+            },
+        }
+    }
+}
+
+/// The documented default format (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultRenderer;
+
+/// The instruction every compacted window carries.
+pub const REVERIFY_NOTICE: &str = "Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.";
+
+impl Renderer for DefaultRenderer {
+    fn render(&self, view: &WindowView<'_>) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "<<< COMPACTED STATE: compaction #{} of {} >>>",
+            view.compaction, view.state_type
+        );
+        let left: Vec<String> = view
+            .fields()
+            .filter_map(|f| f.left_window().map(|how| format!("{} ({how})", f.path)))
+            .collect();
+        if !left.is_empty() {
+            let _ = writeln!(out, "left the window: {}", left.join(", "));
+        }
+        out.push_str(REVERIFY_NOTICE);
+        out.push('\n');
+        let sections = [
+            (Section::Protected, "## protected (verbatim)"),
+            (Section::Effects, "## effects (exact status)"),
+            (Section::Derivable, "## derivable"),
+            (Section::Redundant, "## redundant"),
+        ];
+        for (section, title) in sections {
+            let mut fields: Vec<FieldView<'_>> =
+                view.fields().filter(|f| f.section == section).collect();
+            if fields.is_empty() {
+                continue;
+            }
+            // Pinned protected fields first: they are the ones the author said must never move.
+            fields.sort_by_key(|f| !matches!(f.form, FormView::Verbatim { pinned: true, .. }));
+            out.push_str(title);
+            out.push('\n');
+            for field in fields {
+                render_field(&mut out, &field);
+            }
+        }
+        out.push_str("<<< END COMPACTED STATE >>>");
+        out
+    }
+}
+
+/// Appends one field in the default format.
+pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
+    let path = field.path;
+    let _ = match field.form {
+        FormView::Verbatim { json, pinned: true } => writeln!(out, "{path} [pinned] = {json}"),
+        FormView::Verbatim { json, .. } => writeln!(out, "{path} = {json}"),
+        FormView::Spilled { pointer } => writeln!(out, "{path} = [SPILLED verbatim -> {pointer}]"),
+        FormView::Summary {
+            text,
+            source,
+            origin,
+        } => {
+            // Quoted like every value, so a summary can never pass for another line.
+            let text = serde_json::Value::from(text);
+            match origin {
+                Some(origin) => writeln!(
+                    out,
+                    "{path} = [SUMMARY not authoritative; source={source} origin={origin}] {text}"
+                ),
+                None => {
+                    writeln!(out, "{path} = [SUMMARY not authoritative; source={source}] {text}")
+                }
+            }
+        }
+        FormView::Evicted { pointer } => {
+            writeln!(out, "[EVICTED {path} recover=reacquire pointer={pointer}]")
+        }
+        FormView::Tombstone => writeln!(out, "[EVICTED {path} recover=no]"),
+        FormView::Effects(effects) => {
+            let _ = writeln!(
+                out,
+                "{path} (idempotent={}, {} records):",
+                effects.idempotent, effects.total
+            );
+            for record in effects.records() {
+                let json = serde_json::to_string(record).unwrap_or_default();
+                let _ = writeln!(out, "  {json}");
+            }
+            if let Some((pointer, count, committed, not_started, unknown)) = effects.spilled() {
+                let _ = writeln!(
+                    out,
+                    "  [SPILLED {count} records: {committed} committed, {not_started} not_started, {unknown} unknown -> {pointer}]"
+                );
+            }
+            for (key, payload) in effects.payloads() {
+                let _ = writeln!(out, "  payload {key} = {payload}");
+            }
+            if effects.payloads_evicted > 0 {
+                let _ = writeln!(
+                    out,
+                    "  [EVICTED payloads of {} records recover=no]",
+                    effects.payloads_evicted
+                );
+            }
+            Ok(())
+        }
+    };
+}

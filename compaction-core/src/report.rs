@@ -1,0 +1,116 @@
+//! What a compaction did to each field, for logs and for the agent's own bookkeeping.
+
+use crate::{Fingerprint, Pointer};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// What happened to one field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FieldOutcome {
+    /// In the window verbatim.
+    Kept,
+    /// Replaced by a summary; the verbatim source is in the store at `source`.
+    Summarized {
+        /// Tokens of the source text.
+        from_tokens: usize,
+        /// Tokens of the summary.
+        to_tokens: usize,
+        /// Where the source is stored.
+        source: Pointer,
+    },
+    /// A derivable field left the window; `pointer` says where to re-acquire it.
+    Evicted {
+        /// The field's pointer, built from its template.
+        pointer: String,
+    },
+    /// Protected state or settled effect records moved to the store verbatim.
+    Spilled {
+        /// Where it is.
+        pointer: Pointer,
+    },
+    /// Evicted for good (redundant state, effect payloads): a tombstone marks the loss.
+    Tombstoned,
+}
+
+/// One field's line in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldReport {
+    /// Concrete path (`plan_step`, `subtasks[1].notes`, `migrations.payloads`).
+    pub field: String,
+    /// What happened to it.
+    pub outcome: FieldOutcome,
+}
+
+/// What one compaction did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionReport {
+    /// The compaction's number (1 for the first compaction by a `Compactor`).
+    pub compaction: u64,
+    /// The budget, in tokens.
+    pub budget: usize,
+    /// Tokens of the rendered window (exact, with the configured counter).
+    pub tokens_after: usize,
+    /// Tokens the state would take rendered whole. Exact when nothing left the window; otherwise
+    /// a lower bound, because evicted values are measured only until they are known not to fit.
+    pub tokens_before: usize,
+    /// Whether `tokens_before` is exact.
+    pub tokens_before_exact: bool,
+    /// The token counter's name.
+    pub counter: String,
+    /// Every field, in traversal order.
+    pub fields: Vec<FieldReport>,
+    /// The fingerprint of every protected field, kept or spilled.
+    pub fingerprints: BTreeMap<String, Fingerprint>,
+}
+
+impl CompactionReport {
+    /// The outcome of the field at `path`.
+    pub fn outcome(&self, path: &str) -> Option<&FieldOutcome> {
+        self.fields.iter().find(|f| f.field == path).map(|f| &f.outcome)
+    }
+
+    /// Whether every field stayed in the window verbatim.
+    pub fn nothing_evicted(&self) -> bool {
+        self.fields.iter().all(|f| f.outcome == FieldOutcome::Kept)
+    }
+
+    /// Paths of the fields that did not stay verbatim.
+    pub fn evicted(&self) -> Vec<&str> {
+        self.fields
+            .iter()
+            .filter(|f| f.outcome != FieldOutcome::Kept)
+            .map(|f| f.field.as_str())
+            .collect()
+    }
+}
+
+impl fmt::Display for CompactionReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let before = if self.tokens_before_exact { "" } else { ">=" };
+        write!(
+            f,
+            "compaction #{}: {before}{} -> {} tokens (budget {}, {})",
+            self.compaction, self.tokens_before, self.tokens_after, self.budget, self.counter
+        )?;
+        if self.nothing_evicted() {
+            return write!(f, "; everything kept verbatim");
+        }
+        let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for field in &self.fields {
+            let group = match field.outcome {
+                FieldOutcome::Kept => "kept",
+                FieldOutcome::Summarized { .. } => "summarized",
+                FieldOutcome::Evicted { .. } => "evicted",
+                FieldOutcome::Spilled { .. } => "spilled",
+                FieldOutcome::Tombstoned => "tombstoned",
+            };
+            groups.entry(group).or_default().push(&field.field);
+        }
+        for (group, fields) in groups {
+            write!(f, "; {group}: {}", fields.join(", "))?;
+        }
+        Ok(())
+    }
+}

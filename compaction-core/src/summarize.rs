@@ -1,0 +1,205 @@
+//! Summarizers: what may replace a `summarize`-enabled derivable or redundant field.
+//!
+//! Only values whose type is [`Summarizable`](crate::Summarizable) and whose field allows it ever
+//! reach a summarizer; the engine checks every request against the schema first.
+
+use crate::BoxFuture;
+use std::future::Future;
+
+/// What the engine asks a summarizer for.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryRequest<'a> {
+    /// The field's concrete path (`ci_log`, `subtasks[2].notes`).
+    pub field: &'a str,
+    /// The text to summarize: the raw string for text fields, JSON for other values.
+    pub text: &'a str,
+    /// The most tokens the summary may have. Longer output is an error, never cut.
+    pub target_tokens: usize,
+}
+
+/// A summarizer failure. Every one of these ends compaction with
+/// [`CompactionError::Summarizer`](crate::CompactionError::Summarizer); the engine never cuts an
+/// over-long summary or accepts an empty one.
+#[derive(Debug, thiserror::Error)]
+pub enum SummarizerError {
+    /// The summarizer itself failed (model error, timeout, network).
+    #[error("summarizer failed on `{field}`: {message}")]
+    Failed {
+        /// The field being summarized.
+        field: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The summarizer returned nothing.
+    #[error("summarizer returned an empty summary for `{field}`")]
+    Empty {
+        /// The field being summarized.
+        field: String,
+    },
+    /// The summary is longer than the target it was given.
+    #[error("summary of `{field}` has {tokens} tokens, over its target of {target}")]
+    OverLong {
+        /// The field being summarized.
+        field: String,
+        /// Tokens of the returned summary.
+        tokens: usize,
+        /// The target it was given.
+        target: usize,
+    },
+}
+
+impl SummarizerError {
+    /// A failure with a message, for summarizer implementations.
+    pub fn failed(field: &str, message: impl Into<String>) -> Self {
+        SummarizerError::Failed {
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Turns text into a shorter surrogate. Implement it with `async fn` for a model call:
+///
+/// ```
+/// use compaction_core::{Summarizer, SummaryRequest, SummarizerError};
+///
+/// struct FirstLine;
+/// impl Summarizer for FirstLine {
+///     async fn summarize(&self, req: SummaryRequest<'_>) -> Result<String, SummarizerError> {
+///         Ok(req.text.lines().next().unwrap_or_default().chars().take(80).collect())
+///     }
+/// }
+/// ```
+pub trait Summarizer: Send + Sync {
+    /// Summarizes `request.text` in at most `request.target_tokens` tokens.
+    fn summarize(
+        &self,
+        request: SummaryRequest<'_>,
+    ) -> impl Future<Output = Result<String, SummarizerError>> + Send;
+}
+
+/// Object-safe form of [`Summarizer`].
+pub(crate) trait DynSummarizer: Send + Sync {
+    fn summarize_dyn<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+    ) -> BoxFuture<'a, Result<String, SummarizerError>>;
+}
+
+impl<T: Summarizer> DynSummarizer for T {
+    fn summarize_dyn<'a>(
+        &'a self,
+        request: SummaryRequest<'a>,
+    ) -> BoxFuture<'a, Result<String, SummarizerError>> {
+        Box::pin(self.summarize(request))
+    }
+}
+
+/// Adapts a synchronous closure into a [`Summarizer`].
+///
+/// ```
+/// use compaction_core::{FnSummarizer, SummaryRequest};
+/// let s = FnSummarizer::new(|req: SummaryRequest<'_>| Ok(format!("{} bytes", req.text.len())));
+/// # let _ = s;
+/// ```
+pub struct FnSummarizer<F>(F);
+
+impl<F> FnSummarizer<F>
+where
+    F: Fn(SummaryRequest<'_>) -> Result<String, SummarizerError> + Send + Sync,
+{
+    /// Wraps `f`.
+    pub fn new(f: F) -> Self {
+        FnSummarizer(f)
+    }
+}
+
+impl<F> Summarizer for FnSummarizer<F>
+where
+    F: Fn(SummaryRequest<'_>) -> Result<String, SummarizerError> + Send + Sync,
+{
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<String, SummarizerError> {
+        (self.0)(request)
+    }
+}
+
+/// A deterministic, offline summarizer: keeps the head and the tail of the text and marks the
+/// cut with `[... N bytes elided ...]`. It never invents text, so it cannot paraphrase; it only
+/// drops the middle. The default for examples and benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extractive;
+
+impl Extractive {
+    /// The extract of `text` for a summary of at most `target_tokens` tokens.
+    ///
+    /// It keeps at most one byte per token of the target (minus room for the cut marker):
+    /// every BPE token covers at least one byte, so the extract fits whatever the encoding.
+    pub fn extract(text: &str, target_tokens: usize) -> String {
+        // A byte is never less than zero tokens and BPE tokens cover at least one byte, so
+        // keeping at most `target_tokens - marker` bytes can never exceed the target.
+        const MARKER_ALLOWANCE: usize = 16;
+        if text.len() <= target_tokens {
+            return text.to_owned();
+        }
+        let keep = target_tokens.saturating_sub(MARKER_ALLOWANCE);
+        if keep == 0 {
+            return String::new();
+        }
+        let head = floor_char_boundary(text, keep / 2);
+        let tail_start = ceil_char_boundary(text, text.len() - (keep - keep / 2));
+        format!(
+            "{}[... {} bytes elided ...]{}",
+            &text[..head],
+            tail_start - head,
+            &text[tail_start..]
+        )
+    }
+}
+
+impl Summarizer for Extractive {
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<String, SummarizerError> {
+        Ok(Extractive::extract(request.text, request.target_tokens))
+    }
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TokenCounter, Tokenizer};
+
+    #[test]
+    fn extract_fits_its_target_and_keeps_ends() {
+        let text = "BEGIN ".to_string() + &"middle text ".repeat(500) + " END";
+        for target in [20, 50, 300] {
+            let out = Extractive::extract(&text, target);
+            assert!(Tokenizer::O200kBase.count(&out) <= target, "target {target}: {out}");
+            assert!(out.contains("elided"));
+        }
+        let out = Extractive::extract(&text, 300);
+        assert!(out.starts_with("BEGIN"));
+        assert!(out.ends_with("END"));
+        assert_eq!(Extractive::extract("short", 100), "short");
+    }
+
+    #[test]
+    fn extract_respects_char_boundaries() {
+        let text = "é".repeat(1000);
+        let out = Extractive::extract(&text, 41);
+        assert!(out.contains("elided"));
+    }
+}

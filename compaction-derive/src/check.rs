@@ -1,0 +1,60 @@
+//! Rules between fields: a derivable field's pointer may only be built from protected fields,
+//! because the pointer must survive the compaction that evicts the value.
+
+use crate::ast::Container;
+use crate::attr::Class;
+use crate::ctxt::Ctxt;
+use crate::template::{self, Piece};
+
+/// Checks every pointer template; returns the parsed templates by field index (`None` for
+/// fields that have none or whose template is wrong).
+pub fn check(cx: &Ctxt, cont: &Container<'_>) -> Vec<Option<Vec<Piece>>> {
+    cont.fields
+        .iter()
+        .map(|field| {
+            let Class::Derivable { pointer, .. } = &field.class else {
+                return None;
+            };
+            let pieces = match template::parse(&pointer.value()) {
+                Ok(pieces) => pieces,
+                Err(e) => {
+                    cx.error_spanned_by(
+                        pointer,
+                        format!("invalid pointer template (at byte {}): {}", e.offset, e.message),
+                    );
+                    return None;
+                }
+            };
+            let mut valid = true;
+            for piece in &pieces {
+                let Piece::Field(name) = piece else { continue };
+                match cont.fields.iter().find(|f| &f.name == name) {
+                    None => {
+                        cx.error_spanned_by(
+                            pointer,
+                            format!(
+                                "pointer placeholder `{{{name}}}` names no field of `{}`; \
+                                 placeholders must name #[protected] fields",
+                                cont.ident
+                            ),
+                        );
+                        valid = false;
+                    }
+                    Some(target) if !matches!(target.class, Class::Protected { .. }) => {
+                        cx.error_spanned_by(
+                            pointer,
+                            format!(
+                                "pointer placeholder `{{{name}}}` names a field that is not \
+                                 #[protected]; the pointer must survive compaction, so build it \
+                                 only from #[protected] fields (classify `{name}` #[protected])"
+                            ),
+                        );
+                        valid = false;
+                    }
+                    Some(_) => {}
+                }
+            }
+            valid.then_some(pieces)
+        })
+        .collect()
+}

@@ -1,0 +1,287 @@
+//! Writes the `Compactable` impl: the schema, the typed traversal, the rebuild, and the
+//! compile-time checks that turn a misclassified field into an error at that field.
+
+use crate::ast::{Container, Field};
+use crate::attr::Class;
+use crate::check;
+use crate::ctxt::Ctxt;
+use crate::template::Piece;
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+pub fn derive(input: &syn::DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let cont = Container::from_ast(&cx, input, "Compactable");
+    let templates = cont.as_ref().map(|c| check::check(&cx, c));
+    match (cx.check(), cont, templates) {
+        (Ok(()), Some(cont), Some(templates)) => expand(&cont, &templates),
+        (result, _, _) => {
+            let errors = result.err().map(|e| e.to_compile_error());
+            let stub = stub(input);
+            quote!(#errors #stub)
+        }
+    }
+}
+
+/// An impl whose bodies are never reached, emitted next to the errors so the author sees the
+/// real mistake instead of "`X` is not Compactable" wherever the type is used.
+fn stub(input: &syn::DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let krate = crate::ast::crate_path(&cx, input);
+    let _ = cx.check();
+    let ident = &input.ident;
+    let generics = with_static_bounds(input.generics.clone());
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
+            fn schema() -> &'static #krate::__private::Schema {
+                ::core::unreachable!()
+            }
+            fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(&'__a self, _: &mut __V) {
+                ::core::unreachable!()
+            }
+            fn rebuild(
+                _: &mut #krate::__private::Parts,
+            ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
+                ::core::unreachable!()
+            }
+        }
+    }
+}
+
+/// `Compactable: 'static`, so every type parameter must be too.
+fn with_static_bounds(mut generics: syn::Generics) -> syn::Generics {
+    for param in generics.type_params_mut() {
+        param.bounds.push(syn::parse_quote!('static));
+    }
+    generics
+}
+
+fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream {
+    let krate = &cont.crate_path;
+    let ident = cont.ident;
+    let generics = add_field_bounds(cont);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let is_generic = cont.generics.type_params().next().is_some();
+
+    let type_name = ident.to_string();
+    let schema_fields = cont.fields.iter().map(|f| schema_field(krate, f));
+    let schema_body = quote! {
+        let __builder = #krate::__private::Schema::builder(#type_name);
+        #(#schema_fields)*
+        __builder.build()
+    };
+    let schema_fn = if is_generic {
+        quote!(#krate::__private::schema_for::<Self>(|| { #schema_body }))
+    } else {
+        quote! {
+            static __SCHEMA: #krate::__private::OnceLock<#krate::__private::Schema> =
+                #krate::__private::OnceLock::new();
+            __SCHEMA.get_or_init(|| { #schema_body })
+        }
+    };
+    let checks = cont.fields.iter().map(|f| compile_checks(krate, f));
+    let visits = cont
+        .fields
+        .iter()
+        .zip(templates)
+        .map(|(f, t)| visit_field(krate, f, t.as_deref()));
+    let rebuilds = cont.fields.iter().map(rebuild_field);
+
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
+            fn schema() -> &'static #krate::__private::Schema {
+                #schema_fn
+            }
+
+            fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(&'__a self, __visitor: &mut __V) {
+                #(#checks)*
+                #(#visits)*
+            }
+
+            fn rebuild(
+                __parts: &mut #krate::__private::Parts,
+            ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
+                ::core::result::Result::Ok(Self { #(#rebuilds)* })
+            }
+        }
+    }
+}
+
+fn class_tokens(krate: &syn::Path, class: &Class) -> TokenStream {
+    let path = quote!(#krate::__private::FieldClass);
+    match class {
+        Class::Protected { pin } => quote!(#path::Protected { pin: #pin }),
+        Class::Derivable { pointer, summarize } => {
+            quote!(#path::Derivable { pointer_template: #pointer, summarize: #summarize })
+        }
+        Class::Redundant { summarize } => quote!(#path::Redundant { summarize: #summarize }),
+        Class::Effect { idempotent } => quote!(#path::Effect { idempotent: #idempotent }),
+        Class::Nested => quote!(),
+    }
+}
+
+fn schema_field(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
+    let Field {
+        name, ty, cfgs, ..
+    } = field;
+    if let Class::Nested = field.class {
+        let nested = quote!(<#ty as #krate::__private::NestedField>);
+        return quote! {
+            #(#cfgs)*
+            let __builder = __builder.nested(
+                #name,
+                #nested::nested_schema(),
+                #nested::REPEATED,
+                #nested::CONDITIONAL,
+            );
+        };
+    }
+    let class = class_tokens(krate, &field.class);
+    let ty_name = quote!(#ty).to_string().replace(' ', "");
+    quote! {
+        #(#cfgs)*
+        let __builder = __builder.field(#name, #class, #ty_name);
+    }
+}
+
+/// Calls whose only purpose is to fail to compile, at the field, when its type does not fit its
+/// class. Each trait carries a `#[diagnostic::on_unimplemented]` message saying what to do.
+fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
+    let ty = field.ty;
+    let span = ty.span();
+    let private = quote!(#krate::__private);
+    let mut checks = TokenStream::new();
+    let evictable = quote_spanned! {span=>
+        {
+            #[allow(unused_imports)]
+            use #private::{CarriesStateProbe as _, PlainProbe as _};
+            #private::assert_evictable((&&#private::Probe::<#ty>::new()).evictability());
+        }
+    };
+    match &field.class {
+        Class::Protected { .. } => {}
+        Class::Derivable { .. } => checks.extend(evictable),
+        Class::Redundant { .. } => {
+            checks.extend(evictable);
+            checks.extend(quote_spanned!(span=> #private::assert_redundant_default::<#ty>();));
+        }
+        Class::Effect { .. } => {
+            checks.extend(quote_spanned!(span=> #private::assert_effect_records::<#ty>();))
+        }
+        Class::Nested => checks.extend(quote_spanned!(span=> #private::assert_nested::<#ty>();)),
+    }
+    if field.class.allows_summary() {
+        checks.extend(quote_spanned!(span=> #private::assert_summarizable::<#ty>();));
+    }
+    let cfgs = &field.cfgs;
+    quote!(#(#cfgs)* { #checks })
+}
+
+fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>) -> TokenStream {
+    let Field {
+        member,
+        name,
+        ty,
+        cfgs,
+        ..
+    } = field;
+    let call = match &field.class {
+        Class::Protected { pin } => quote!(__visitor.protected(#name, #pin, &self.#member);),
+        Class::Derivable { summarize, .. } => {
+            let pushes = template.unwrap_or_default().iter().map(|piece| match piece {
+                Piece::Literal(text) => quote!(__out.push_str(#text);),
+                Piece::Field(target) => {
+                    let target = syn::Ident::new_raw(target, Span::call_site());
+                    quote!(#krate::__private::push_placeholder(__out, &self.#target);)
+                }
+            });
+            let method = if *summarize {
+                quote!(derivable_summarizable)
+            } else {
+                quote!(derivable)
+            };
+            quote! {
+                __visitor.#method(
+                    #name,
+                    &|__out: &mut ::std::string::String| { #(#pushes)* },
+                    &self.#member,
+                );
+            }
+        }
+        Class::Redundant { summarize: true } => {
+            quote!(__visitor.redundant_summarizable(#name, &self.#member);)
+        }
+        Class::Redundant { summarize: false } => quote!(__visitor.redundant(#name, &self.#member);),
+        Class::Effect { idempotent } => {
+            quote!(__visitor.effect(#name, #idempotent, &self.#member);)
+        }
+        Class::Nested => quote! {
+            <#ty as #krate::__private::NestedField>::visit_nested(&self.#member, #name, __visitor);
+        },
+    };
+    quote!(#(#cfgs)* #call)
+}
+
+fn rebuild_field(field: &Field<'_>) -> TokenStream {
+    let Field {
+        member, name, cfgs, ..
+    } = field;
+    let method = match field.class {
+        Class::Protected { .. } => quote!(protected),
+        Class::Derivable { .. } => quote!(derivable),
+        Class::Redundant { .. } => quote!(redundant),
+        Class::Effect { .. } => quote!(effect),
+        Class::Nested => quote!(nested),
+    };
+    quote!(#(#cfgs)* #member: __parts.#method(#name)?,)
+}
+
+/// Bounds only where needed: a field whose type mentions a type parameter gets the bounds its
+/// class needs; concrete field types are checked as they are.
+fn add_field_bounds(cont: &Container<'_>) -> syn::Generics {
+    let krate = &cont.crate_path;
+    let mut generics = with_static_bounds(cont.generics.clone());
+    let params: Vec<syn::Ident> = cont
+        .generics
+        .type_params()
+        .map(|p| p.ident.clone())
+        .collect();
+    if params.is_empty() {
+        return generics;
+    }
+    let private = quote!(#krate::__private);
+    let data = quote!(#private::serde::Serialize + #private::serde::de::DeserializeOwned);
+    let where_clause = generics.make_where_clause();
+    for field in &cont.fields {
+        if !mentions(&params, field.ty) {
+            continue;
+        }
+        let ty = field.ty;
+        let mut bound = match &field.class {
+            Class::Protected { .. } | Class::Derivable { .. } => data.clone(),
+            Class::Redundant { .. } => quote!(#data + ::core::default::Default),
+            Class::Effect { .. } => quote!(#krate::EffectRecords),
+            Class::Nested => quote!(#private::NestedField),
+        };
+        if field.class.allows_summary() {
+            bound.extend(quote!(+ #krate::Summarizable));
+        }
+        where_clause.predicates.push(syn::parse_quote!(#ty: #bound));
+    }
+    generics
+}
+
+fn mentions(params: &[syn::Ident], ty: &syn::Type) -> bool {
+    fn walk(tokens: TokenStream, params: &[syn::Ident]) -> bool {
+        tokens.into_iter().any(|tt| match tt {
+            TokenTree::Ident(ident) => params.contains(&ident),
+            TokenTree::Group(group) => walk(group.stream(), params),
+            _ => false,
+        })
+    }
+    walk(quote!(#ty), params)
+}

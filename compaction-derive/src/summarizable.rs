@@ -1,0 +1,55 @@
+//! `#[derive(Summarizable)]`: plain data whose every field is itself summarizable.
+
+use crate::ast::crate_path;
+use crate::attr::CLASS_NAMES;
+use crate::ctxt::Ctxt;
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+pub fn derive(input: &syn::DeriveInput) -> TokenStream {
+    let cx = Ctxt::new();
+    let krate = crate_path(&cx, input);
+    let fields: Vec<&syn::Field> = match &input.data {
+        syn::Data::Struct(s) => s.fields.iter().collect(),
+        syn::Data::Enum(e) => e.variants.iter().flat_map(|v| v.fields.iter()).collect(),
+        syn::Data::Union(u) => {
+            cx.error_spanned_by(&u.union_token, "#[derive(Summarizable)] does not support unions");
+            Vec::new()
+        }
+    };
+    for field in &fields {
+        for attr in &field.attrs {
+            if let Some(name) = CLASS_NAMES.iter().find(|n| attr.path().is_ident(n)) {
+                cx.error_spanned_by(
+                    attr,
+                    format!(
+                        "a type with #[{name}] fields carries state that must never be \
+                         summarized; remove #[derive(Summarizable)] from `{}`",
+                        input.ident
+                    ),
+                );
+            }
+        }
+    }
+    if let Err(e) = cx.check() {
+        return e.to_compile_error();
+    }
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let checks = fields.iter().map(|f| {
+        let ty = &f.ty;
+        quote_spanned!(ty.span()=> #krate::__private::assert_summarizable::<#ty>();)
+    });
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #krate::Summarizable for #ident #ty_generics #where_clause {}
+
+        const _: () = {
+            #[allow(dead_code)]
+            fn __summarizable_fields #impl_generics () #where_clause {
+                #(#checks)*
+            }
+        };
+    }
+}
