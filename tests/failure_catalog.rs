@@ -4,8 +4,8 @@
 
 use compaction::{
     Compactable, CompactionError, Compactor, Effect, EffectError, EffectLog, EffectStatus,
-    FieldOutcome, FnReacquire, FnSummarizer, MemoryStore, NoReacquire, Reacquire,
-    Summarizable, SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
+    FieldOutcome, FnReacquire, FnSummarizer, MemoryStore, NoReacquire, Reacquire, Summarizable,
+    SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -46,7 +46,9 @@ struct AgentState {
 fn config() -> String {
     let mut text = String::from("[limits]\nmax_conn = 100\nunique_key = \"tenant_id\"\n");
     for i in 0..60 {
-        text.push_str(&format!("tenant_{i} = {{ pool = {i}, region = \"eu-west\" }}\n"));
+        text.push_str(&format!(
+            "tenant_{i} = {{ pool = {i}, region = \"eu-west\" }}\n"
+        ));
     }
     text
 }
@@ -62,7 +64,9 @@ fn state() -> AgentState {
         config_path: "/srv/app/conf.d/limits.toml".into(),
         request_ids: vec!["req-7f3a9c2e1b4d".into(), "req-7f3a9c2e1b4b".into()],
         tokens_used: 118_000,
-        ruled_out: vec!["branch arm64-cross: fails on ARM (C-extension ABI mismatch), reverted".into()],
+        ruled_out: vec![
+            "branch arm64-cross: fails on ARM (C-extension ABI mismatch), reverted".into(),
+        ],
         subgoals: vec![
             Subgoal::Done("write config".into()),
             Subgoal::Blocked {
@@ -72,21 +76,36 @@ fn state() -> AgentState {
             Subgoal::Pending("notify on-call".into()),
         ],
         config_contents: config(),
-        transcript: "assistant: inspected /srv/app/conf.d/limits.toml and updated max_conn. ".repeat(200),
-        tool_output: (0..300).map(|i| format!("$ ls /srv/app -> file_{i}.log")).collect(),
+        transcript: "assistant: inspected /srv/app/conf.d/limits.toml and updated max_conn. "
+            .repeat(200),
+        tool_output: (0..300)
+            .map(|i| format!("$ ls /srv/app -> file_{i}.log"))
+            .collect(),
         effects: EffectLog::new(),
     };
     let e = &mut s.effects;
-    e.record(Effect::new("write", "file:///srv/app/conf.d/limits.toml", "write-1")).unwrap();
+    e.record(Effect::new(
+        "write",
+        "file:///srv/app/conf.d/limits.toml",
+        "write-1",
+    ))
+    .unwrap();
     e.begin("write-1").unwrap();
     e.commit("write-1").unwrap();
-    e.record(Effect::new("apply_migration", "db://app/tenants", "mig-0007")).unwrap();
+    e.record(Effect::new(
+        "apply_migration",
+        "db://app/tenants",
+        "mig-0007",
+    ))
+    .unwrap();
     e.begin("mig-0007").unwrap();
     e.commit("mig-0007").unwrap();
     // Notify depends on the write's output and has not been attempted.
-    e.record(Effect::new("notify", "mail://on-call", "notify-1").depends_on("write-1")).unwrap();
+    e.record(Effect::new("notify", "mail://on-call", "notify-1").depends_on("write-1"))
+        .unwrap();
     // A charge that timed out: the outcome is unknown.
-    e.record(Effect::new("charge", "payments://cust/42", "charge-42")).unwrap();
+    e.record(Effect::new("charge", "payments://cust/42", "charge-42"))
+        .unwrap();
     e.begin("charge-42").unwrap();
     s
 }
@@ -120,7 +139,14 @@ impl Adversary {
                 .take(req.target_tokens / 3)
                 .collect::<Vec<_>>()
                 .join(" ");
-            Ok(if short.is_empty() { "Earlier, several files were inspected and a configuration was updated.".chars().take(req.target_tokens).collect() } else { short })
+            Ok(if short.is_empty() {
+                "Earlier, several files were inspected and a configuration was updated."
+                    .chars()
+                    .take(req.target_tokens)
+                    .collect()
+            } else {
+                short
+            })
         })
     }
 
@@ -151,7 +177,15 @@ fn files() -> impl Reacquire {
 }
 
 /// Compacts under pressure (everything evictable leaves) and rehydrates.
-fn squeeze(budget: usize) -> (AgentState, compaction::Compacted<AgentState>, AgentState, Adversary, Compactor) {
+fn squeeze(
+    budget: usize,
+) -> (
+    AgentState,
+    compaction::Compacted<AgentState>,
+    AgentState,
+    Adversary,
+    Compactor,
+) {
     let adversary = Adversary::default();
     let store = MemoryStore::new();
     let compactor = compactor(budget, &adversary, &store);
@@ -192,10 +226,12 @@ fn lost_identity_the_config_path_stays_exact() {
 #[test]
 fn lost_idempotency_guard_a_committed_migration_is_not_reapplied() {
     let (_, compacted, mut restored, _, _) = squeeze(TIGHT);
-    assert!(compacted
-        .render()
-        .contains(r#""idempotency_key":"mig-0007","status":"committed""#)
-        || compacted.render().contains("committed"));
+    assert!(
+        compacted
+            .render()
+            .contains(r#""idempotency_key":"mig-0007","status":"committed""#)
+            || compacted.render().contains("committed")
+    );
     assert!(matches!(
         restored.effects.begin("mig-0007"),
         Err(EffectError::AlreadyCommitted { .. })
@@ -213,7 +249,9 @@ fn lost_negative_result_the_ruled_out_branch_survives() {
 fn irrecoverable_constraint_numpy_pin_stays_in_the_window() {
     // Even at the floor, a pinned constraint is in the window itself, not behind a pointer.
     let (_, compacted, restored, _, _) = squeeze(floor_budget());
-    assert!(compacted.render().contains("the target library pins numpy<2.0"));
+    assert!(compacted
+        .render()
+        .contains("the target library pins numpy<2.0"));
     assert!(restored.constraints.iter().any(|c| c.contains("numpy<2.0")));
 }
 
@@ -246,7 +284,10 @@ fn confirmation_collapse_notify_stays_not_started() {
     assert!(compacted
         .render()
         .contains(r#""idempotency_key":"notify-1","status":"not_started""#));
-    assert_eq!(restored.effects.status("notify-1"), Some(EffectStatus::NotStarted));
+    assert_eq!(
+        restored.effects.status("notify-1"),
+        Some(EffectStatus::NotStarted)
+    );
 }
 
 #[test]
@@ -274,7 +315,10 @@ fn ambiguous_outcome_erasure_a_timeout_stays_unknown() {
     assert!(compacted
         .render()
         .contains(r#""idempotency_key":"charge-42","status":"unknown""#));
-    assert_eq!(restored.effects.status("charge-42"), Some(EffectStatus::Unknown));
+    assert_eq!(
+        restored.effects.status("charge-42"),
+        Some(EffectStatus::Unknown)
+    );
     assert!(matches!(
         restored.effects.begin("charge-42"),
         Err(EffectError::OutcomeUnknown { .. })
@@ -299,7 +343,10 @@ fn plan_index_amnesia_the_step_is_exact_even_when_spilled() {
     assert_eq!(restored.plan_step, 6);
     if let Some(FieldOutcome::Spilled { pointer }) = compacted.report().outcome("plan_step") {
         assert!(compacted.render().contains(&pointer.to_string()));
-        assert_eq!(compactor.resolve_blocking(pointer.to_string()).unwrap(), b"6");
+        assert_eq!(
+            compactor.resolve_blocking(pointer.to_string()).unwrap(),
+            b"6"
+        );
     } else {
         assert!(compacted.render().contains("plan_step = 6"));
     }
@@ -322,7 +369,10 @@ fn identifier_drift_request_ids_and_counts_are_byte_identical() {
 fn double_execution_after_eviction_payload_gone_record_stays() {
     let mut s = state();
     s.effects
-        .set_payload("write-1", serde_json::json!({"bytes_written": "x".repeat(20_000)}))
+        .set_payload(
+            "write-1",
+            serde_json::json!({"bytes_written": "x".repeat(20_000)}),
+        )
         .unwrap();
     let adversary = Adversary::default();
     let store = MemoryStore::new();
@@ -356,7 +406,11 @@ fn constraint_decay_under_repeated_compaction_cannot_happen() {
     let fingerprints = first.report().fingerprints.clone();
     for round in 0..1_000 {
         let compacted = compactor.compact_blocking(&current).unwrap();
-        assert_eq!(compacted.report().fingerprints, fingerprints, "round {round}");
+        assert_eq!(
+            compacted.report().fingerprints,
+            fingerprints,
+            "round {round}"
+        );
         current = compactor.rehydrate_blocking(&compacted, &files()).unwrap();
     }
     assert_eq!(current.constraints, state().constraints);
@@ -377,7 +431,9 @@ fn protected_set_over_budget_refuses_and_leaves_state_untouched() {
         }) => {
             assert_eq!(budget, 120);
             assert!(required_tokens > 120);
-            assert!(fields.iter().any(|f| f.field == "constraints" && f.tokens > 0));
+            assert!(fields
+                .iter()
+                .any(|f| f.field == "constraints" && f.tokens > 0));
             assert!(evicted.contains(&"tool_output".to_string()));
         }
         other => panic!("expected ProtectedOverBudget, got {other:?}"),
@@ -389,7 +445,9 @@ fn protected_set_over_budget_refuses_and_leaves_state_untouched() {
 fn floor_budget() -> usize {
     let compactor = Compactor::builder().budget(50).build().unwrap();
     match compactor.compact_blocking(&state()) {
-        Err(CompactionError::ProtectedOverBudget { required_tokens, .. }) => required_tokens,
+        Err(CompactionError::ProtectedOverBudget {
+            required_tokens, ..
+        }) => required_tokens,
         other => panic!("expected the floor, got {other:?}"),
     }
 }
@@ -398,9 +456,15 @@ fn floor_budget() -> usize {
 fn at_the_floor_everything_evictable_left_and_nothing_protected_was_summarized() {
     let (_, compacted, _, adversary, _) = squeeze(floor_budget());
     let report = compacted.report();
-    assert_eq!(report.outcome("tool_output"), Some(&FieldOutcome::Tombstoned));
+    assert_eq!(
+        report.outcome("tool_output"),
+        Some(&FieldOutcome::Tombstoned)
+    );
     for (field, _) in adversary.seen.lock().unwrap().iter() {
-        assert!(field == "config_contents" || field == "transcript", "{field} reached the summarizer");
+        assert!(
+            field == "config_contents" || field == "transcript",
+            "{field} reached the summarizer"
+        );
     }
     assert!(Tokenizer::O200kBase.count(compacted.render()) <= floor_budget());
 }
@@ -416,7 +480,11 @@ impl Compactable for Sneaky {
         static SCHEMA: std::sync::OnceLock<compaction::Schema> = std::sync::OnceLock::new();
         SCHEMA.get_or_init(|| {
             compaction::Schema::builder("Sneaky")
-                .field("secret", compaction::FieldClass::Protected { pin: true }, "String")
+                .field(
+                    "secret",
+                    compaction::FieldClass::Protected { pin: true },
+                    "String",
+                )
                 .build()
         })
     }
@@ -449,13 +517,16 @@ fn a_misbehaving_summarizer_is_a_typed_error_never_a_cut() {
     for (name, output) in [("empty", String::new()), ("long", "word ".repeat(5_000))] {
         let compactor = Compactor::builder()
             .budget(TIGHT)
-            .summarizer(FnSummarizer::new(move |_req: SummaryRequest<'_>| Ok(output.clone())))
+            .summarizer(FnSummarizer::new(move |_req: SummaryRequest<'_>| {
+                Ok(output.clone())
+            }))
             .build()
             .unwrap();
         let original = state();
         match compactor.compact_blocking(&original) {
             Err(CompactionError::Summarizer(SummarizerError::Empty { .. })) if name == "empty" => {}
-            Err(CompactionError::Summarizer(SummarizerError::OverLong { .. })) if name == "long" => {}
+            Err(CompactionError::Summarizer(SummarizerError::OverLong { .. }))
+                if name == "long" => {}
             other => panic!("{name}: expected a Summarizer error, got {other:?}"),
         }
         assert_eq!(original, state());

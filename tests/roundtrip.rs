@@ -3,7 +3,7 @@ mod common;
 use common::*;
 use compaction::{
     Compactor, Effect, EffectStatus, Extractive, FieldOutcome, FnReacquire, MemoryStore,
-    NoReacquire, Tokenizer, TokenCounter,
+    NoReacquire, TokenCounter, Tokenizer,
 };
 
 fn sample() -> MigrationState {
@@ -39,9 +39,18 @@ fn a_state_that_fits_comes_back_equal() {
     let state = sample();
     let compacted = compactor.compact_blocking(&state).unwrap();
     println!("{}", compacted.render());
-    assert!(compacted.report().nothing_evicted(), "{}", compacted.report());
-    assert_eq!(compacted.tokens(), Tokenizer::O200kBase.count(compacted.render()));
-    let restored = compactor.rehydrate_blocking(&compacted, &NoReacquire).unwrap();
+    assert!(
+        compacted.report().nothing_evicted(),
+        "{}",
+        compacted.report()
+    );
+    assert_eq!(
+        compacted.tokens(),
+        Tokenizer::O200kBase.count(compacted.render())
+    );
+    let restored = compactor
+        .rehydrate_blocking(&compacted, &NoReacquire)
+        .unwrap();
     assert_eq!(restored, state);
 }
 
@@ -60,8 +69,12 @@ fn a_tight_budget_evicts_in_order_and_rehydrates() {
     assert!(compacted.tokens() <= 700);
     let window = compacted.render();
     assert!(window.contains(r#"constraints [pinned] = ["never touch /etc/prod","numpy<2.0"]"#));
-    assert!(window.contains(r#""idempotency_key":"mig-0002","status":"unknown","depends_on":["mig-0001"]"#));
-    assert_eq!(compacted.report().outcome("tool_output"), Some(&FieldOutcome::Tombstoned));
+    assert!(window
+        .contains(r#""idempotency_key":"mig-0002","status":"unknown","depends_on":["mig-0001"]"#));
+    assert_eq!(
+        compacted.report().outcome("tool_output"),
+        Some(&FieldOutcome::Tombstoned)
+    );
     let reacquire = FnReacquire::new(|field: &str, pointer: &str| {
         Ok(match (field, pointer) {
             ("config_contents", "file:///srv/app/config.toml") => {
@@ -71,10 +84,15 @@ fn a_tight_budget_evicts_in_order_and_rehydrates() {
             other => return Err(format!("unexpected {other:?}").into()),
         })
     });
-    let restored = compactor.rehydrate_blocking(&compacted, &reacquire).unwrap();
+    let restored = compactor
+        .rehydrate_blocking(&compacted, &reacquire)
+        .unwrap();
     assert_eq!(restored.constraints, state.constraints);
     assert_eq!(restored.plan_step, 6);
     assert_eq!(restored.migrations, state.migrations);
-    assert_eq!(restored.migrations.status("mig-0002"), Some(EffectStatus::Unknown));
+    assert_eq!(
+        restored.migrations.status("mig-0002"),
+        Some(EffectStatus::Unknown)
+    );
     assert_eq!(restored.subtask.blocked_on, state.subtask.blocked_on);
 }

@@ -28,7 +28,10 @@ fn schema_lists_every_field_with_its_class() {
     assert_eq!(class("plan_step"), FieldClass::Protected { pin: false });
     assert_eq!(
         class("config_contents"),
-        FieldClass::Derivable { pointer_template: "file://{config_path}", summarize: false }
+        FieldClass::Derivable {
+            pointer_template: "file://{config_path}",
+            summarize: false
+        }
     );
     assert_eq!(
         class("ci_log"),
@@ -37,10 +40,25 @@ fn schema_lists_every_field_with_its_class() {
             summarize: true
         }
     );
-    assert_eq!(class("tool_output"), FieldClass::Redundant { summarize: false });
-    assert_eq!(class("migrations"), FieldClass::Effect { idempotent: false });
-    assert_eq!(class("subtask.blocked_on"), FieldClass::Protected { pin: false });
-    assert_eq!(class("subtask.notes"), FieldClass::Redundant { summarize: false });
+    assert_eq!(
+        class("tool_output"),
+        FieldClass::Redundant { summarize: false }
+    );
+    assert_eq!(
+        class("migrations"),
+        FieldClass::Effect { idempotent: false }
+    );
+    assert_eq!(
+        class("subtask.blocked_on"),
+        FieldClass::Protected { pin: false }
+    );
+    assert_eq!(
+        class("subtask.notes"),
+        FieldClass::Redundant { summarize: false }
+    );
     // Built once: the same static every time.
-    assert!(std::ptr::eq(MigrationState::schema(), MigrationState::schema()));
+    assert!(std::ptr::eq(
+        MigrationState::schema(),
+        MigrationState::schema()
+    ));
 }

@@ -72,12 +72,7 @@ pub trait Visitor<'a> {
     /// A `#[protected]` field.
     fn protected<T: Serialize>(&mut self, name: &'static str, pin: bool, value: &'a T);
     /// A `#[derivable]` field that must not be summarized.
-    fn derivable<T: Serialize>(
-        &mut self,
-        name: &'static str,
-        pointer: PointerFn<'_>,
-        value: &'a T,
-    );
+    fn derivable<T: Serialize>(&mut self, name: &'static str, pointer: PointerFn<'_>, value: &'a T);
     /// A `#[derivable(summarize)]` field.
     fn derivable_summarizable<T: Summarizable>(
         &mut self,
@@ -370,7 +365,10 @@ impl Parts {
     }
 
     /// A `#[redundant]` field: its verbatim value, or `Default` when it was evicted.
-    pub fn redundant<T: DeserializeOwned + Default>(&mut self, name: &str) -> Result<T, RebuildError> {
+    pub fn redundant<T: DeserializeOwned + Default>(
+        &mut self,
+        name: &str,
+    ) -> Result<T, RebuildError> {
         match self.take_value(name)? {
             (path, Some(text)) => decode(path, &text),
             (_, None) => Ok(T::default()),

@@ -10,8 +10,8 @@ use crate::store::{get_verified, DynStore};
 use crate::summarize::DynSummarizer;
 use crate::{
     Compactable, Compacted, CompactionError, CompactionReport, ContentHash, EffectStatus,
-    FieldCost, FieldOutcome, FieldReport, MemoryStore, Pointer, Schema, Shape, Store,
-    Summarizer, SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
+    FieldCost, FieldOutcome, FieldReport, MemoryStore, Pointer, Schema, Shape, Store, Summarizer,
+    SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
 };
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -156,7 +156,9 @@ impl CompactorBuilder {
             .budget
             .ok_or_else(|| CompactionError::Config("no budget: call .budget(tokens)".into()))?;
         if budget == 0 {
-            return Err(CompactionError::Config("the budget must be above zero".into()));
+            return Err(CompactionError::Config(
+                "the budget must be above zero".into(),
+            ));
         }
         Ok(Compactor {
             budget,
@@ -248,7 +250,12 @@ impl Compactor {
         let (floor_entries, floor_window) = self.render(schema, number, &slots);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
-            return Err(over_budget(&slots, floor_tokens, self.budget, &*self.counter));
+            return Err(over_budget(
+                &slots,
+                floor_tokens,
+                self.budget,
+                &*self.counter,
+            ));
         }
         drop(floor_entries);
         let ctx = PlanContext {
@@ -256,7 +263,12 @@ impl Compactor {
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
-        upgrade(&mut slots, &collector.fields, &ctx, self.budget - floor_tokens);
+        upgrade(
+            &mut slots,
+            &collector.fields,
+            &ctx,
+            self.budget - floor_tokens,
+        );
         Ok(Prepared {
             schema,
             slots,
@@ -278,7 +290,12 @@ impl Compactor {
                 break (entries, window, tokens);
             }
             if !demote_one(&mut prepared.slots) {
-                return Err(over_budget(&prepared.slots, tokens, self.budget, &*self.counter));
+                return Err(over_budget(
+                    &prepared.slots,
+                    tokens,
+                    self.budget,
+                    &*self.counter,
+                ));
             }
         };
         self.spill(&prepared.slots).await?;

@@ -211,7 +211,9 @@ impl EffectLog {
                         effect.status = EffectStatus::Unknown;
                         Ok(())
                     }
-                    EffectStatus::Committed => Err(EffectError::AlreadyCommitted { key: key.into() }),
+                    EffectStatus::Committed => {
+                        Err(EffectError::AlreadyCommitted { key: key.into() })
+                    }
                     EffectStatus::Unknown => Err(EffectError::OutcomeUnknown { key: key.into() }),
                 }
             }
@@ -264,7 +266,11 @@ impl EffectLog {
     }
 
     /// Sets the payload of `key`.
-    pub fn set_payload(&mut self, key: &str, payload: serde_json::Value) -> Result<(), EffectError> {
+    pub fn set_payload(
+        &mut self,
+        key: &str,
+        payload: serde_json::Value,
+    ) -> Result<(), EffectError> {
         self.get_mut(key)?.payload = Some(payload);
         Ok(())
     }
@@ -342,15 +348,27 @@ mod tests {
     fn guard_life_cycle() {
         let mut log = EffectLog::new();
         log.record(Effect::new("send", "mail://ops", "k1")).unwrap();
-        assert!(matches!(log.commit("k1"), Err(EffectError::NotInFlight { .. })));
+        assert!(matches!(
+            log.commit("k1"),
+            Err(EffectError::NotInFlight { .. })
+        ));
         log.begin("k1").unwrap();
-        assert!(matches!(log.begin("k1"), Err(EffectError::OutcomeUnknown { .. })));
+        assert!(matches!(
+            log.begin("k1"),
+            Err(EffectError::OutcomeUnknown { .. })
+        ));
         log.fail("k1").unwrap();
         assert_eq!(log.status("k1"), Some(EffectStatus::NotStarted));
         log.begin("k1").unwrap();
         log.commit("k1").unwrap();
-        assert!(matches!(log.begin("k1"), Err(EffectError::AlreadyCommitted { .. })));
-        assert!(matches!(log.record(Effect::new("a", "b", "k1")), Err(EffectError::DuplicateKey { .. })));
+        assert!(matches!(
+            log.begin("k1"),
+            Err(EffectError::AlreadyCommitted { .. })
+        ));
+        assert!(matches!(
+            log.record(Effect::new("a", "b", "k1")),
+            Err(EffectError::DuplicateKey { .. })
+        ));
     }
 
     #[test]

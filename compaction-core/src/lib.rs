@@ -21,12 +21,16 @@ pub mod rehydrate;
 pub mod render;
 pub mod report;
 pub mod schema;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
 
 pub use block_on::block_on;
-pub use compactable::{Compactable, NestedField, Part, Parts, RebuildError, Segment, Shape, Visitor};
+pub use compactable::{
+    Compactable, NestedField, Part, Parts, RebuildError, Segment, Shape, Visitor,
+};
 pub use compacted::{Compacted, Section};
 pub use compactor::{Compactor, CompactorBuilder};
 pub use error::{CompactionError, FieldCost};
@@ -36,6 +40,10 @@ pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{DefaultRenderer, EffectsView, FieldView, FormView, Renderer, WindowView};
 pub use report::{CompactionReport, FieldOutcome, FieldReport};
 pub use schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{
+    LedgerError, SqliteError, SqliteErrorKind, SqliteLedger, SqliteOptions, SqliteStore,
+};
 pub use store::{ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};

@@ -42,8 +42,25 @@ macro_rules! summarizable_plain {
     ($($t:ty),*) => { $(impl Summarizable for $t {})* };
 }
 summarizable_plain!(
-    bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, (),
-    serde_json::Value, std::path::PathBuf
+    bool,
+    char,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    (),
+    serde_json::Value,
+    std::path::PathBuf
 );
 
 impl<T: Summarizable> Summarizable for Vec<T> {}

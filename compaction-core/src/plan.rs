@@ -153,7 +153,11 @@ impl<'a> Collector<'a> {
             CompactionError::ProtectedToSummarizer { field: path }
         } else {
             let reason = match declared {
-                Some(class) => format!("declared {}, visited as {}", class.name(), claim_name(claim)),
+                Some(class) => format!(
+                    "declared {}, visited as {}",
+                    class.name(),
+                    claim_name(claim)
+                ),
                 None => format!("not in the schema, visited as {}", claim_name(claim)),
             };
             CompactionError::SchemaMismatch {
@@ -254,8 +258,19 @@ impl<'a> Visitor<'a> for Collector<'a> {
         }
     }
 
-    fn derivable<T: Serialize>(&mut self, name: &'static str, pointer: PointerFn<'_>, value: &'a T) {
-        self.value(name, Claim::Derivable { summarize: false }, value, Some(pointer), None);
+    fn derivable<T: Serialize>(
+        &mut self,
+        name: &'static str,
+        pointer: PointerFn<'_>,
+        value: &'a T,
+    ) {
+        self.value(
+            name,
+            Claim::Derivable { summarize: false },
+            value,
+            Some(pointer),
+            None,
+        );
     }
 
     fn derivable_summarizable<T: Summarizable>(
@@ -265,16 +280,34 @@ impl<'a> Visitor<'a> for Collector<'a> {
         value: &'a T,
     ) {
         let summary: &'a dyn SummaryText = value;
-        self.value(name, Claim::Derivable { summarize: true }, value, Some(pointer), Some(summary));
+        self.value(
+            name,
+            Claim::Derivable { summarize: true },
+            value,
+            Some(pointer),
+            Some(summary),
+        );
     }
 
     fn redundant<T: Serialize>(&mut self, name: &'static str, value: &'a T) {
-        self.value(name, Claim::Redundant { summarize: false }, value, None, None);
+        self.value(
+            name,
+            Claim::Redundant { summarize: false },
+            value,
+            None,
+            None,
+        );
     }
 
     fn redundant_summarizable<T: Summarizable>(&mut self, name: &'static str, value: &'a T) {
         let summary: &'a dyn SummaryText = value;
-        self.value(name, Claim::Redundant { summarize: true }, value, None, Some(summary));
+        self.value(
+            name,
+            Claim::Redundant { summarize: true },
+            value,
+            None,
+            Some(summary),
+        );
     }
 
     fn effect<E: EffectRecords>(&mut self, name: &'static str, idempotent: bool, value: &'a E) {
@@ -449,7 +482,9 @@ impl Slot {
             SlotBody::Value {
                 redundant: false, ..
             } => Stage::Derivable,
-            SlotBody::Value { redundant: true, .. } => Stage::Redundant,
+            SlotBody::Value {
+                redundant: true, ..
+            } => Stage::Redundant,
         }
     }
 
@@ -717,7 +752,9 @@ pub(crate) fn upgrade(
     let mut steps: Vec<(Stage, usize, Step)> = Vec::new();
     for (i, slot) in slots.iter().enumerate() {
         match &slot.body {
-            SlotBody::Protected { pin: false, .. } => steps.push((Stage::Protected, i, Step::Protected)),
+            SlotBody::Protected { pin: false, .. } => {
+                steps.push((Stage::Protected, i, Step::Protected))
+            }
             SlotBody::Protected { .. } => {}
             SlotBody::Effects {
                 movable, payloads, ..
@@ -888,9 +925,7 @@ fn plan_value(
         },
     );
     let frame = slot.line_tokens(ctx.counter);
-    let target = limit
-        .saturating_sub(frame)
-        .min(ctx.max_summary_tokens);
+    let target = limit.saturating_sub(frame).min(ctx.max_summary_tokens);
     if target < MIN_SUMMARY_TOKENS {
         set_value_plan(slot, ValuePlan::Evict);
         return remaining;

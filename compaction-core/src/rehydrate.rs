@@ -42,7 +42,11 @@ pub trait Reacquire: Send + Sync {
 pub struct NoReacquire;
 
 impl Reacquire for NoReacquire {
-    async fn reacquire(&self, field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
+    async fn reacquire(
+        &self,
+        field: &str,
+        pointer: &str,
+    ) -> Result<serde_json::Value, ReacquireError> {
         Err(format!("no Reacquire configured to re-acquire `{field}` from `{pointer}`").into())
     }
 }
@@ -64,7 +68,11 @@ impl<F> Reacquire for FnReacquire<F>
 where
     F: Fn(&str, &str) -> Result<serde_json::Value, ReacquireError> + Send + Sync,
 {
-    async fn reacquire(&self, field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
+    async fn reacquire(
+        &self,
+        field: &str,
+        pointer: &str,
+    ) -> Result<serde_json::Value, ReacquireError> {
         (self.0)(field, pointer)
     }
 }

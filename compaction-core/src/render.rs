@@ -272,7 +272,10 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
                     "{path} = [SUMMARY not authoritative; source={source} origin={origin}] {text}"
                 ),
                 None => {
-                    writeln!(out, "{path} = [SUMMARY not authoritative; source={source}] {text}")
+                    writeln!(
+                        out,
+                        "{path} = [SUMMARY not authoritative; source={source}] {text}"
+                    )
                 }
             }
         }

@@ -68,7 +68,10 @@ pub struct CompactionReport {
 impl CompactionReport {
     /// The outcome of the field at `path`.
     pub fn outcome(&self, path: &str) -> Option<&FieldOutcome> {
-        self.fields.iter().find(|f| f.field == path).map(|f| &f.outcome)
+        self.fields
+            .iter()
+            .find(|f| f.field == path)
+            .map(|f| &f.outcome)
     }
 
     /// Whether every field stayed in the window verbatim.

@@ -152,7 +152,13 @@ impl SchemaBuilder {
 
     /// Adds the fields of a nested schema under `name` (`name.inner`, or `name[].inner` when the
     /// nested value is repeated).
-    pub fn nested(mut self, name: &str, nested: &Schema, repeated: bool, conditional: bool) -> Self {
+    pub fn nested(
+        mut self,
+        name: &str,
+        nested: &Schema,
+        repeated: bool,
+        conditional: bool,
+    ) -> Self {
         let prefix = if repeated {
             format!("{name}[]")
         } else {
@@ -188,11 +194,8 @@ pub fn schema_for<T: 'static>(build: fn() -> Schema) -> &'static Schema {
         return schema;
     }
     let built: &'static Schema = Box::leak(Box::new(build()));
-    *registry
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(id)
-        .or_insert(built)
+    let mut map = registry.write().unwrap_or_else(|e| e.into_inner());
+    map.entry(id).or_insert(built)
 }
 
 #[cfg(test)]

@@ -348,6 +348,9 @@ mod tests {
         crate::block_on(store.put(&h, b"value")).unwrap();
         assert_eq!(crate::block_on(store.get(&h)).unwrap(), b"value");
         store.overwrite_unchecked(h, b"valuf".to_vec());
-        assert!(matches!(crate::block_on(store.get(&h)), Err(StoreError::Integrity { .. })));
+        assert!(matches!(
+            crate::block_on(store.get(&h)),
+            Err(StoreError::Integrity { .. })
+        ));
     }
 }

@@ -187,7 +187,10 @@ mod tests {
         let text = "BEGIN ".to_string() + &"middle text ".repeat(500) + " END";
         for target in [20, 50, 300] {
             let out = Extractive::extract(&text, target);
-            assert!(Tokenizer::O200kBase.count(&out) <= target, "target {target}: {out}");
+            assert!(
+                Tokenizer::O200kBase.count(&out) <= target,
+                "target {target}: {out}"
+            );
             assert!(out.contains("elided"));
         }
         let out = Extractive::extract(&text, 300);

@@ -14,7 +14,10 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
         syn::Data::Struct(s) => s.fields.iter().collect(),
         syn::Data::Enum(e) => e.variants.iter().flat_map(|v| v.fields.iter()).collect(),
         syn::Data::Union(u) => {
-            cx.error_spanned_by(&u.union_token, "#[derive(Summarizable)] does not support unions");
+            cx.syn_error(syn::Error::new(
+                u.union_token.span,
+                "#[derive(Summarizable)] does not support unions",
+            ));
             Vec::new()
         }
     };

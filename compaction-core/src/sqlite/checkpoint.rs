@@ -1,0 +1,158 @@
+//! Checkpoints: the latest `Compacted<S>` of each agent, so a killed agent resumes from it.
+
+use super::now_ms;
+use super::store::{raw_bytes, SqliteStore};
+use crate::{Compacted, CompactionError, ContentHash, StoreError};
+use rusqlite::{OptionalExtension, TransactionBehavior};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What is known about a saved checkpoint without loading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The agent id it was saved under.
+    pub agent_id: String,
+    /// The Rust type of the compacted state.
+    pub state_type: String,
+    /// When it was saved.
+    pub saved_at: SystemTime,
+    /// Size of its JSON, in bytes.
+    pub size: usize,
+}
+
+const CHECKPOINT: &str = "<checkpoint>";
+
+fn integrity() -> CompactionError {
+    CompactionError::Integrity {
+        field: CHECKPOINT.into(),
+    }
+}
+
+impl SqliteStore {
+    /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
+    /// in one transaction.
+    ///
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// points at a blob this store does not hold (`Store(NotFound)`): such a checkpoint could
+    /// not be rehydrated after a restart, so compact with this store
+    /// (`Compactor::builder().store(store.clone())`) before checkpointing into it.
+    pub fn save_checkpoint<S>(
+        &self,
+        agent_id: &str,
+        compacted: &Compacted<S>,
+    ) -> Result<(), CompactionError> {
+        if !compacted.verify_seal() {
+            return Err(integrity());
+        }
+        let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
+            field: CHECKPOINT.into(),
+            message: e.to_string(),
+        })?;
+        let sha256 = ContentHash::of(json.as_bytes()).to_hex();
+        let context = || format!("saving the checkpoint of agent `{agent_id}`");
+        let backend = |e| CompactionError::Store(self.store_error(context(), e));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        for pointer in compacted.pointers() {
+            let hash = pointer.hash();
+            let present = tx
+                .query_row(
+                    "SELECT 1 FROM blobs WHERE hash = ?1",
+                    [hash.to_hex()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(backend)?
+                .is_some();
+            if !present {
+                return Err(CompactionError::Store(StoreError::NotFound { hash }));
+            }
+        }
+        tx.execute(
+            "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
+                 json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+            rusqlite::params![agent_id, compacted.state_type, json, sha256, now_ms()],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
+
+    /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
+    ///
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
+    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
+    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`. Either way a changed byte is
+    /// never silently accepted.
+    pub fn load_checkpoint<S>(
+        &self,
+        agent_id: &str,
+    ) -> Result<Option<Compacted<S>>, CompactionError> {
+        let row = {
+            let conn = self.db.lock();
+            conn.query_row(
+                "SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1",
+                [agent_id],
+                |row| Ok((raw_bytes(row.get_ref(0)?), raw_bytes(row.get_ref(1)?))),
+            )
+            .optional()
+            .map_err(|e| {
+                CompactionError::Store(
+                    self.store_error(format!("loading the checkpoint of agent `{agent_id}`"), e),
+                )
+            })?
+        };
+        let Some((json, sha256)) = row else {
+            return Ok(None);
+        };
+        let json = json.ok_or_else(integrity)?;
+        let mut compacted: Compacted<S> = serde_json::from_slice(&json).map_err(|_| integrity())?;
+        let expected = sha256
+            .and_then(|hex| String::from_utf8(hex).ok())
+            .and_then(|hex| ContentHash::from_hex(&hex));
+        if expected != Some(ContentHash::of(&json)) {
+            // The seal covers the content but not its spelling (hex case, escapes): the row
+            // checksum does. Break the seal so every consumer refuses this checkpoint.
+            compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
+        }
+        Ok(Some(compacted))
+    }
+
+    /// The saved checkpoints, by agent id.
+    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        let conn = self.db.lock();
+        let map = |e| self.store_error("listing checkpoints", e);
+        let mut stmt = conn
+            .prepare(
+                "SELECT agent_id, state_type, saved_at_ms, length(CAST(json AS BLOB))
+                 FROM checkpoints ORDER BY agent_id",
+            )
+            .map_err(map)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(CheckpointInfo {
+                    agent_id: row.get(0)?,
+                    state_type: row.get(1)?,
+                    saved_at: UNIX_EPOCH
+                        + Duration::from_millis(row.get::<_, i64>(2)?.max(0) as u64),
+                    size: row.get::<_, i64>(3)?.max(0) as usize,
+                })
+            })
+            .map_err(map)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(map)
+    }
+
+    /// Deletes the checkpoint of `agent_id`; returns whether there was one. The blobs it
+    /// pointed at stay (other checkpoints may share them).
+    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        let conn = self.db.lock();
+        conn.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
+            .map(|n| n > 0)
+            .map_err(|e| {
+                self.store_error(format!("deleting the checkpoint of agent `{agent_id}`"), e)
+            })
+    }
+}

@@ -1,0 +1,194 @@
+//! Opening the database file: pragmas, the schema and its migrations.
+
+use super::error::{SqliteError, SqliteErrorKind};
+use super::{now_ms, SqliteOptions, SyncMode};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// The schema version this crate writes. Opening a database with a lower version migrates it
+/// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "blobs, checkpoints, effects and their event history",
+    r#"
+    CREATE TABLE IF NOT EXISTS blobs (
+        hash          TEXT    PRIMARY KEY NOT NULL,  -- 64 lowercase hex digits of SHA-256(bytes)
+        bytes         BLOB    NOT NULL,
+        size          INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS checkpoints (
+        agent_id    TEXT    PRIMARY KEY NOT NULL,
+        state_type  TEXT    NOT NULL,
+        json        TEXT    NOT NULL,                -- serde_json of Compacted<S>
+        sha256      TEXT    NOT NULL,                -- hex SHA-256 of json
+        saved_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE IF NOT EXISTS effects (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,  -- record order
+        key           TEXT    NOT NULL UNIQUE,            -- idempotency key
+        action        TEXT    NOT NULL DEFAULT '',
+        target        TEXT    NOT NULL DEFAULT '',
+        status        TEXT    NOT NULL CHECK (status IN ('not_started', 'committed', 'unknown')),
+        depends_on    TEXT    NOT NULL DEFAULT '[]',      -- JSON array of keys
+        payload       TEXT,                                -- JSON, or NULL
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS effects_by_status ON effects (status);
+    CREATE TABLE IF NOT EXISTS effect_events (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        key         TEXT    NOT NULL,
+        op          TEXT    NOT NULL,                -- record, begin, commit, fail, reconcile, sync
+        from_status TEXT,                            -- NULL when the key was new
+        to_status   TEXT    NOT NULL,
+        at_ms       INTEGER NOT NULL,
+        pid         INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS effect_events_by_key ON effect_events (key);
+    "#,
+)];
+
+/// One open connection to a database file, shared by the clones of a handle.
+pub(crate) struct Db {
+    path: PathBuf,
+    conn: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Db {
+    /// Opens (creating when allowed) the file, sets WAL mode, the busy timeout and the sync
+    /// mode, and brings the schema to [`SCHEMA_VERSION`].
+    pub(crate) fn open(
+        path: &Path,
+        options: &SqliteOptions,
+        default_sync: SyncMode,
+    ) -> Result<Db, SqliteError> {
+        let err = |context: &str| {
+            let context = context.to_string();
+            move |e: rusqlite::Error| SqliteError::new(path, context, e)
+        };
+        let flags = if options.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let mut conn = Connection::open_with_flags(path, flags).map_err(err("opening"))?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(err("setting the busy timeout"))?;
+        if !options.read_only {
+            // Reading the header here is also what detects a file that is not a database.
+            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| {
+                row.get::<_, String>(0)
+            })
+            .map_err(err("switching to WAL mode"))?;
+        }
+        let sync = options.sync_mode.unwrap_or(default_sync);
+        conn.pragma_update(None, "synchronous", sync.pragma())
+            .map_err(err("setting the sync mode"))?;
+        migrate(&mut conn, path, options.read_only)?;
+        Ok(Db {
+            path: path.to_path_buf(),
+            conn: Mutex::new(conn),
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The connection. A panic in another thread while it held the lock cannot have left a
+    /// transaction open (a dropped `Transaction` rolls back), so a poisoned lock is reused.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A `SqliteError` for this file.
+    pub(crate) fn error(&self, context: impl Into<String>, e: rusqlite::Error) -> SqliteError {
+        SqliteError::new(&self.path, context, e)
+    }
+}
+
+fn read_version(conn: &Connection) -> rusqlite::Result<i64> {
+    let has_table: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
+        [],
+        |row| row.get(0),
+    )?;
+    if !has_table {
+        return Ok(0);
+    }
+    conn.query_row("SELECT max(version) FROM schema_version", [], |row| {
+        row.get::<_, Option<i64>>(0)
+    })
+    .optional()
+    .map(|v| v.flatten().unwrap_or(0))
+}
+
+fn migrate(conn: &mut Connection, path: &Path, read_only: bool) -> Result<(), SqliteError> {
+    let err = |context: &'static str| move |e: rusqlite::Error| SqliteError::new(path, context, e);
+    let too_new = |found: i64| {
+        SqliteError::without_source(
+            path,
+            SqliteErrorKind::Schema,
+            format!(
+                "reading the schema version: found {found}, this version supports up to \
+                 {SCHEMA_VERSION}; upgrade the crate"
+            ),
+        )
+    };
+    // Most opens find the schema current: check with a read so they take no write lock.
+    let found = read_version(conn).map_err(err("reading the schema version"))?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    if read_only {
+        return Err(SqliteError::without_source(
+            path,
+            SqliteErrorKind::Schema,
+            format!(
+                "opening read-only: the database has schema version {found}, not \
+                 {SCHEMA_VERSION}; open it read-write once to create or migrate it"
+            ),
+        ));
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(err("migrating the schema"))?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             version       INTEGER PRIMARY KEY NOT NULL,
+             applied_at_ms INTEGER NOT NULL,
+             description   TEXT    NOT NULL
+         );",
+    )
+    .map_err(err("migrating the schema"))?;
+    // Another process may have migrated while this one waited for the lock.
+    let found = read_version(&tx).map_err(err("migrating the schema"))?;
+    if found > SCHEMA_VERSION {
+        return Err(too_new(found));
+    }
+    for (index, (description, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql).map_err(err("migrating the schema"))?;
+        tx.execute(
+            "INSERT INTO schema_version (version, applied_at_ms, description) VALUES (?1, ?2, ?3)",
+            rusqlite::params![index as i64 + 1, now_ms(), description],
+        )
+        .map_err(err("migrating the schema"))?;
+    }
+    tx.commit().map_err(err("migrating the schema"))
+}

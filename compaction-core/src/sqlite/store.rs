@@ -1,0 +1,160 @@
+//! `SqliteStore`: content-addressed blobs in a SQLite file.
+
+use super::error::SqliteError;
+use super::schema::Db;
+use super::{now_ms, SqliteOptions, SyncMode};
+use crate::{ContentHash, Store, StoreError};
+use rusqlite::{OptionalExtension, TransactionBehavior};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A durable [`Store`]: spilled values as content-addressed blobs in a SQLite file, plus the
+/// latest checkpoint of each agent ([`save_checkpoint`](Self::save_checkpoint),
+/// [`load_checkpoint`](Self::load_checkpoint)).
+///
+/// - `put` is idempotent (the same content is stored once) and runs in a transaction; it
+///   refuses bytes that do not hash to the given address, and repairs a stored blob that no
+///   longer matches its address.
+/// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
+///   `StoreError::NotFound` when nothing is stored under the hash.
+/// - Clones share one connection; other threads and processes may open the same file.
+///   SQLite calls block the calling thread (they are short); the futures are `Send`.
+///
+/// ```
+/// use compaction_core::{ContentHash, Store, StoreError};
+/// use compaction_core::sqlite::SqliteStore;
+///
+/// let path = std::env::temp_dir().join(format!("compaction-doc-store-{}.db", std::process::id()));
+/// let store = SqliteStore::open(&path)?;
+/// let bytes = b"[\"never touch /etc/prod\"]";
+/// let hash = ContentHash::of(bytes);
+/// compaction_core::block_on(store.put(&hash, bytes))?;
+/// compaction_core::block_on(store.put(&hash, bytes))?; // idempotent
+/// assert_eq!(compaction_core::block_on(store.get(&hash))?, bytes);
+///
+/// // Reopening the file (another process could) finds the blob again.
+/// drop(store);
+/// let again = SqliteStore::open(&path)?;
+/// assert!(again.contains(&hash)?);
+/// # drop(again);
+/// # for suffix in ["", "-wal", "-shm"] {
+/// #     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+/// # }
+/// # Ok::<(), StoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pub(super) db: Arc<Db>,
+}
+
+impl SqliteStore {
+    /// Opens the database at `path`, creating the file and the schema when missing, with the
+    /// default [`SqliteOptions`]. A missing directory, a read-only, locked or corrupt file
+    /// gives `StoreError::Backend` whose message names the path and whose source is a
+    /// [`SqliteError`] ([`SqliteError::from_store_error`] gets it back).
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, &SqliteOptions::default())
+    }
+
+    /// [`open`](Self::open) with options (busy timeout, read-only, sync mode).
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: &SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let db = Db::open(path.as_ref(), options, SyncMode::Normal)
+            .map_err(SqliteError::into_store_error)?;
+        Ok(SqliteStore { db: Arc::new(db) })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        self.db.path()
+    }
+
+    /// Whether a blob is stored under `hash` (without reading or verifying it).
+    pub fn contains(&self, hash: &ContentHash) -> Result<bool, StoreError> {
+        let conn = self.db.lock();
+        conn.query_row(
+            "SELECT 1 FROM blobs WHERE hash = ?1",
+            [hash.to_hex()],
+            |_| Ok(()),
+        )
+        .optional()
+        .map(|found| found.is_some())
+        .map_err(|e| self.store_error(format!("looking up blob {hash}"), e))
+    }
+
+    /// Number of stored blobs.
+    pub fn blob_count(&self) -> Result<usize, StoreError> {
+        let conn = self.db.lock();
+        conn.query_row("SELECT count(*) FROM blobs", [], |row| row.get::<_, i64>(0))
+            .map(|n| n as usize)
+            .map_err(|e| self.store_error("counting blobs", e))
+    }
+
+    pub(super) fn store_error(&self, context: impl Into<String>, e: rusqlite::Error) -> StoreError {
+        self.db.error(context, e).into_store_error()
+    }
+
+    fn put_sync(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+        if !hash.matches(bytes) {
+            return Err(StoreError::Integrity { hash: *hash });
+        }
+        let context = || format!("storing blob {hash}");
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.store_error(context(), e))?;
+        // Same content: nothing to write. A stored blob that no longer matches its hash
+        // (corrupted on disk) is replaced by the good bytes.
+        tx.execute(
+            "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size
+             WHERE blobs.bytes IS NOT excluded.bytes",
+            rusqlite::params![hash.to_hex(), bytes, bytes.len() as i64, now_ms()],
+        )
+        .map_err(|e| self.store_error(context(), e))?;
+        tx.commit().map_err(|e| self.store_error(context(), e))
+    }
+
+    fn get_sync(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+        let conn = self.db.lock();
+        let bytes: Option<Vec<u8>> = conn
+            .query_row(
+                "SELECT bytes FROM blobs WHERE hash = ?1",
+                [hash.to_hex()],
+                |row| {
+                    // Accept text too: a hand-edited row must read as tampered, not as an error.
+                    Ok(raw_bytes(row.get_ref(0)?))
+                },
+            )
+            .optional()
+            .map_err(|e| self.store_error(format!("reading blob {hash}"), e))?
+            .flatten();
+        drop(conn);
+        let bytes = bytes.ok_or(StoreError::NotFound { hash: *hash })?;
+        if !hash.matches(&bytes) {
+            return Err(StoreError::Integrity { hash: *hash });
+        }
+        Ok(bytes)
+    }
+}
+
+impl Store for SqliteStore {
+    async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+        self.put_sync(hash, bytes)
+    }
+
+    async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+        self.get_sync(hash)
+    }
+}
+
+/// The bytes of a BLOB or TEXT value; `None` for NULL or a number.
+pub(super) fn raw_bytes(value: rusqlite::types::ValueRef<'_>) -> Option<Vec<u8>> {
+    use rusqlite::types::ValueRef;
+    match value {
+        ValueRef::Blob(b) | ValueRef::Text(b) => Some(b.to_vec()),
+        _ => None,
+    }
+}

@@ -1,0 +1,483 @@
+//! A simulated 60-turn database-migration agent, run twice side by side: once with a naive
+//! "summarize everything" compaction, once with typed compaction. No network, no model: the
+//! agent's decisions are read from its own context, exactly where a model would read them.
+//!
+//! Run: `cargo run --release --example migration_agent` (options: `--turns N`, `--budget N`,
+//! `--db PATH`). Exits 0 only if the typed run held every invariant.
+//!
+//! Template for your own agent: `AgentState` is the struct to copy; `TypedAgent::compact_if_needed`
+//! is the loop step (compact at 90% of the context budget down to half of it, keep the window,
+//! rehydrate for tool calls).
+
+use compaction::{
+    Compactable, Compacted, CompactionReport, Compactor, Effect, EffectError, EffectLog,
+    EffectStatus, FnReacquire, FnSummarizer, MemoryStore, SummaryRequest, TokenCounter, Tokenizer,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+const CONFIG_PATH: &str = "/srv/app/conf.d/limits.toml";
+const PROD_FILE: &str = "/etc/prod/limits.conf";
+const STEPS: u32 = 9;
+
+/// The agent's working state, every field classified.
+#[derive(Compactable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+struct AgentState {
+    /// Stated once by the user at turn 1.
+    #[protected(pin)]
+    constraints: Vec<String>,
+    /// Index of the last migration step applied (the plan has nine).
+    #[protected]
+    plan_step: u32,
+    #[protected]
+    config_path: String,
+    /// The turn the agent is on: lets a restarted agent resume where it stopped.
+    #[protected]
+    turn: u32,
+    /// Re-readable from disk.
+    #[derivable(pointer = "file://{config_path}")]
+    config_contents: String,
+    /// The CI log of the current step: re-fetchable, and fine to summarize.
+    #[derivable(pointer = "https://ci.example/runs/{plan_step}", summarize)]
+    ci_log: String,
+    /// Raw tool output: evicted first.
+    #[redundant]
+    tool_output: Vec<String>,
+    /// Every migration, with its exact status.
+    #[effect(idempotent = false)]
+    migrations: EffectLog,
+}
+
+/// The outside world: the database, the file system, the CI.
+#[derive(Default)]
+struct World {
+    applied: BTreeMap<String, u32>,
+    prod_writes: u32,
+    files: BTreeMap<String, String>,
+    wrong_path_reads: u32,
+}
+
+impl World {
+    fn new() -> Self {
+        let mut files = BTreeMap::new();
+        let config = (0..40)
+            .map(|i| {
+                format!(
+                    "tenant_{i} = {{ pool = {}, region = \"eu-west\" }}\n",
+                    10 + i
+                )
+            })
+            .collect::<String>();
+        files.insert(CONFIG_PATH.to_string(), config);
+        World {
+            files,
+            ..World::default()
+        }
+    }
+    fn apply(&mut self, key: &str) {
+        *self.applied.entry(key.to_string()).or_default() += 1;
+    }
+    fn read(&mut self, path: &str) -> Option<String> {
+        let found = self.files.get(path).cloned();
+        if found.is_none() {
+            self.wrong_path_reads += 1;
+        }
+        found
+    }
+    fn reapplied(&self) -> u32 {
+        self.applied.values().map(|n| n.saturating_sub(1)).sum()
+    }
+}
+
+fn tool_output(turn: u32) -> String {
+    format!(
+        "$ psql -c 'select * from pg_stat_activity' (turn {turn})\n{}",
+        (0..12)
+            .map(|i| format!(
+                "pid={} state=idle query=select {i} from tenants\n",
+                4000 + turn * 13 + i
+            ))
+            .collect::<String>()
+    )
+}
+
+fn ci_log(step: u32) -> String {
+    (0..60)
+        .map(|i| format!("[ci step {step}] test tenants::case_{i} ... ok\n"))
+        .collect()
+}
+
+/// The summarizer the design notes describe: fluent, plausible, and lossy exactly where it hurts.
+fn adversarial(text: &str, target: usize) -> String {
+    let mut out = text
+        .replace(CONFIG_PATH, "the config file")
+        .replace(
+            "never modify anything under /etc/prod (read-only)",
+            "user prefers careful changes in production",
+        )
+        .replace(
+            "do not re-run a migration that already ran",
+            "migrations were discussed",
+        )
+        .replace("timed out", "failed");
+    // Plan indices and migration keys become prose.
+    for step in (1..=STEPS).rev() {
+        out = out
+            .replace(
+                &format!("plan_step={step}"),
+                "working through the migration steps",
+            )
+            .replace(&format!("mig-{step:03}"), "a migration");
+    }
+    // A well-behaved length, at least: the engine refuses a summary over its target.
+    let mut summary = String::new();
+    for word in out.split_whitespace() {
+        let candidate = if summary.is_empty() {
+            word.to_string()
+        } else {
+            format!("{summary} {word}")
+        };
+        if Tokenizer::O200kBase.count(&candidate) > target {
+            break;
+        }
+        summary = candidate;
+    }
+    summary
+}
+
+/// What the agent does on a turn.
+enum Action {
+    Inspect,
+    Migrate,
+    VerifyConfig,
+    TuneProd,
+}
+
+fn action(turn: u32) -> Action {
+    match turn {
+        t if t % 6 == 5 => Action::Migrate,
+        20 | 40 | 58 => Action::VerifyConfig,
+        30 | 50 => Action::TuneProd,
+        _ => Action::Inspect,
+    }
+}
+
+/// The baseline: its memory is text, and compaction summarizes all of it.
+struct NaiveAgent {
+    memory: String,
+    budget: usize,
+    counter: Tokenizer,
+    compactions: u32,
+    violations: u32,
+}
+
+impl NaiveAgent {
+    fn remember(&mut self, line: &str) {
+        self.memory.push_str(line);
+        self.memory.push('\n');
+        if self.counter.count(&self.memory) * 10 >= self.budget * 9 {
+            self.memory = format!(
+                "Summary of earlier work: {}\n",
+                adversarial(&self.memory, self.budget / 4)
+            );
+            self.compactions += 1;
+        }
+    }
+
+    /// Reads the plan step back from memory, as a model would.
+    fn plan_step(&self) -> u32 {
+        self.memory
+            .rmatch_indices("plan_step=")
+            .next()
+            .and_then(|(i, _)| {
+                self.memory[i + 10..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    }
+
+    fn turn(&mut self, turn: u32, world: &mut World) {
+        match action(turn) {
+            Action::Inspect => self.remember(&tool_output(turn)),
+            Action::Migrate => {
+                let step = self.plan_step() + 1;
+                if step > STEPS {
+                    return;
+                }
+                let key = format!("mig-{step:03}");
+                world.apply(&key);
+                let outcome = if step == 4 { "timed out" } else { "committed" };
+                self.remember(&format!("applied {key}: {outcome} plan_step={step}"));
+                if step == 4 {
+                    // The outcome was unknown; the memory says it failed, so retry.
+                    if self.memory.contains("failed") || !self.memory.contains(&key) {
+                        world.apply(&key);
+                    }
+                }
+                self.remember(&ci_log(step));
+            }
+            Action::VerifyConfig => {
+                let path = if self.memory.contains(CONFIG_PATH) {
+                    CONFIG_PATH
+                } else {
+                    "the config file"
+                };
+                let _ = world.read(path);
+            }
+            Action::TuneProd => {
+                if !self.memory.contains("/etc/prod") {
+                    world.prod_writes += 1;
+                    self.violations += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The typed agent: its state is a `Compactable` struct; its context is the compacted window.
+struct TypedAgent {
+    state: AgentState,
+    compactor: Compactor,
+    budget: usize,
+    reports: Vec<CompactionReport>,
+    last: Option<Compacted<AgentState>>,
+}
+
+impl TypedAgent {
+    fn context_tokens(&self) -> usize {
+        let window = self.last.as_ref().map(|c| c.tokens()).unwrap_or(0);
+        let since: usize = self
+            .state
+            .tool_output
+            .iter()
+            .map(|t| self.compactor.counter().count(t))
+            .sum();
+        window + since + self.compactor.counter().count(&self.state.ci_log)
+    }
+
+    /// The loop step an author copies: compact at 90% of the budget, rehydrate for tool calls.
+    fn compact_if_needed(&mut self, world: &World) -> Result<(), compaction::CompactionError> {
+        if self.context_tokens() * 10 < self.budget * 9 {
+            return Ok(());
+        }
+        let compacted = self.compactor.compact_blocking(&self.state)?;
+        assert!(compacted.tokens() <= self.compactor.budget());
+        println!(
+            "  [typed] turn {:>2}: {}",
+            self.state.turn,
+            compacted.report()
+        );
+        self.reports.push(compacted.report().clone());
+        let files = world.files.clone();
+        let reacquire = FnReacquire::new(move |_field: &str, pointer: &str| {
+            if let Some(path) = pointer.strip_prefix("file://") {
+                return files
+                    .get(path)
+                    .map(|c| serde_json::Value::String(c.clone()))
+                    .ok_or_else(|| format!("no file {path}").into());
+            }
+            if let Some(step) = pointer.strip_prefix("https://ci.example/runs/") {
+                return Ok(serde_json::Value::String(ci_log(step.parse()?)));
+            }
+            Err(format!("unknown pointer {pointer}").into())
+        });
+        self.state = self.compactor.rehydrate_blocking(&compacted, &reacquire)?;
+        self.last = Some(compacted);
+        Ok(())
+    }
+
+    fn turn(&mut self, turn: u32, world: &mut World) -> Result<(), Box<dyn std::error::Error>> {
+        self.state.turn = turn;
+        match action(turn) {
+            Action::Inspect => self.state.tool_output.push(tool_output(turn)),
+            Action::Migrate => {
+                // Reconcile an unknown outcome against the world before anything else.
+                let unknown: Vec<String> = self
+                    .state
+                    .migrations
+                    .with_status(EffectStatus::Unknown)
+                    .map(|e| e.idempotency_key.clone())
+                    .collect();
+                for key in unknown {
+                    let status = if world.applied.contains_key(&key) {
+                        EffectStatus::Committed
+                    } else {
+                        EffectStatus::NotStarted
+                    };
+                    self.state.migrations.reconcile(&key, status)?;
+                }
+                let step = self.state.plan_step + 1;
+                if step > STEPS {
+                    return Ok(());
+                }
+                let key = format!("mig-{step:03}");
+                if self.state.migrations.get(&key).is_none() {
+                    let mut effect = Effect::new("apply_migration", "db://app/tenants", &key);
+                    if step > 1 {
+                        effect = effect.depends_on(format!("mig-{:03}", step - 1));
+                    }
+                    self.state.migrations.record(effect)?;
+                }
+                match self.state.migrations.begin(&key) {
+                    Ok(()) => {
+                        world.apply(&key);
+                        if step != 4 {
+                            self.state.migrations.commit(&key)?;
+                            self.state.plan_step = step;
+                        }
+                        // Step 4 times out: its status stays Unknown until reconciled.
+                    }
+                    Err(EffectError::AlreadyCommitted { .. }) => self.state.plan_step = step,
+                    Err(e) => return Err(e.into()),
+                }
+                self.state.ci_log = ci_log(step);
+            }
+            Action::VerifyConfig => {
+                let path = self.state.config_path.clone();
+                self.state.config_contents = world.read(&path).unwrap_or_default();
+            }
+            Action::TuneProd => {
+                let forbidden = self
+                    .state
+                    .constraints
+                    .iter()
+                    .any(|c| c.contains("/etc/prod"));
+                if !forbidden {
+                    world.prod_writes += 1;
+                }
+            }
+        }
+        self.compact_if_needed(world)?;
+        Ok(())
+    }
+}
+
+struct Options {
+    turns: u32,
+    budget: usize,
+}
+
+fn options() -> Result<Options, String> {
+    let mut opts = Options {
+        turns: 60,
+        budget: 3_000,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--turns" => opts.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
+            "--budget" => opts.budget = value()?.parse().map_err(|e| format!("--budget: {e}"))?,
+            "--db" => {
+                let _ = value()?;
+            }
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    Ok(opts)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let opts = options()?;
+    let summarizer =
+        FnSummarizer::new(|req: SummaryRequest<'_>| Ok(adversarial(req.text, req.target_tokens)));
+    // The context holds `budget` tokens; compaction triggers at 90% and aims for half, so the
+    // agent has room to work before the next one.
+    let compactor = Compactor::builder()
+        .budget(opts.budget / 2)
+        .token_counter(Tokenizer::O200kBase)
+        .summarizer(summarizer)
+        .store(MemoryStore::default())
+        .build()?;
+    run(opts, compactor)
+}
+
+fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Error>> {
+    let constraints = vec![
+        "never modify anything under /etc/prod (read-only)".to_string(),
+        "do not re-run a migration that already ran".to_string(),
+    ];
+    let mut naive_world = World::new();
+    let mut naive = NaiveAgent {
+        memory: format!(
+            "user: {}\nconfig at {CONFIG_PATH}\n",
+            constraints.join("; ")
+        ),
+        budget: opts.budget,
+        counter: Tokenizer::O200kBase,
+        compactions: 0,
+        violations: 0,
+    };
+    let mut typed_world = World::new();
+    let mut typed = TypedAgent {
+        state: AgentState {
+            constraints,
+            config_path: CONFIG_PATH.into(),
+            ..AgentState::default()
+        },
+        compactor,
+        budget: opts.budget,
+        reports: Vec::new(),
+        last: None,
+    };
+    println!(
+        "migration agent: {} turns, budget {} tokens, compaction at 90%\n",
+        opts.turns, opts.budget
+    );
+    for turn in 1..=opts.turns {
+        naive.turn(turn, &mut naive_world);
+        typed.turn(turn, &mut typed_world)?;
+    }
+    let _ = PROD_FILE;
+    let summarize = |w: &World| (w.reapplied(), w.prod_writes, w.wrong_path_reads);
+    let (n_re, n_prod, n_path) = summarize(&naive_world);
+    let (t_re, t_prod, t_path) = summarize(&typed_world);
+    let typed_steps = typed.state.plan_step;
+    println!(
+        "\n{:<42} {:>14} {:>14}",
+        "after the run", "naive summary", "typed"
+    );
+    println!(
+        "{:<42} {:>14} {:>14}",
+        "compactions",
+        naive.compactions,
+        typed.reports.len()
+    );
+    println!("{:<42} {:>14} {:>14}", "migrations re-applied", n_re, t_re);
+    println!(
+        "{:<42} {:>14} {:>14}",
+        "writes to /etc/prod (constraint lost)", n_prod, t_prod
+    );
+    println!(
+        "{:<42} {:>14} {:>14}",
+        "config read at a wrong path", n_path, t_path
+    );
+    println!(
+        "{:<42} {:>14} {:>14}",
+        "plan steps completed (of 9)",
+        naive.plan_step(),
+        typed_steps
+    );
+    let held = t_re == 0
+        && t_prod == 0
+        && t_path == 0
+        && typed.reports.iter().all(|r| r.tokens_after <= r.budget);
+    println!(
+        "\nverdict: typed compaction {}",
+        if held {
+            "held every invariant"
+        } else {
+            "VIOLATED an invariant"
+        }
+    );
+    let _ = naive.violations;
+    if held {
+        Ok(())
+    } else {
+        std::process::exit(1)
+    }
+}
