@@ -96,3 +96,56 @@ fn a_tight_budget_evicts_in_order_and_rehydrates() {
     );
     assert_eq!(restored.subtask.blocked_on, state.subtask.blocked_on);
 }
+
+fn assert_send<T: Send>(value: T) -> T {
+    value
+}
+
+#[test]
+fn futures_are_send_and_run_on_any_executor() {
+    let compactor = Compactor::builder()
+        .budget(700)
+        .summarizer(Extractive)
+        .build()
+        .unwrap();
+    let state = sample();
+    // Spawnable on a multi-threaded runtime: the futures are Send.
+    let compacted = compaction::block_on(assert_send(compactor.compact(&state))).unwrap();
+    let reacquire = FnReacquire::new(|_: &str, pointer: &str| {
+        Ok(serde_json::json!(format!("re-read {pointer}")))
+    });
+    let restored =
+        compaction::block_on(assert_send(compactor.rehydrate(&compacted, &reacquire))).unwrap();
+    assert_eq!(restored.constraints, state.constraints);
+    let pointer = compacted
+        .pointers()
+        .into_iter()
+        .next()
+        .expect("something spilled");
+    let bytes = compaction::block_on(assert_send(compactor.resolve(pointer.to_string()))).unwrap();
+    assert!(!bytes.is_empty());
+    // A compaction on another thread sees the same state.
+    let handle = std::thread::spawn(move || compactor.compact_blocking(&state).map(|c| c.tokens()));
+    assert!(handle.join().unwrap().unwrap() <= 700);
+}
+
+#[test]
+fn checkpoint_round_trips_through_json_and_detects_tampering() {
+    let compactor = Compactor::builder().budget(700).build().unwrap();
+    let compacted = compactor.compact_blocking(&sample()).unwrap();
+    let json = serde_json::to_string(&compacted).unwrap();
+    let loaded: compaction::Compacted<common::MigrationState> =
+        serde_json::from_str(&json).unwrap();
+    assert_eq!(loaded.render(), compacted.render());
+    let reacquire = FnReacquire::new(|_: &str, _: &str| Ok(serde_json::json!("x")));
+    assert!(compactor.rehydrate_blocking(&loaded, &reacquire).is_ok());
+    // Change the plan step inside the checkpoint: the seal no longer matches.
+    let forged = json.replacen("plan_step = 6", "plan_step = 7", 1);
+    assert_ne!(forged, json);
+    let forged: compaction::Compacted<common::MigrationState> =
+        serde_json::from_str(&forged).unwrap();
+    assert!(matches!(
+        compactor.rehydrate_blocking(&forged, &reacquire),
+        Err(compaction::CompactionError::Integrity { .. })
+    ));
+}

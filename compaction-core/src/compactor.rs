@@ -2,8 +2,7 @@
 
 use crate::compacted::{Entry, FORMAT};
 use crate::plan::{
-    floor_slots, upgrade, Collector, Movable, Payloads, PlanContext, Slot, SlotBody, Stage,
-    ValuePlan,
+    floor_slots, upgrade, Collector, Movable, Payloads, PlanContext, Slot, SlotBody, ValuePlan,
 };
 use crate::render::{DefaultRenderer, Renderer, WindowView};
 use crate::store::{get_verified, DynStore};
@@ -246,8 +245,14 @@ impl Compactor {
         if self.refuse_on_unknown {
             refuse_unknown(&collector)?;
         }
+        let ctx = PlanContext {
+            counter: &*self.counter,
+            can_summarize: self.summarizer.is_some(),
+            max_summary_tokens: self.max_summary_tokens,
+        };
         let mut slots = floor_slots(&collector.fields);
-        let (floor_entries, floor_window) = self.render(schema, number, &slots);
+        upgrade(&mut slots, &collector.fields, &ctx, 0, false);
+        let (_, floor_window) = self.render(schema, number, &slots);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
             return Err(over_budget(
@@ -257,17 +262,12 @@ impl Compactor {
                 &*self.counter,
             ));
         }
-        drop(floor_entries);
-        let ctx = PlanContext {
-            counter: &*self.counter,
-            can_summarize: self.summarizer.is_some(),
-            max_summary_tokens: self.max_summary_tokens,
-        };
         upgrade(
             &mut slots,
             &collector.fields,
             &ctx,
             self.budget - floor_tokens,
+            true,
         );
         Ok(Prepared {
             schema,
@@ -539,19 +539,22 @@ fn over_budget(
     let mut fields = Vec::new();
     let mut evicted = Vec::new();
     for slot in slots {
-        match &slot.body {
-            SlotBody::Protected { pin: true, .. } => fields.push(crate::FieldCost {
+        let verbatim = match &slot.body {
+            SlotBody::Protected { spill, .. } => !spill,
+            SlotBody::Value { plan, .. } => matches!(plan, ValuePlan::Keep { .. }),
+            SlotBody::Effects {
+                pinned, movable, ..
+            } => !pinned.is_empty() || matches!(movable, Movable::Kept(_)),
+        };
+        if verbatim {
+            fields.push(FieldCost {
                 field: slot.path.clone(),
                 tokens: slot.line_tokens(counter),
-            }),
-            SlotBody::Effects { pinned, .. } if !pinned.is_empty() => fields.push(FieldCost {
-                field: format!("{} ({} live records)", slot.path, pinned.len()),
-                tokens: slot.line_tokens(counter),
-            }),
-            _ => evicted.push(slot.path.clone()),
+            });
+        } else {
+            evicted.push(slot.path.clone());
         }
     }
-    let _ = Stage::Pinned;
     CompactionError::ProtectedOverBudget {
         fields,
         required_tokens,

@@ -743,18 +743,25 @@ enum Step {
 
 /// Brings fields back into the window in keep-priority order while they fit in `remaining`
 /// (the budget left after the floor window). Returns what is left.
+///
+/// With `remaining == 0` and `summaries == false` it makes the floor minimal: a field whose
+/// verbatim form is no longer than its pointer or tombstone (a small protected number, say) is
+/// kept, because spilling it would only cost tokens.
 pub(crate) fn upgrade(
     slots: &mut [Slot],
     fields: &[CollectedField<'_>],
     ctx: &PlanContext<'_>,
     mut remaining: usize,
+    summaries: bool,
 ) -> usize {
     let mut steps: Vec<(Stage, usize, Step)> = Vec::new();
     for (i, slot) in slots.iter().enumerate() {
         match &slot.body {
-            SlotBody::Protected { pin: false, .. } => {
-                steps.push((Stage::Protected, i, Step::Protected))
-            }
+            SlotBody::Protected {
+                pin: false,
+                spill: true,
+                ..
+            } => steps.push((Stage::Protected, i, Step::Protected)),
             SlotBody::Protected { .. } => {}
             SlotBody::Effects {
                 movable, payloads, ..
@@ -766,7 +773,11 @@ pub(crate) fn upgrade(
                     steps.push((Stage::Payloads, i, Step::Payloads));
                 }
             }
-            SlotBody::Value { .. } => steps.push((slot.stage(), i, Step::Value)),
+            SlotBody::Value {
+                plan: ValuePlan::Evict,
+                ..
+            } => steps.push((slot.stage(), i, Step::Value)),
+            SlotBody::Value { .. } => {}
         }
     }
     steps.sort_by_key(|&(stage, i, _)| (stage, i));
@@ -782,7 +793,7 @@ pub(crate) fn upgrade(
             Step::Records => keep_records(slot, limit),
             Step::Payloads => keep_payloads(slot, &fields[i].value, limit),
             Step::Value => {
-                remaining = plan_value(slot, floor, &fields[i].value, ctx, remaining);
+                remaining = plan_value(slot, floor, &fields[i].value, ctx, remaining, summaries);
                 continue;
             }
         };
@@ -896,6 +907,7 @@ fn plan_value(
     collected: &Collected<'_>,
     ctx: &PlanContext<'_>,
     remaining: usize,
+    summaries: bool,
 ) -> usize {
     let Collected::Value { value, summary, .. } = collected else {
         return remaining;
@@ -912,7 +924,7 @@ fn plan_value(
         }
     }
     set_value_plan(slot, ValuePlan::Evict);
-    let Some(summary) = summary.filter(|_| ctx.can_summarize) else {
+    let Some(summary) = summary.filter(|_| ctx.can_summarize && summaries) else {
         return remaining;
     };
     // What the summary line costs around the summary text itself.
