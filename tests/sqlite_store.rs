@@ -1,0 +1,641 @@
+//! `SqliteStore`: blobs, checkpoints, tamper detection and typed errors on real files.
+
+mod common;
+
+use common::*;
+use compaction::sqlite::rusqlite::{self, Connection};
+use compaction::sqlite::{SqliteErrorKind, SCHEMA_VERSION};
+use compaction::{
+    block_on, CompactionError, Compactor, ContentHash, Effect, Extractive, FieldOutcome,
+    FnReacquire, NoReacquire, SqliteError, SqliteLedger, SqliteOptions, SqliteStore, Store,
+    StoreError,
+};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "compaction-sqlite-{tag}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn db(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A state whose compaction at `BUDGET` spills protected state and effect records to the store
+/// and summarizes `ci_log` (its source goes to the store too).
+fn sample() -> MigrationState {
+    let mut s = MigrationState {
+        constraints: vec!["never touch /etc/prod".into(), "numpy<2.0".into()],
+        plan_step: 6,
+        config_path: "/srv/app/config.toml".into(),
+        config_contents: "[db]\nurl = \"postgres://db/app\"\n".into(),
+        ci_log: "step ok\n".repeat(400),
+        tool_output: (0..200).map(|i| format!("ls output {i}: a b c")).collect(),
+        subtask: Subtask {
+            title: "rotate keys ".repeat(80),
+            blocked_on: Some("human approval".into()),
+            notes: vec!["looked at vault".into()],
+        },
+        ..Default::default()
+    };
+    for i in 0..30 {
+        let key = format!("mig-{i:04}");
+        s.migrations
+            .record(Effect::new("apply_migration", "db://app/users", &key))
+            .unwrap();
+        s.migrations.begin(&key).unwrap();
+        if i < 29 {
+            s.migrations.commit(&key).unwrap();
+        }
+    }
+    s
+}
+
+const BUDGET: usize = 450;
+
+fn compactor_for(store: &SqliteStore) -> Compactor {
+    Compactor::builder()
+        .budget(BUDGET)
+        .summarizer(Extractive)
+        .store(store.clone())
+        .build()
+        .unwrap()
+}
+
+fn reacquire() -> FnReacquire<
+    impl Fn(&str, &str) -> Result<serde_json::Value, compaction::ReacquireError> + Send + Sync,
+> {
+    FnReacquire::new(|field: &str, pointer: &str| {
+        Ok(match (field, pointer) {
+            ("config_contents", "file:///srv/app/config.toml") => {
+                serde_json::json!("[db]\nurl = \"postgres://db/app\"\n")
+            }
+            ("ci_log", "https://ci.example/runs/6") => serde_json::json!("step ok\n".repeat(400)),
+            other => return Err(format!("unexpected {other:?}").into()),
+        })
+    })
+}
+
+fn spilled_pointers(compacted: &compaction::Compacted<MigrationState>) -> Vec<compaction::Pointer> {
+    compacted
+        .report()
+        .fields
+        .iter()
+        .filter_map(|f| match &f.outcome {
+            FieldOutcome::Spilled { pointer } => Some(pointer.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sqlite_error(e: &StoreError) -> &SqliteError {
+    SqliteError::from_store_error(e).unwrap_or_else(|| panic!("not a sqlite error: {e:?}"))
+}
+
+/// The store error names the path and is of the expected kind.
+fn assert_backend(e: &StoreError, path: &Path, kind: SqliteErrorKind) {
+    let StoreError::Backend { message, .. } = e else {
+        panic!("expected a backend error, got {e:?}");
+    };
+    assert!(
+        message.contains(&path.display().to_string()),
+        "message does not name {}: {message}",
+        path.display()
+    );
+    let inner = sqlite_error(e);
+    assert_eq!(inner.kind(), kind, "{message}");
+    assert_eq!(inner.path(), path);
+}
+
+#[test]
+fn put_get_is_content_addressed_and_idempotent() {
+    let dir = TempDir::new("putget");
+    let path = dir.db("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let bytes = b"{\"constraint\":\"numpy<2.0\"}".to_vec();
+    let hash = ContentHash::of(&bytes);
+    block_on(store.put(&hash, &bytes)).unwrap();
+    block_on(store.put(&hash, &bytes)).unwrap();
+    assert_eq!(store.blob_count().unwrap(), 1);
+    assert_eq!(block_on(store.get(&hash)).unwrap(), bytes);
+
+    // Bytes that do not hash to the address are refused, and nothing is stored.
+    let other = ContentHash::of(b"other");
+    assert!(matches!(
+        block_on(store.put(&other, b"not other")),
+        Err(StoreError::Integrity { .. })
+    ));
+    assert!(matches!(
+        block_on(store.get(&other)),
+        Err(StoreError::NotFound { hash }) if hash == other
+    ));
+    assert!(!store.contains(&other).unwrap());
+
+    // A second handle (another connection) sees the blob; so does a reopened store.
+    let second = SqliteStore::open(&path).unwrap();
+    assert_eq!(block_on(second.get(&hash)).unwrap(), bytes);
+    drop((store, second));
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(block_on(reopened.get(&hash)).unwrap(), bytes);
+
+    // The schema version table says which schema the file has.
+    let raw = Connection::open(&path).unwrap();
+    let version: i64 = raw
+        .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode.to_lowercase(), "wal");
+}
+
+#[test]
+fn get_detects_a_changed_byte_and_put_repairs_it() {
+    let dir = TempDir::new("blobtamper");
+    let path = dir.db("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let bytes = vec![7u8; 4096];
+    let hash = ContentHash::of(&bytes);
+    block_on(store.put(&hash, &bytes)).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    let mut bad = bytes.clone();
+    bad[1234] ^= 0x01;
+    raw.execute(
+        "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+        rusqlite::params![bad, hash.to_hex()],
+    )
+    .unwrap();
+    assert!(matches!(
+        block_on(store.get(&hash)),
+        Err(StoreError::Integrity { hash: h }) if h == hash
+    ));
+    // Storing the good bytes again repairs the blob.
+    block_on(store.put(&hash, &bytes)).unwrap();
+    assert_eq!(block_on(store.get(&hash)).unwrap(), bytes);
+}
+
+#[test]
+fn clones_and_threads_share_the_store() {
+    let dir = TempDir::new("threads");
+    let path = dir.db("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            // Half the threads share one connection, half open their own.
+            let store = if t % 2 == 0 {
+                store.clone()
+            } else {
+                SqliteStore::open(&path).unwrap()
+            };
+            s.spawn(move || {
+                for i in 0..25 {
+                    // Every thread writes the same 25 blobs plus 25 of its own.
+                    for content in [format!("shared {i}"), format!("thread {t} blob {i}")] {
+                        let hash = ContentHash::of(content.as_bytes());
+                        block_on(store.put(&hash, content.as_bytes())).unwrap();
+                        assert_eq!(block_on(store.get(&hash)).unwrap(), content.as_bytes());
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(store.blob_count().unwrap(), 25 + 8 * 25);
+}
+
+#[test]
+fn checkpoint_round_trip_through_the_store() {
+    let dir = TempDir::new("checkpoint");
+    let path = dir.db("agent.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let compactor = compactor_for(&store);
+    let state = sample();
+    let compacted = compactor.compact_blocking(&state).unwrap();
+    assert!(matches!(
+        compacted.report().outcome("subtask.title"),
+        Some(FieldOutcome::Spilled { .. })
+    ));
+    assert!(store
+        .load_checkpoint::<MigrationState>("agent-1")
+        .unwrap()
+        .is_none());
+    store.save_checkpoint("agent-1", &compacted).unwrap();
+    store.save_checkpoint("agent-2", &compacted).unwrap();
+    // Saving again replaces the latest checkpoint.
+    store.save_checkpoint("agent-1", &compacted).unwrap();
+    let infos = store.list_checkpoints().unwrap();
+    assert_eq!(
+        infos
+            .iter()
+            .map(|i| i.agent_id.as_str())
+            .collect::<Vec<_>>(),
+        ["agent-1", "agent-2"]
+    );
+    assert!(infos[0].state_type.contains("MigrationState"), "{infos:?}");
+
+    let reopened = SqliteStore::open(&path).unwrap();
+    let loaded = reopened
+        .load_checkpoint::<MigrationState>("agent-1")
+        .unwrap()
+        .unwrap();
+    assert!(loaded.verify_seal());
+    assert_eq!(loaded.render(), compacted.render());
+    let restored = compactor_for(&reopened)
+        .rehydrate_blocking(&loaded, &reacquire())
+        .unwrap();
+    assert_eq!(restored.constraints, state.constraints);
+    assert_eq!(restored.subtask.title, state.subtask.title);
+    assert_eq!(restored.migrations, state.migrations);
+
+    assert!(reopened.delete_checkpoint("agent-2").unwrap());
+    assert!(!reopened.delete_checkpoint("agent-2").unwrap());
+    assert!(reopened
+        .load_checkpoint::<MigrationState>("agent-2")
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn a_checkpoint_pointing_outside_the_store_is_refused() {
+    let dir = TempDir::new("outside");
+    let store = SqliteStore::open(dir.db("agent.db")).unwrap();
+    // Compacted with an in-memory store: its spilled values are not in the SQLite file.
+    let memory = Compactor::builder()
+        .budget(BUDGET)
+        .summarizer(Extractive)
+        .store(compaction::MemoryStore::new())
+        .build()
+        .unwrap();
+    let compacted = memory.compact_blocking(&sample()).unwrap();
+    assert!(!compacted.pointers().is_empty());
+    let err = store.save_checkpoint("agent", &compacted).unwrap_err();
+    assert!(
+        matches!(err, CompactionError::Store(StoreError::NotFound { .. })),
+        "{err:?}"
+    );
+    assert!(store.list_checkpoints().unwrap().is_empty());
+}
+
+#[test]
+fn tampered_blob_makes_rehydrate_fail_with_integrity() {
+    let dir = TempDir::new("tamperblob");
+    let path = dir.db("agent.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let compactor = compactor_for(&store);
+    let compacted = compactor.compact_blocking(&sample()).unwrap();
+    store.save_checkpoint("agent", &compacted).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    // The blobs rehydrate reads: spilled protected values and spilled effect records.
+    let spilled = spilled_pointers(&compacted);
+    assert_eq!(spilled.len(), 2, "{}", compacted.report());
+    for pointer in spilled {
+        let hex = pointer.hash().to_hex();
+        let original: Vec<u8> = raw
+            .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [&hex], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        for position in [0, original.len() / 2, original.len() - 1] {
+            let mut bad = original.clone();
+            bad[position] = bad[position].wrapping_add(1);
+            raw.execute(
+                "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+                rusqlite::params![bad, hex],
+            )
+            .unwrap();
+            let loaded = store
+                .load_checkpoint::<MigrationState>("agent")
+                .unwrap()
+                .unwrap();
+            let err = compactor
+                .rehydrate_blocking(&loaded, &reacquire())
+                .unwrap_err();
+            assert!(
+                matches!(err, CompactionError::Integrity { .. }),
+                "{pointer} byte {position}: {err:?}"
+            );
+        }
+        raw.execute(
+            "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
+            rusqlite::params![original, hex],
+        )
+        .unwrap();
+    }
+    // Restored: rehydrates again.
+    let loaded = store
+        .load_checkpoint::<MigrationState>("agent")
+        .unwrap()
+        .unwrap();
+    compactor.rehydrate_blocking(&loaded, &reacquire()).unwrap();
+}
+
+#[test]
+fn tampered_checkpoint_row_is_never_accepted() {
+    let dir = TempDir::new("tampercheckpoint");
+    let path = dir.db("agent.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let compactor = compactor_for(&store);
+    let compacted = compactor.compact_blocking(&sample()).unwrap();
+    store.save_checkpoint("agent", &compacted).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    let (json, sha): (String, String) = raw
+        .query_row(
+            "SELECT json, sha256 FROM checkpoints WHERE agent_id = 'agent'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let original = json.into_bytes();
+
+    let check = |label: String| match store.load_checkpoint::<MigrationState>("agent") {
+        Err(CompactionError::Integrity { field }) => assert_eq!(field, "<checkpoint>"),
+        Err(other) => panic!("{label}: unexpected error {other:?}"),
+        Ok(None) => panic!("{label}: checkpoint vanished"),
+        Ok(Some(loaded)) => {
+            assert!(!loaded.verify_seal(), "{label}: seal still verifies");
+            let err = compactor
+                .rehydrate_blocking(&loaded, &reacquire())
+                .unwrap_err();
+            assert!(
+                matches!(err, CompactionError::Integrity { .. }),
+                "{label}: {err:?}"
+            );
+        }
+    };
+
+    // A sample of positions over the whole row, two kinds of change each.
+    let step = (original.len() / 60).max(1);
+    let mut positions: Vec<usize> = (0..original.len()).step_by(step).collect();
+    // The seal's hex digits: the case of a hex digit does not change the parsed hash, so only
+    // the row checksum can catch this one.
+    let seal_at = std::str::from_utf8(&original)
+        .unwrap()
+        .find("\"seal\":\"")
+        .unwrap()
+        + 8;
+    positions.extend(seal_at..seal_at + 64);
+    for position in positions {
+        for change in [0x01u8, 0x20] {
+            let mut bad = original.clone();
+            bad[position] ^= change;
+            if bad == original {
+                continue;
+            }
+            raw.execute(
+                "UPDATE checkpoints SET json = ?1 WHERE agent_id = 'agent'",
+                [&bad],
+            )
+            .unwrap();
+            check(format!("byte {position} ^ {change:#x}"));
+        }
+    }
+    // The row checksum itself changed.
+    raw.execute(
+        "UPDATE checkpoints SET json = ?1 WHERE agent_id = 'agent'",
+        [&original],
+    )
+    .unwrap();
+    let mut bad_sha = sha.into_bytes();
+    bad_sha[10] = if bad_sha[10] == b'0' { b'1' } else { b'0' };
+    raw.execute(
+        "UPDATE checkpoints SET sha256 = ?1 WHERE agent_id = 'agent'",
+        [String::from_utf8(bad_sha).unwrap()],
+    )
+    .unwrap();
+    check("sha256 column".into());
+}
+
+#[test]
+fn a_missing_directory_is_a_typed_error_naming_the_path() {
+    let dir = TempDir::new("missing");
+    let path = dir.db("no/such/dir/agent.db");
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::CannotOpen);
+    let err = SqliteLedger::open(&path).unwrap_err();
+    let inner = err.as_backend().expect("backend error");
+    assert_eq!(inner.kind(), SqliteErrorKind::CannotOpen);
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+    // Read-only on a file that does not exist: cannot open, not created.
+    let path = dir.db("absent.db");
+    let err = SqliteStore::open_with(&path, &SqliteOptions::new().read_only(true)).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::CannotOpen);
+    assert!(!path.exists());
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_a_typed_error() {
+    let dir = TempDir::new("garbage");
+    let path = dir.db("agent.db");
+    let garbage: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&path, &garbage).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::Corrupt);
+    let err = SqliteLedger::open(&path).unwrap_err();
+    assert_eq!(err.as_backend().unwrap().kind(), SqliteErrorKind::Corrupt);
+    // Nothing was written over the user's file.
+    assert_eq!(std::fs::read(&path).unwrap(), garbage);
+}
+
+#[test]
+fn damaged_pages_never_panic() {
+    let dir = TempDir::new("damaged");
+    let path = dir.db("agent.db");
+    let hashes: Vec<ContentHash> = {
+        let store = SqliteStore::open(&path).unwrap();
+        (0..40)
+            .map(|i| {
+                let bytes = format!("blob {i} ").repeat(300).into_bytes();
+                let hash = ContentHash::of(&bytes);
+                block_on(store.put(&hash, &bytes)).unwrap();
+                hash
+            })
+            .collect()
+    };
+    // The last connection closed: the WAL is folded into the main file. Damage everything
+    // after the first page (which holds the schema).
+    let mut file = std::fs::read(&path).unwrap();
+    assert!(file.len() > 3 * 4096, "{}", file.len());
+    for (i, b) in file.iter_mut().enumerate().skip(4096) {
+        *b = (i as u8).wrapping_mul(31) ^ 0x5a;
+    }
+    std::fs::write(&path, &file).unwrap();
+    match SqliteStore::open(&path) {
+        Err(e) => assert_backend(&e, &path, SqliteErrorKind::Corrupt),
+        Ok(store) => {
+            for hash in &hashes {
+                match block_on(store.get(hash)) {
+                    Ok(_) => panic!("a damaged blob read back as intact"),
+                    Err(StoreError::Integrity { .. }) | Err(StoreError::NotFound { .. }) => {}
+                    Err(e) => assert_backend(&e, &path, SqliteErrorKind::Corrupt),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_read_only_database_is_a_typed_error() {
+    let dir = TempDir::new("readonly");
+    let path = dir.db("agent.db");
+    let hash = ContentHash::of(b"one");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        block_on(store.put(&hash, b"one")).unwrap();
+        SqliteLedger::open(&path).unwrap().begin("k").unwrap();
+    }
+    // Opened read-only: reads work, writes fail with the path.
+    let options = SqliteOptions::new().read_only(true);
+    let store = SqliteStore::open_with(&path, &options).unwrap();
+    assert_eq!(block_on(store.get(&hash)).unwrap(), b"one");
+    let two = ContentHash::of(b"two");
+    let err = block_on(store.put(&two, b"two")).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::ReadOnly);
+    let ledger = SqliteLedger::open_with(&path, &options).unwrap();
+    assert_eq!(
+        ledger.status("k").unwrap(),
+        Some(compaction::EffectStatus::Unknown)
+    );
+    let err = ledger.commit("k").unwrap_err();
+    assert_eq!(err.as_backend().unwrap().kind(), SqliteErrorKind::ReadOnly);
+    assert!(err.to_string().contains(&path.display().to_string()));
+    drop((store, ledger));
+
+    // A file the process may not write (a privileged user, e.g. root, may write anyway, so
+    // that case is checked only when the permission actually holds).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let writable = std::fs::OpenOptions::new().write(true).open(&path).is_ok();
+    if !writable {
+        match SqliteStore::open(&path) {
+            Err(e) => {
+                let kind = sqlite_error(&e).kind();
+                assert!(
+                    matches!(
+                        kind,
+                        SqliteErrorKind::ReadOnly | SqliteErrorKind::CannotOpen
+                    ),
+                    "{e}"
+                );
+                assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+            }
+            Ok(store) => {
+                let err = block_on(store.put(&two, b"two")).unwrap_err();
+                assert_backend(&err, &path, SqliteErrorKind::ReadOnly);
+            }
+        }
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[test]
+fn a_locked_database_is_a_typed_error_and_loses_nothing() {
+    let dir = TempDir::new("locked");
+    let path = dir.db("agent.db");
+    let options = SqliteOptions::new().busy_timeout(Duration::from_millis(50));
+    let store = SqliteStore::open_with(&path, &options).unwrap();
+    let ledger = SqliteLedger::open_with(&path, &options).unwrap();
+    let one = ContentHash::of(b"one");
+    block_on(store.put(&one, b"one")).unwrap();
+
+    // Another connection holds the write lock.
+    let holder = Connection::open(&path).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let two = ContentHash::of(b"two");
+    let err = block_on(store.put(&two, b"two")).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::Locked);
+    let err = ledger.begin("k").unwrap_err();
+    assert_eq!(err.as_backend().unwrap().kind(), SqliteErrorKind::Locked);
+    // Readers are not blocked in WAL mode.
+    assert_eq!(block_on(store.get(&one)).unwrap(), b"one");
+
+    // Compaction through a locked store fails with the typed error; the state is untouched.
+    let state = sample();
+    let before = state.clone();
+    let err = compactor_for(&store).compact_blocking(&state).unwrap_err();
+    match &err {
+        CompactionError::Store(e) => assert_backend(e, &path, SqliteErrorKind::Locked),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(state, before);
+
+    // Released: the same calls succeed.
+    holder.execute_batch("COMMIT").unwrap();
+    block_on(store.put(&two, b"two")).unwrap();
+    ledger.begin("k").unwrap();
+
+    // A database in rollback-journal mode held exclusively cannot even be opened.
+    let other = dir.db("exclusive.db");
+    let holder = Connection::open(&other).unwrap();
+    holder
+        .execute_batch(
+            "PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE t (x); INSERT INTO t VALUES (1);",
+        )
+        .unwrap();
+    let err = SqliteStore::open_with(&other, &options).unwrap_err();
+    assert_backend(&err, &other, SqliteErrorKind::Locked);
+    drop(holder);
+    SqliteStore::open_with(&other, &options).unwrap();
+}
+
+#[test]
+fn a_schema_from_a_newer_version_is_refused() {
+    let dir = TempDir::new("schema");
+    let path = dir.db("agent.db");
+    drop(SqliteStore::open(&path).unwrap());
+    let raw = Connection::open(&path).unwrap();
+    raw.execute(
+        "INSERT INTO schema_version (version, applied_at_ms, description) VALUES (?1, 0, 'future')",
+        [SCHEMA_VERSION + 1],
+    )
+    .unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert_backend(&err, &path, SqliteErrorKind::Schema);
+}
+
+#[test]
+fn a_state_that_fits_round_trips_through_a_checkpoint() {
+    let dir = TempDir::new("fits");
+    let store = SqliteStore::open(dir.db("agent.db")).unwrap();
+    let compactor = Compactor::builder()
+        .budget(32_000)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let mut state = sample();
+    state.subtask.title = "short".into();
+    let compacted = compactor.compact_blocking(&state).unwrap();
+    store.save_checkpoint("a", &compacted).unwrap();
+    let loaded = store
+        .load_checkpoint::<MigrationState>("a")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        compactor.rehydrate_blocking(&loaded, &NoReacquire).unwrap(),
+        state
+    );
+}
