@@ -36,7 +36,10 @@ pub enum CompactionError {
     /// A protected or effect field was about to reach a summarizer (a hand-written
     /// `Compactable` impl, or a traversal that disagrees with its schema). Refused before the
     /// summarizer saw anything.
-    #[error("field `{field}` is protected or an effect ledger and must never be summarized")]
+    #[error(
+        "field `{field}` is not declared `summarize` (it is protected, an effect ledger, or \
+         plain derivable/redundant state) and must never reach a summarizer"
+    )]
     ProtectedToSummarizer {
         /// The field.
         field: String,
