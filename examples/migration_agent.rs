@@ -244,6 +244,7 @@ struct TypedAgent {
     compactor: Compactor,
     budget: usize,
     reports: Vec<CompactionReport>,
+    timings: Vec<std::time::Duration>,
     last: Option<Compacted<AgentState>>,
 }
 
@@ -264,11 +265,15 @@ impl TypedAgent {
         if self.context_tokens() * 10 < self.budget * 9 {
             return Ok(());
         }
+        let started = std::time::Instant::now();
         let compacted = self.compactor.compact_blocking(&self.state)?;
+        let elapsed = started.elapsed();
+        self.timings.push(elapsed);
         assert!(compacted.tokens() <= self.compactor.budget());
         println!(
-            "  [typed] turn {:>2}: {}",
+            "  [typed] turn {:>2} ({:>5} µs): {}",
             self.state.turn,
+            elapsed.as_micros(),
             compacted.report()
         );
         self.reports.push(compacted.report().clone());
@@ -422,6 +427,7 @@ fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Er
         compactor,
         budget: opts.budget,
         reports: Vec::new(),
+        timings: Vec::new(),
         last: None,
     };
     println!(
@@ -462,6 +468,16 @@ fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Er
         naive.plan_step(),
         typed_steps
     );
+    let mut timings = typed.timings.clone();
+    timings.sort();
+    if let Some(median) = timings.get(timings.len() / 2) {
+        println!(
+            "{:<42} {:>14} {:>14}",
+            "median compaction time (typed, µs)",
+            "-",
+            median.as_micros()
+        );
+    }
     let held = t_re == 0
         && t_prod == 0
         && t_path == 0

@@ -5,7 +5,7 @@ use crate::plan::{
     floor_slots, upgrade, Collector, Movable, Payloads, PlanContext, Slot, SlotBody, ValuePlan,
 };
 use crate::render::{DefaultRenderer, Renderer, WindowView};
-use crate::store::{get_verified, DynStore};
+use crate::store::{get_verified, AsPointer, DynStore};
 use crate::summarize::DynSummarizer;
 use crate::{
     Compactable, Compacted, CompactionError, CompactionReport, ContentHash, EffectStatus,
@@ -217,8 +217,8 @@ impl Compactor {
 
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
     /// tool an agent calls to look at spilled state.
-    pub async fn resolve(&self, pointer: impl AsRef<str>) -> Result<Vec<u8>, CompactionError> {
-        let pointer = Pointer::parse(pointer.as_ref())?;
+    pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
+        let pointer = pointer.to_pointer()?;
         get_verified(&*self.store, &pointer.hash())
             .await
             .map_err(|e| match e {
@@ -230,7 +230,7 @@ impl Compactor {
     }
 
     /// [`resolve`](Self::resolve) for synchronous callers.
-    pub fn resolve_blocking(&self, pointer: impl AsRef<str>) -> Result<Vec<u8>, CompactionError> {
+    pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
         crate::block_on(self.resolve(pointer))
     }
 

@@ -44,7 +44,7 @@ pub use schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
 pub use sqlite::{
     LedgerError, SqliteError, SqliteErrorKind, SqliteLedger, SqliteOptions, SqliteStore,
 };
-pub use store::{ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
+pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
 

@@ -138,6 +138,36 @@ impl TryFrom<String> for Pointer {
     }
 }
 
+/// Anything that names a store pointer: `Pointer`, `&str`, `String` (parsed when used).
+pub trait AsPointer {
+    /// The pointer, or `InvalidPointer` when the text is not one.
+    fn to_pointer(&self) -> Result<Pointer, StoreError>;
+}
+
+impl AsPointer for Pointer {
+    fn to_pointer(&self) -> Result<Pointer, StoreError> {
+        Ok(self.clone())
+    }
+}
+
+impl AsPointer for str {
+    fn to_pointer(&self) -> Result<Pointer, StoreError> {
+        Pointer::parse(self)
+    }
+}
+
+impl AsPointer for String {
+    fn to_pointer(&self) -> Result<Pointer, StoreError> {
+        Pointer::parse(self)
+    }
+}
+
+impl<T: AsPointer + ?Sized> AsPointer for &T {
+    fn to_pointer(&self) -> Result<Pointer, StoreError> {
+        (**self).to_pointer()
+    }
+}
+
 impl std::str::FromStr for Pointer {
     type Err = StoreError;
     fn from_str(s: &str) -> Result<Self, StoreError> {
