@@ -379,7 +379,14 @@ impl Compactor {
                 }
                 .into());
             }
-            let from_tokens = self.counter.count(source);
+            // The source is never rendered, so it is never counted whole (for a large source
+            // that would cost more than the rest of the compaction): counted only until it is
+            // known to exceed the target, it gives the report a lower bound.
+            let from_tokens = self
+                .counter
+                .count_till_limit(source, *target)
+                .unwrap_or(*target + 1)
+                .max(slot.whole_tokens_at_least);
             let pointer = Pointer::for_hash(ContentHash::of(source.as_bytes()));
             *done = Some((summary, pointer, from_tokens));
         }

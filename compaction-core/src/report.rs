@@ -13,7 +13,8 @@ pub enum FieldOutcome {
     Kept,
     /// Replaced by a summary; the verbatim source is in the store at `source`.
     Summarized {
-        /// Tokens of the source text.
+        /// Tokens of the source text, at least: a source is counted only until it is known not
+        /// to fit (exact when it fits its summary target), as the window never shows it.
         from_tokens: usize,
         /// Tokens of the summary.
         to_tokens: usize,
