@@ -94,12 +94,16 @@ impl<T: Default> RedundantDefault for T {
     }
 }
 
-/// Types that carry protected or effect state somewhere inside: every `Compactable` type, and
-/// `Option`, `Vec`, `Box` and map values of one. Such a value may never sit in an evictable
-/// (`#[redundant]`/`#[derivable]`) field.
+/// Types that carry protected or effect state somewhere inside: every type that derives
+/// `Compactable` with a `#[protected]`, `#[effect]` or `#[nested]` field (the derive writes the
+/// impl), `EffectLog`, and `Option`, `Vec`, `Box`, `Arc`, `Rc`, arrays and map values of one.
+/// Such a value may never sit in an evictable (`#[redundant]`/`#[derivable]`) field.
+///
+/// Not a blanket impl over `Compactable`: that would overlap with the `Box` impl below (a
+/// `Box<T: Compactable>` is itself `Compactable`), and `Box<Vec<State>>` would slip through.
 pub trait CarriesState {}
 
-impl<T: crate::Compactable> CarriesState for T {}
+impl<T: CarriesState + ?Sized> CarriesState for Box<T> {}
 impl<T: CarriesState> CarriesState for Option<T> {}
 impl<T: CarriesState> CarriesState for Vec<T> {}
 impl<T: CarriesState> CarriesState for VecDeque<T> {}
@@ -152,17 +156,18 @@ pub trait PlainProbe {
 }
 impl<T: ?Sized> PlainProbe for Probe<T> {}
 
-/// Only plain values may be evicted.
+/// Only plain values may be evicted. `Field` is a marker type named after the field (so the
+/// message can name it), `Type` is the field's type.
 #[diagnostic::on_unimplemented(
-    message = "this field's type carries `#[protected]` or `#[effect]` state, so it cannot be evicted",
-    label = "evicting this field would silently drop the protected state inside it",
-    note = "classify the field `#[nested]` so its own fields keep their classes"
+    message = "field `{Field}` holds `{Type}`, which carries `#[protected]` or `#[effect]` state, so it cannot be evicted",
+    label = "evicting `{Field}` would silently drop the protected state inside it",
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too)"
 )]
-pub trait Evictable {}
-impl Evictable for PlainValue {}
+pub trait Evictable<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> Evictable<Field, Type> for PlainValue {}
 
 /// Compile-time check used by the derive: the verdict must be [`PlainValue`].
-pub fn assert_evictable<T: Evictable>(_verdict: T) {}
+pub fn assert_evictable<Field, Type: ?Sized, T: Evictable<Field, Type>>(_verdict: T) {}
 /// Compile-time check used by the derive.
 pub fn assert_summarizable<T: Summarizable + ?Sized>() {}
 /// Compile-time check used by the derive.

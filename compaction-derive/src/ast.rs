@@ -61,9 +61,7 @@ impl<'a> Container<'a> {
                 None if has_class_attr(field) => {}
                 None => cx.error_spanned_by(
                     member,
-                    format!(
-                        "field `{name}` has no compaction class; add one of {CLASS_HELP}"
-                    ),
+                    format!("field `{name}` has no compaction class; add one of {CLASS_HELP}"),
                 ),
             }
         }

@@ -12,10 +12,19 @@ pub const CLASS_HELP: &str = "#[protected], #[protected(pin)], #[derivable(point
 /// A field's class as parsed, before cross-field checks.
 #[derive(Clone)]
 pub enum Class {
-    Protected { pin: bool },
-    Derivable { pointer: syn::LitStr, summarize: bool },
-    Redundant { summarize: bool },
-    Effect { idempotent: bool },
+    Protected {
+        pin: bool,
+    },
+    Derivable {
+        pointer: syn::LitStr,
+        summarize: bool,
+    },
+    Redundant {
+        summarize: bool,
+    },
+    Effect {
+        idempotent: bool,
+    },
     Nested,
 }
 
@@ -23,7 +32,10 @@ impl Class {
     pub fn allows_summary(&self) -> bool {
         matches!(
             self,
-            Class::Derivable { summarize: true, .. } | Class::Redundant { summarize: true }
+            Class::Derivable {
+                summarize: true,
+                ..
+            } | Class::Redundant { summarize: true }
         )
     }
 }
@@ -48,7 +60,9 @@ pub fn classify(cx: &Ctxt, field: &syn::Field, field_name: &str) -> Option<Class
             if first_name == name {
                 cx.error_spanned_by(
                     attr,
-                    format!("duplicate #[{name}] attribute on field `{field_name}`; remove this one"),
+                    format!(
+                        "duplicate #[{name}] attribute on field `{field_name}`; remove this one"
+                    ),
                 );
             } else {
                 cx.error_spanned_by(
@@ -88,7 +102,10 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
     if let syn::Meta::NameValue(nv) = &attr.meta {
         cx.error_spanned_by(
             nv,
-            format!("#[{name} = ...] is not a valid form; write #[{name}] or #[{name}(...)]"),
+            format!(
+                "#[{name} = ...] is not a valid form; write {}",
+                valid_forms(name)
+            ),
         );
         return None;
     }
@@ -112,6 +129,22 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                 .get_ident()
                 .map(|i| i.to_string())
                 .unwrap_or_default();
+            let is_flag = matches!(
+                (name, option.as_str()),
+                ("protected", "pin") | ("derivable" | "redundant", "summarize")
+            );
+            if is_flag && !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                return Err(meta.error(format!(
+                    "`{option}` is a flag and takes no value; write #[{name}({option})], or leave \
+                     it out"
+                )));
+            }
+            if name == "effect" && option == "idempotent" && !meta.input.peek(syn::Token![=]) {
+                return Err(meta.error(
+                    "`idempotent` needs a value: write #[effect(idempotent = true)] if running \
+                     the effect twice is harmless, #[effect(idempotent = false)] otherwise",
+                ));
+            }
             let seen = match option.as_str() {
                 "pin" if name == "protected" => std::mem::replace(&mut pin, true),
                 "summarize" if name == "derivable" || name == "redundant" => {
@@ -124,30 +157,42 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                     pointer.replace(lit).is_some()
                 }
                 "idempotent" if name == "effect" => {
-                    let lit: syn::Lit = meta.value()?.parse()?;
-                    let syn::Lit::Bool(b) = lit else {
+                    let value = meta.value()?;
+                    let lit: Option<syn::Lit> = value.parse().ok();
+                    let Some(syn::Lit::Bool(b)) = lit else {
                         return Err(syn::Error::new(
-                            lit.span(),
-                            "`idempotent` takes `true` or `false`",
+                            lit.map_or_else(|| value.span(), |l| l.span()),
+                            "`idempotent` takes `true` or `false` (no quotes): write \
+                             idempotent = true if running the effect twice is harmless, \
+                             idempotent = false otherwise",
                         ));
                     };
                     idempotent.replace(b.value).is_some()
                 }
                 _ if valid.is_empty() => {
-                    return Err(meta.error(format!("#[{name}] takes no options; write #[{name}]")));
+                    return Err(meta.error(format!(
+                        "#[{name}] takes no options; write #[{name}] (its type's own fields \
+                         carry their classes)"
+                    )));
                 }
                 _ => {
+                    let shown = if option.is_empty() {
+                        quote::ToTokens::to_token_stream(&meta.path).to_string()
+                    } else {
+                        option.clone()
+                    };
+                    let hint = did_you_mean(&shown, valid.iter().copied())
+                        .map(|m| format!("did you mean `{m}`? "))
+                        .unwrap_or_default();
                     let list = valid
                         .iter()
                         .map(|v| format!("`{v}`"))
                         .collect::<Vec<_>>()
                         .join(", ");
                     return Err(meta.error(format!(
-                        "unknown option `{}` for #[{name}]; valid options: {list}",
-                        meta.path
-                            .get_ident()
-                            .map(|i| i.to_string())
-                            .unwrap_or_else(|| "?".into())
+                        "unknown option `{shown}` for #[{name}]; {hint}valid options: {list} \
+                         (write {})",
+                        valid_forms(name)
                     )));
                 }
             };
@@ -194,6 +239,54 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
     }
 }
 
+/// What to write for each class attribute, for the "write instead" half of a message.
+fn valid_forms(name: &str) -> &'static str {
+    match name {
+        "protected" => "#[protected] or #[protected(pin)]",
+        "derivable" => {
+            "#[derivable(pointer = \"...\")] or #[derivable(pointer = \"...\", summarize)]"
+        }
+        "redundant" => "#[redundant] or #[redundant(summarize)]",
+        "effect" => "#[effect(idempotent = true)] or #[effect(idempotent = false)]",
+        _ => "#[nested]",
+    }
+}
+
+/// The candidate closest to `word`, when it is close enough to be a typo.
+pub fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|&(d, c)| {
+            d > 0
+                && (d <= (c.chars().count().max(3) / 3).max(1)
+                    || (!word.is_empty() && (word.starts_with(c) || c.starts_with(word))))
+        })
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != cb));
+            diag = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// Reads `#[compaction(crate = "path")]` from the container.
 pub fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Path> {
     let mut path = None;
@@ -202,12 +295,22 @@ pub fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Path> {
             if meta.path.is_ident("crate") {
                 let lit: syn::LitStr = meta.value()?.parse()?;
                 let parsed: syn::Path = lit.parse().map_err(|_| {
-                    syn::Error::new(lit.span(), "`crate` takes a path, e.g. crate = \"my_compaction\"")
+                    syn::Error::new(
+                        lit.span(),
+                        "`crate` takes a path, e.g. crate = \"my_compaction\"",
+                    )
                 })?;
                 path = Some(parsed);
                 Ok(())
             } else {
-                Err(meta.error("unknown option for #[compaction]; valid options: `crate`"))
+                let shown = quote::ToTokens::to_token_stream(&meta.path).to_string();
+                let hint = did_you_mean(&shown, ["crate"])
+                    .map(|m| format!("did you mean `{m}`? "))
+                    .unwrap_or_default();
+                Err(meta.error(format!(
+                    "unknown option `{shown}` for #[compaction]; {hint}the only valid option is \
+                     `crate`, e.g. #[compaction(crate = \"my_compaction\")]"
+                )))
             }
         });
         if let Err(e) = result {
@@ -226,4 +329,3 @@ pub fn cfg_attrs(field: &syn::Field) -> Vec<syn::Attribute> {
         .cloned()
         .collect()
 }
-

@@ -2,7 +2,7 @@
 //! because the pointer must survive the compaction that evicts the value.
 
 use crate::ast::Container;
-use crate::attr::Class;
+use crate::attr::{did_you_mean, Class};
 use crate::ctxt::Ctxt;
 use crate::template::{self, Piece};
 
@@ -18,9 +18,14 @@ pub fn check(cx: &Ctxt, cont: &Container<'_>) -> Vec<Option<Vec<Piece>>> {
             let pieces = match template::parse(&pointer.value()) {
                 Ok(pieces) => pieces,
                 Err(e) => {
+                    let at = if pointer.value().trim().is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (at byte {})", e.offset)
+                    };
                     cx.error_spanned_by(
                         pointer,
-                        format!("invalid pointer template (at byte {}): {}", e.offset, e.message),
+                        format!("invalid pointer template: {}{at}", e.message),
                     );
                     return None;
                 }
@@ -30,12 +35,33 @@ pub fn check(cx: &Ctxt, cont: &Container<'_>) -> Vec<Option<Vec<Piece>>> {
                 let Piece::Field(name) = piece else { continue };
                 match cont.fields.iter().find(|f| &f.name == name) {
                     None => {
+                        let protected = cont
+                            .fields
+                            .iter()
+                            .filter(|f| matches!(f.class, Class::Protected { .. }))
+                            .map(|f| f.name.as_str());
+                        let hint = match did_you_mean(name, protected) {
+                            Some(m) => format!("did you mean `{{{m}}}`? "),
+                            None => String::new(),
+                        };
                         cx.error_spanned_by(
                             pointer,
                             format!(
-                                "pointer placeholder `{{{name}}}` names no field of `{}`; \
-                                 placeholders must name #[protected] fields",
+                                "pointer placeholder `{{{name}}}` names no field of `{}`; {hint}\
+                                 placeholders must name #[protected] fields of the same struct",
                                 cont.ident
+                            ),
+                        );
+                        valid = false;
+                    }
+                    Some(target) if target.name == field.name => {
+                        cx.error_spanned_by(
+                            pointer,
+                            format!(
+                                "pointer placeholder `{{{name}}}` names the derivable field \
+                                 itself, whose value is what gets evicted; build the pointer \
+                                 from #[protected] fields (e.g. keep its URL or path in a \
+                                 #[protected] field and write `{{that_field}}`)"
                             ),
                         );
                         valid = false;

@@ -31,9 +31,11 @@ fn stub(input: &syn::DeriveInput) -> TokenStream {
     let krate = crate::ast::crate_path(&cx, input);
     let _ = cx.check();
     let ident = &input.ident;
+    let carries = carries_state(&krate, ident, &input.generics);
     let generics = with_static_bounds(input.generics.clone());
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     quote! {
+        #carries
         #[automatically_derived]
         impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
             fn schema() -> &'static #krate::__private::Schema {
@@ -48,6 +50,34 @@ fn stub(input: &syn::DeriveInput) -> TokenStream {
                 ::core::unreachable!()
             }
         }
+    }
+}
+
+/// `tokens` with every span set to `span`, so an error in a generated check points at the field.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let TokenTree::Group(group) = &tt {
+                let mut inner =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(span);
+                tt = TokenTree::Group(inner);
+            } else {
+                tt.set_span(span);
+            }
+            tt
+        })
+        .collect()
+}
+
+/// `impl CarriesState`: a value of this type may never sit in an evictable field. Written for
+/// every type with a protected, effect or nested field (nested state may carry either).
+fn carries_state(krate: &syn::Path, ident: &syn::Ident, generics: &syn::Generics) -> TokenStream {
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #krate::markers::CarriesState for #ident #ty_generics #where_clause {}
     }
 }
 
@@ -89,8 +119,17 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
         .zip(templates)
         .map(|(f, t)| visit_field(krate, f, t.as_deref()));
     let rebuilds = cont.fields.iter().map(rebuild_field);
+    let holds_state = cont.fields.iter().any(|f| {
+        matches!(
+            f.class,
+            Class::Protected { .. } | Class::Effect { .. } | Class::Nested
+        )
+    });
+    let carries = holds_state.then(|| carries_state(krate, ident, cont.generics));
 
     quote! {
+        #carries
+
         #[automatically_derived]
         impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
             fn schema() -> &'static #krate::__private::Schema {
@@ -125,9 +164,7 @@ fn class_tokens(krate: &syn::Path, class: &Class) -> TokenStream {
 }
 
 fn schema_field(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
-    let Field {
-        name, ty, cfgs, ..
-    } = field;
+    let Field { name, ty, cfgs, .. } = field;
     if let Class::Nested = field.class {
         let nested = quote!(<#ty as #krate::__private::NestedField>);
         return quote! {
@@ -153,13 +190,24 @@ fn schema_field(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
 fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let ty = field.ty;
     let span = ty.span();
-    let private = quote!(#krate::__private);
+    let private = respan(quote!(#krate::__private), span);
     let mut checks = TokenStream::new();
+    // The marker struct is named after the field so the message can name it; it sits in its own
+    // module so it cannot shadow a path in the field's type. The error points at the field name.
+    let name_span = field.member.span();
+    let mut marker = field.member.clone();
+    marker.set_span(name_span);
+    let infer = quote_spanned!(name_span=> _);
     let evictable = quote_spanned! {span=>
         {
             #[allow(unused_imports)]
             use #private::{CarriesStateProbe as _, PlainProbe as _};
-            #private::assert_evictable((&&#private::Probe::<#ty>::new()).evictability());
+            let __verdict = (&&#private::Probe::<#ty>::new()).evictability();
+            mod __field {
+                #[allow(non_camel_case_types, dead_code)]
+                pub struct #marker;
+            }
+            #private::assert_evictable::<__field::#marker, #ty, #infer>(__verdict);
         }
     };
     match &field.class {
@@ -192,13 +240,16 @@ fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>)
     let call = match &field.class {
         Class::Protected { pin } => quote!(__visitor.protected(#name, #pin, &self.#member);),
         Class::Derivable { summarize, .. } => {
-            let pushes = template.unwrap_or_default().iter().map(|piece| match piece {
-                Piece::Literal(text) => quote!(__out.push_str(#text);),
-                Piece::Field(target) => {
-                    let target = syn::Ident::new_raw(target, Span::call_site());
-                    quote!(#krate::__private::push_placeholder(__out, &self.#target);)
-                }
-            });
+            let pushes = template
+                .unwrap_or_default()
+                .iter()
+                .map(|piece| match piece {
+                    Piece::Literal(text) => quote!(__out.push_str(#text);),
+                    Piece::Field(target) => {
+                        let target = syn::Ident::new_raw(target, Span::call_site());
+                        quote!(#krate::__private::push_placeholder(__out, &self.#target);)
+                    }
+                });
             let method = if *summarize {
                 quote!(derivable_summarizable)
             } else {
@@ -275,7 +326,7 @@ fn add_field_bounds(cont: &Container<'_>) -> syn::Generics {
     generics
 }
 
-fn mentions(params: &[syn::Ident], ty: &syn::Type) -> bool {
+pub fn mentions(params: &[syn::Ident], ty: &syn::Type) -> bool {
     fn walk(tokens: TokenStream, params: &[syn::Ident]) -> bool {
         tokens.into_iter().any(|tt| match tt {
             TokenTree::Ident(ident) => params.contains(&ident),

@@ -30,7 +30,12 @@ pub fn derive_compactable(input: TokenStream) -> TokenStream {
 
 /// Derives `compaction::Summarizable` for a plain data type whose every field is summarizable.
 /// Refused on a type with protected, effect or nested state.
-#[proc_macro_derive(Summarizable, attributes(compaction))]
+// The class attributes are registered here too, so a `#[protected]` field on a `Summarizable`
+// type gets this derive's explanation instead of "cannot find attribute `protected`".
+#[proc_macro_derive(
+    Summarizable,
+    attributes(compaction, protected, derivable, redundant, effect, nested)
+)]
 pub fn derive_summarizable(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     summarizable::derive(&input).into()

@@ -35,16 +35,21 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
             }
         }
     }
-    if let Err(e) = cx.check() {
-        return e.to_compile_error();
+    let errors = cx.check().err().map(|e| e.to_compile_error());
+    if errors.is_some() && matches!(input.data, syn::Data::Union(_)) {
+        return quote!(#errors);
     }
     let ident = &input.ident;
-    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let generics = bounded(&krate, input, &fields);
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let checks = fields.iter().map(|f| {
         let ty = &f.ty;
         quote_spanned!(ty.span()=> #krate::__private::assert_summarizable::<#ty>();)
     });
+    // On error the impl is still written, so the use sites stay quiet: the build fails anyway.
     quote! {
+        #errors
+
         #[automatically_derived]
         impl #impl_generics #krate::Summarizable for #ident #ty_generics #where_clause {}
 
@@ -55,4 +60,34 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
             }
         };
     }
+}
+
+/// Bounds only where needed: `Self: Serialize` (the supertrait) and `Summarizable` for each
+/// field type that mentions a type parameter. Concrete field types are checked as they are.
+fn bounded(krate: &syn::Path, input: &syn::DeriveInput, fields: &[&syn::Field]) -> syn::Generics {
+    let mut generics = input.generics.clone();
+    let params: Vec<syn::Ident> = input
+        .generics
+        .type_params()
+        .map(|p| p.ident.clone())
+        .collect();
+    if params.is_empty() {
+        return generics;
+    }
+    let ident = &input.ident;
+    let (_, ty_generics, _) = input.generics.split_for_impl();
+    let self_ty: syn::Type = syn::parse_quote!(#ident #ty_generics);
+    let where_clause = generics.make_where_clause();
+    where_clause
+        .predicates
+        .push(syn::parse_quote!(#self_ty: #krate::__private::serde::Serialize));
+    for field in fields {
+        if crate::expand::mentions(&params, &field.ty) {
+            let ty = &field.ty;
+            where_clause
+                .predicates
+                .push(syn::parse_quote!(#ty: #krate::Summarizable));
+        }
+    }
+    generics
 }

@@ -24,7 +24,8 @@ pub fn parse(template: &str) -> Result<Vec<Piece>, TemplateError> {
     if template.trim().is_empty() {
         return Err(TemplateError {
             offset: 0,
-            message: "the pointer is empty; give where the value can be re-read, e.g. \"file://{path}\"",
+            message:
+                "the pointer is empty; say where the value can be re-read, e.g. \"file://{path}\"",
         });
     }
     let mut pieces = Vec::new();
@@ -43,7 +44,7 @@ pub fn parse(template: &str) -> Result<Vec<Piece>, TemplateError> {
             '}' => {
                 return Err(TemplateError {
                     offset,
-                    message: "unmatched `}` in pointer template (write `}}` for a literal brace)",
+                    message: "unmatched `}`; open the placeholder with `{`, or write `}}` for a literal brace",
                 })
             }
             '{' => {
@@ -59,13 +60,13 @@ pub fn parse(template: &str) -> Result<Vec<Piece>, TemplateError> {
                 if !closed {
                     return Err(TemplateError {
                         offset,
-                        message: "unclosed `{` in pointer template (write `{{` for a literal brace)",
+                        message: "unclosed `{`; close the placeholder with `}`, or write `{{` for a literal brace",
                     });
                 }
                 if !is_identifier(&name) {
                     return Err(TemplateError {
                         offset,
-                        message: "a placeholder must name a field, like `{config_path}`",
+                        message: "a placeholder must name a #[protected] field, like `{config_path}`",
                     });
                 }
                 if !literal.is_empty() {

@@ -1,0 +1,12 @@
+use compaction::Compactable;
+use serde::{Deserialize, Serialize};
+
+#[derive(Compactable, Serialize, Deserialize)]
+struct State {
+    #[protected]
+    x: String,
+    #[derivable(pointer = "file://{}")]
+    contents: String,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+use compaction::Compactable;
+
+#[derive(Compactable)]
+union Bits {
+    a: u32,
+    b: f32,
+}
+
+fn main() {}

@@ -1,0 +1,24 @@
+use compaction::Compactable;
+use serde::{Deserialize, Serialize};
+
+fn main() {
+    #[derive(Compactable, Serialize, Deserialize, Default)]
+    struct Local {
+        #[protected]
+        goal: String,
+        #[redundant]
+        scratch: Vec<String>,
+    }
+
+    fn twice() -> usize {
+        #[derive(Compactable, Serialize, Deserialize)]
+        struct Local {
+            #[protected(pin)]
+            pinned: u8,
+        }
+        Local::schema().fields().len()
+    }
+
+    assert_eq!(Local::schema().fields().len(), 2);
+    assert_eq!(twice(), 1);
+}
