@@ -782,6 +782,11 @@ pub(crate) fn upgrade(
     }
     steps.sort_by_key(|&(stage, i, _)| (stage, i));
     for (_, i, step) in steps {
+        if !summaries {
+            // The floor pass keeps a field only when it is no longer than its own pointer: what
+            // one field saves must not pay for another (that floor would not be minimal).
+            remaining = 0;
+        }
         let slot = &mut slots[i];
         let floor = slot.line_tokens(ctx.counter);
         let limit = remaining + floor;

@@ -138,21 +138,30 @@ impl Extractive {
         // A byte is never less than zero tokens and BPE tokens cover at least one byte, so
         // keeping at most `target_tokens - marker` bytes can never exceed the target.
         const MARKER_ALLOWANCE: usize = 16;
-        if text.len() <= target_tokens {
-            return text.to_owned();
+        // The cut mark when the target is too small for the full marker: 3 bytes, 1 token.
+        const SHORT_MARK: &str = "\u{2026}";
+        let out = if text.len() <= target_tokens {
+            text.to_owned()
+        } else if target_tokens <= MARKER_ALLOWANCE {
+            // Too small a target for head, marker and tail: the head alone, marked as cut.
+            let head = floor_char_boundary(text, target_tokens.saturating_sub(SHORT_MARK.len()));
+            format!("{}{SHORT_MARK}", &text[..head])
+        } else {
+            let keep = target_tokens - MARKER_ALLOWANCE;
+            let head = floor_char_boundary(text, keep / 2);
+            let tail_start = ceil_char_boundary(text, text.len() - (keep - keep / 2));
+            format!(
+                "{}[... {} bytes elided ...]{}",
+                &text[..head],
+                tail_start - head,
+                &text[tail_start..]
+            )
+        };
+        // Never an empty (or blank) extract: the engine refuses those as a summarizer failure.
+        if out.trim().is_empty() {
+            return SHORT_MARK.to_owned();
         }
-        let keep = target_tokens.saturating_sub(MARKER_ALLOWANCE);
-        if keep == 0 {
-            return String::new();
-        }
-        let head = floor_char_boundary(text, keep / 2);
-        let tail_start = ceil_char_boundary(text, text.len() - (keep - keep / 2));
-        format!(
-            "{}[... {} bytes elided ...]{}",
-            &text[..head],
-            tail_start - head,
-            &text[tail_start..]
-        )
+        out
     }
 }
 
