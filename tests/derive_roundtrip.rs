@@ -59,6 +59,21 @@ struct Generic<K, N> {
     inner: Vec<N>,
 }
 
+/// Every class whose trait the derive must find through a type parameter.
+#[derive(Compactable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+struct Params<L, S, D> {
+    #[protected]
+    id: u32,
+    #[effect(idempotent = true)]
+    log: L,
+    #[redundant(summarize)]
+    notes: S,
+    #[derivable(pointer = "x://{id}", summarize)]
+    body: S,
+    #[redundant]
+    scratch: D,
+}
+
 #[derive(Compactable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 struct Keywords {
     #[protected]
@@ -429,4 +444,34 @@ fn compact_then_rehydrate_raw_identifiers_and_renames() {
         tool_output: vec!["ls".into()],
     };
     assert_eq!(round_trip(&renamed), renamed);
+}
+
+fn params() -> Params<EffectLog, Vec<String>, Option<u8>> {
+    let mut log = EffectLog::new();
+    log.record(Effect::new("send_mail", "mail://ops", "k1"))
+        .unwrap();
+    Params {
+        id: 1,
+        log,
+        notes: vec!["note".into()],
+        body: vec!["body".into()],
+        scratch: Some(3),
+    }
+}
+
+#[test]
+fn type_parameters_reach_the_real_traversal() {
+    let state = params();
+    assert_eq!(
+        split(&state).visited,
+        [
+            "protected id",
+            "effect(true) log",
+            "redundant+summary notes",
+            "derivable+summary(x://1) body",
+            "redundant scratch",
+        ]
+    );
+    parts_round_trip(&state);
+    assert_eq!(round_trip(&state), state);
 }

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 /// to prevent.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not proven safe to summarize",
-    label = "a field that allows `summarize` must have a `Summarizable` type",
-    note = "derive `Summarizable` for plain data types; state with protected or effect fields must never be summarized: drop `summarize` or classify the field `#[nested]`"
+    label = "a summarizer may only ever see `Summarizable` values",
+    note = "derive `Summarizable` for plain data (text, numbers, collections of them); state with `#[protected]` or `#[effect]` fields must never be summarized: drop `summarize` from this field or classify it `#[nested]` (in a `#[derive(Summarizable)]` type: remove that derive)"
 )]
 pub trait Summarizable: Serialize {
     /// The text a summarizer sees: the raw string for text, compact JSON for anything else.

@@ -15,7 +15,19 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
     let cont = Container::from_ast(&cx, input, "Compactable");
     let templates = cont.as_ref().map(|c| check::check(&cx, c));
     match (cx.check(), cont, templates) {
-        (Ok(()), Some(cont), Some(templates)) => expand(&cont, &templates),
+        (Ok(()), Some(mut cont), Some(templates)) => {
+            // The crate path is resolved once, by a `use` in the generated block, so a wrong
+            // `#[compaction(crate = "...")]` is reported once; everything else names the alias.
+            let original = std::mem::replace(&mut cont.crate_path, alias());
+            let use_original = use_crate(&original);
+            let body = expand(&cont, &templates);
+            quote! {
+                const _: () = {
+                    #use_original
+                    #body
+                };
+            }
+        }
         (result, _, _) => {
             let errors = result.err().map(|e| e.to_compile_error());
             let stub = stub(input);
@@ -28,29 +40,49 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
 /// real mistake instead of "`X` is not Compactable" wherever the type is used.
 fn stub(input: &syn::DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
-    let krate = crate::ast::crate_path(&cx, input);
+    let original = crate::ast::crate_path(&cx, input);
     let _ = cx.check();
+    let krate = alias();
+    let use_original = use_crate(&original);
     let ident = &input.ident;
     let carries = carries_state(&krate, ident, &input.generics);
     let generics = with_static_bounds(input.generics.clone());
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     quote! {
-        #carries
-        #[automatically_derived]
-        impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
-            fn schema() -> &'static #krate::__private::Schema {
-                ::core::unreachable!()
+        const _: () = {
+            #use_original
+            #carries
+            #[automatically_derived]
+            impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
+                fn schema() -> &'static #krate::__private::Schema {
+                    ::core::unreachable!()
+                }
+                fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(&'__a self, _: &mut __V) {
+                    ::core::unreachable!()
+                }
+                fn rebuild(
+                    _: &mut #krate::__private::Parts,
+                ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
+                    ::core::unreachable!()
+                }
             }
-            fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(&'__a self, _: &mut __V) {
-                ::core::unreachable!()
-            }
-            fn rebuild(
-                _: &mut #krate::__private::Parts,
-            ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
-                ::core::unreachable!()
-            }
-        }
+        };
     }
+}
+
+/// `use <crate path> as __compaction;`, spanned at the path, so an unresolved
+/// `#[compaction(crate = "...")]` is reported at the string the author wrote.
+fn use_crate(original: &syn::Path) -> TokenStream {
+    let span = original
+        .segments
+        .first()
+        .map_or_else(Span::call_site, |s| s.ident.span());
+    respan(quote!(use #original as __compaction;), span)
+}
+
+/// The name the generated block gives the `compaction` crate.
+fn alias() -> syn::Path {
+    syn::parse_quote!(__compaction)
 }
 
 /// `tokens` with every span set to `span`, so an error in a generated check points at the field.
@@ -127,26 +159,170 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
     });
     let carries = holds_state.then(|| carries_state(krate, ident, cont.generics));
 
+    let gates = gates(krate);
+
     quote! {
         #carries
 
-        #[automatically_derived]
-        impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
-            fn schema() -> &'static #krate::__private::Schema {
-                #schema_fn
-            }
+        #gates
 
-            fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(&'__a self, __visitor: &mut __V) {
-                #(#checks)*
-                #(#visits)*
-            }
+            #[automatically_derived]
+            impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
+                fn schema() -> &'static #krate::__private::Schema {
+                    #schema_fn
+                }
 
-            fn rebuild(
-                __parts: &mut #krate::__private::Parts,
-            ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
-                ::core::result::Result::Ok(Self { #(#rebuilds)* })
+                fn visit<'__a, __V: #krate::__private::Visitor<'__a>>(
+                    &'__a self,
+                    __visitor: &mut __V,
+                ) {
+                    #(#checks)*
+                    #(#visits)*
+                }
+
+                fn rebuild(
+                    __parts: &mut #krate::__private::Parts,
+                ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
+                    ::core::result::Result::Ok(Self { #(#rebuilds)* })
+                }
+            }
+    }
+}
+
+/// Gates between the generated body and the trait a field's class needs (`NestedField`,
+/// `EffectRecords`, `Summarizable`, `Default`). Autoref selects the real method when the field
+/// type has the trait and a silent fallback when it does not: then the field's own compile check
+/// (see [`compile_checks`]) is the one and only error, at the field, instead of a second and third
+/// copy at `#[derive(Compactable)]`. The fallbacks are never run: a build that selects one fails
+/// (and were one ever reached, visiting panics rather than skip a field in silence).
+fn gates(krate: &syn::Path) -> TokenStream {
+    let private = quote!(#krate::__private);
+    let visitor = quote!(#private::Visitor<'__a>);
+    let result = quote!(::core::result::Result<T, #private::RebuildError>);
+    let never = quote!(::core::result::Result::Err(
+        __parts.error(__name, "unreachable")
+    ));
+    quote! {
+        struct __Gate<T>(::core::marker::PhantomData<T>);
+        impl<T> __Gate<T> {
+            const NEW: Self = __Gate(::core::marker::PhantomData);
+        }
+
+        trait __NestedYes<T: #private::NestedField> {
+            fn __nested_schema(&self) -> &'static #private::Schema {
+                T::nested_schema()
+            }
+            fn __repeated(&self) -> bool {
+                T::REPEATED
+            }
+            fn __conditional(&self) -> bool {
+                T::CONDITIONAL
+            }
+            fn __visit_nested<'__a, __V: #visitor>(
+                &self, __value: &'__a T, __name: &'static str, __visitor: &mut __V,
+            ) {
+                T::visit_nested(__value, __name, __visitor)
+            }
+            fn __rebuild_nested(
+                &self, __parts: &mut #private::Parts, __name: &'static str,
+            ) -> #result {
+                __parts.nested(__name)
             }
         }
+        impl<T: #private::NestedField> __NestedYes<T> for &__Gate<T> {}
+        trait __NestedNo<T> {
+            fn __nested_schema(&self) -> &'static #private::Schema {
+                ::core::unreachable!()
+            }
+            fn __repeated(&self) -> bool {
+                false
+            }
+            fn __conditional(&self) -> bool {
+                false
+            }
+            fn __visit_nested<'__a, __V: #visitor>(
+                &self, _: &'__a T, _: &'static str, _: &mut __V,
+            ) {
+                ::core::unreachable!()
+            }
+            fn __rebuild_nested(
+                &self, __parts: &mut #private::Parts, __name: &'static str,
+            ) -> #result {
+                #never
+            }
+        }
+        impl<T> __NestedNo<T> for __Gate<T> {}
+
+        trait __EffectYes<T: #krate::EffectRecords> {
+            fn __effect<'__a, __V: #visitor>(
+                &self, __visitor: &mut __V, __name: &'static str, __idempotent: bool,
+                __value: &'__a T,
+            ) {
+                __visitor.effect(__name, __idempotent, __value)
+            }
+            fn __rebuild_effect(&self, __parts: &mut #private::Parts, __name: &str) -> #result {
+                __parts.effect(__name)
+            }
+        }
+        impl<T: #krate::EffectRecords> __EffectYes<T> for &__Gate<T> {}
+        trait __EffectNo<T> {
+            fn __effect<'__a, __V: #visitor>(
+                &self, _: &mut __V, _: &'static str, _: bool, _: &'__a T,
+            ) {
+                ::core::unreachable!()
+            }
+            fn __rebuild_effect(&self, __parts: &mut #private::Parts, __name: &str) -> #result {
+                #never
+            }
+        }
+        impl<T> __EffectNo<T> for __Gate<T> {}
+
+        trait __SummaryYes<T: #krate::Summarizable> {
+            fn __derivable_summarizable<'__a, __V: #visitor>(
+                &self, __visitor: &mut __V, __name: &'static str,
+                __pointer: #private::PointerFn<'_>, __value: &'__a T,
+            ) {
+                __visitor.derivable_summarizable(__name, __pointer, __value)
+            }
+            fn __redundant_summarizable<'__a, __V: #visitor>(
+                &self, __visitor: &mut __V, __name: &'static str, __value: &'__a T,
+            ) {
+                __visitor.redundant_summarizable(__name, __value)
+            }
+        }
+        impl<T: #krate::Summarizable> __SummaryYes<T> for &__Gate<T> {}
+        trait __SummaryNo<T> {
+            fn __derivable_summarizable<'__a, __V: #visitor>(
+                &self, _: &mut __V, _: &'static str, _: #private::PointerFn<'_>, _: &'__a T,
+            ) {
+                ::core::unreachable!()
+            }
+            fn __redundant_summarizable<'__a, __V: #visitor>(
+                &self, _: &mut __V, _: &'static str, _: &'__a T,
+            ) {
+                ::core::unreachable!()
+            }
+        }
+        impl<T> __SummaryNo<T> for __Gate<T> {}
+
+        trait __DefaultYes<T: ::core::default::Default> {
+            fn __rebuild_redundant(&self, __parts: &mut #private::Parts, __name: &str) -> #result
+            where
+                T: #private::serde::de::DeserializeOwned,
+            {
+                __parts.redundant(__name)
+            }
+        }
+        impl<T: ::core::default::Default> __DefaultYes<T> for &__Gate<T> {}
+        trait __DefaultNo<T> {
+            fn __rebuild_redundant(&self, __parts: &mut #private::Parts, __name: &str) -> #result
+            where
+                T: #private::serde::de::DeserializeOwned,
+            {
+                #never
+            }
+        }
+        impl<T> __DefaultNo<T> for __Gate<T> {}
     }
 }
 
@@ -166,14 +342,14 @@ fn class_tokens(krate: &syn::Path, class: &Class) -> TokenStream {
 fn schema_field(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let Field { name, ty, cfgs, .. } = field;
     if let Class::Nested = field.class {
-        let nested = quote!(<#ty as #krate::__private::NestedField>);
+        let gate = quote!((&&__Gate::<#ty>::NEW));
         return quote! {
             #(#cfgs)*
             let __builder = __builder.nested(
                 #name,
-                #nested::nested_schema(),
-                #nested::REPEATED,
-                #nested::CONDITIONAL,
+                #gate.__nested_schema(),
+                #gate.__repeated(),
+                #gate.__conditional(),
             );
         };
     }
@@ -250,28 +426,26 @@ fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>)
                         quote!(#krate::__private::push_placeholder(__out, &self.#target);)
                     }
                 });
-            let method = if *summarize {
-                quote!(derivable_summarizable)
+            let pointer = quote!(&|__out: &mut ::std::string::String| { #(#pushes)* });
+            if *summarize {
+                quote! {
+                    (&&__Gate::<#ty>::NEW).__derivable_summarizable(
+                        __visitor, #name, #pointer, &self.#member,
+                    );
+                }
             } else {
-                quote!(derivable)
-            };
-            quote! {
-                __visitor.#method(
-                    #name,
-                    &|__out: &mut ::std::string::String| { #(#pushes)* },
-                    &self.#member,
-                );
+                quote!(__visitor.derivable(#name, #pointer, &self.#member);)
             }
         }
-        Class::Redundant { summarize: true } => {
-            quote!(__visitor.redundant_summarizable(#name, &self.#member);)
-        }
+        Class::Redundant { summarize: true } => quote! {
+            (&&__Gate::<#ty>::NEW).__redundant_summarizable(__visitor, #name, &self.#member);
+        },
         Class::Redundant { summarize: false } => quote!(__visitor.redundant(#name, &self.#member);),
-        Class::Effect { idempotent } => {
-            quote!(__visitor.effect(#name, #idempotent, &self.#member);)
-        }
+        Class::Effect { idempotent } => quote! {
+            (&&__Gate::<#ty>::NEW).__effect(__visitor, #name, #idempotent, &self.#member);
+        },
         Class::Nested => quote! {
-            <#ty as #krate::__private::NestedField>::visit_nested(&self.#member, #name, __visitor);
+            (&&__Gate::<#ty>::NEW).__visit_nested(&self.#member, #name, __visitor);
         },
     };
     quote!(#(#cfgs)* #call)
@@ -279,16 +453,21 @@ fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>)
 
 fn rebuild_field(field: &Field<'_>) -> TokenStream {
     let Field {
-        member, name, cfgs, ..
+        member,
+        name,
+        ty,
+        cfgs,
+        ..
     } = field;
-    let method = match field.class {
-        Class::Protected { .. } => quote!(protected),
-        Class::Derivable { .. } => quote!(derivable),
-        Class::Redundant { .. } => quote!(redundant),
-        Class::Effect { .. } => quote!(effect),
-        Class::Nested => quote!(nested),
+    let gate = quote!((&&__Gate::<#ty>::NEW));
+    let value = match field.class {
+        Class::Protected { .. } => quote!(__parts.protected(#name)),
+        Class::Derivable { .. } => quote!(__parts.derivable(#name)),
+        Class::Redundant { .. } => quote!(#gate.__rebuild_redundant(__parts, #name)),
+        Class::Effect { .. } => quote!(#gate.__rebuild_effect(__parts, #name)),
+        Class::Nested => quote!(#gate.__rebuild_nested(__parts, #name)),
     };
-    quote!(#(#cfgs)* #member: __parts.#method(#name)?,)
+    quote!(#(#cfgs)* #member: #value?,)
 }
 
 /// Bounds only where needed: a field whose type mentions a type parameter gets the bounds its
