@@ -120,8 +120,8 @@ pub enum Shape {
 /// A field type that `#[nested]` accepts: a `Compactable` type, or `Option`/`Vec`/`Box` of one.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be `#[nested]`: it is not `Compactable`",
-    label = "`#[nested]` needs a type that derives `Compactable` (or an `Option`/`Vec` of one)",
-    note = "derive `Compactable` for the inner type, or classify this field with another attribute"
+    label = "`#[nested]` needs a type that derives `Compactable`, or an `Option`, `Vec` or `Box` of one",
+    note = "derive `Compactable` for the inner type; for a map of state, keep a `Vec` of a struct whose key is a `#[protected]` field; plain data takes another class, e.g. `#[protected]`"
 )]
 pub trait NestedField: Sized + 'static {
     /// The nested schema.
