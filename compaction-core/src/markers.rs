@@ -161,9 +161,10 @@ impl<T: ?Sized> PlainProbe for Probe<T> {}
 #[diagnostic::on_unimplemented(
     message = "field `{Field}` holds `{Type}`, which carries `#[protected]` or `#[effect]` state, so it cannot be evicted",
     label = "evicting `{Field}` would silently drop the protected state inside it",
-    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too)"
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too); an effect ledger takes `#[effect(idempotent = true|false)]`"
 )]
 pub trait Evictable<Field, Type: ?Sized> {}
+#[diagnostic::do_not_recommend]
 impl<Field, Type: ?Sized> Evictable<Field, Type> for PlainValue {}
 
 /// Compile-time check used by the derive: the verdict must be [`PlainValue`].
