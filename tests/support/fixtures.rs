@@ -95,7 +95,7 @@ pub fn spilling_compaction<St: Store + Clone + 'static, Su: Summarizer + Clone +
     summarizer: &Su,
 ) -> (Compactor, Compacted<PropState>) {
     let state = rich_state();
-    for budget in (200..2_000).rev().step_by(10) {
+    for budget in (200..2_000).rev().step_by(25) {
         let compactor = Compactor::builder()
             .budget(budget)
             .token_counter(Tokenizer::O200kBase)
