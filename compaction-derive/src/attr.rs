@@ -197,7 +197,9 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                 }
             };
             if seen {
-                return Err(meta.error(format!("option `{option}` given twice in #[{name}]")));
+                return Err(meta.error(format!(
+                    "option `{option}` given twice in #[{name}]; keep one"
+                )));
             }
             Ok(())
         });

@@ -1,0 +1,10 @@
+use compaction::Compactable;
+use serde::{Deserialize, Serialize};
+
+#[derive(Compactable, Serialize, Deserialize)]
+struct State {
+    #[nested]
+    maybe: Option<String>,
+}
+
+fn main() {}
