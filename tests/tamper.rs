@@ -1,8 +1,8 @@
 //! Tamper detection (issue 6): flipping any single byte of a spilled blob or of a serialized
 //! checkpoint is detected, never silently accepted.
 //!
-//! Positions: every byte of every spilled blob with mask 0x01, and every 7th byte plus the
-//! first and last with masks 0x20 and 0x80; every 2nd byte of the checkpoint with mask 0x01 and
+//! Positions: every 2nd byte of every spilled blob with mask 0x01, and every 7th byte plus the
+//! first and last with masks 0x20 and 0x80; every 3rd byte of the checkpoint with mask 0x01 and
 //! every 7th byte plus the first and last with masks 0x20, 0x80 and 0xff (every 7th with 0x01
 //! and 0x20 for a checkpoint that evicted nothing). Each test prints how many it checked.
 
@@ -68,7 +68,7 @@ fn every_spilled_blob_byte_flip_is_detected() {
     for pointer in &pointers {
         let hash = pointer.hash();
         let original = store.raw(&hash).expect("spilled blob is in the store");
-        let mut tampered_variants: Vec<Vec<u8>> = flips(original.len(), 1, &[0x20, 0x80])
+        let mut tampered_variants: Vec<Vec<u8>> = flips(original.len(), 2, &[0x20, 0x80])
             .into_iter()
             .map(|(i, mask)| {
                 let mut b = original.clone();
@@ -185,7 +185,7 @@ fn every_checkpoint_byte_flip_is_detected() {
     let (compactor, compacted) = spilling_compaction(&store, &Extractive);
     let state = rich_state();
     let (parse, integrity, benign) =
-        flip_checkpoint(&compactor, &compacted, &state, 2, &[0x20, 0x80, 0xff]);
+        flip_checkpoint(&compactor, &compacted, &state, 3, &[0x20, 0x80, 0xff]);
     let len = checkpoint_bytes(&compacted).len();
     println!(
         "checkpoint of {len} bytes: {} flips; {parse} rejected by deserialization, {integrity} by \

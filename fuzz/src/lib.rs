@@ -153,15 +153,18 @@ fn build(budget: usize, store: MemoryStore) -> Compactor {
         .expect("valid config")
 }
 
+/// The closure type behind [`reacquirer`].
+pub type ReacquireFn = fn(&str, &str) -> Result<serde_json::Value, ReacquireError>;
+
 /// A `Reacquire` that answers every pointer with a string.
-pub fn reacquirer() -> FnReacquire<fn(&str, &str) -> Result<serde_json::Value, ReacquireError>> {
+pub fn reacquirer() -> FnReacquire<ReacquireFn> {
     fn answer(_field: &str, pointer: &str) -> Result<serde_json::Value, ReacquireError> {
         if pointer.contains("fail") {
             return Err("refused".into());
         }
         Ok(serde_json::Value::String(format!("re-read from {pointer}")))
     }
-    FnReacquire::new(answer as fn(&str, &str) -> Result<serde_json::Value, ReacquireError>)
+    FnReacquire::new(answer as ReacquireFn)
 }
 
 /// Re-computes the seal of a checkpoint (as a forger who knows the format would), so the
