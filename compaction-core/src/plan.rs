@@ -463,7 +463,9 @@ fn spill_records<'e>(records: impl Iterator<Item = (usize, &'e crate::Effect)>) 
     if refs.is_empty() {
         return Movable::None;
     }
-    let bytes = serde_json::to_vec(&refs).unwrap_or_default();
+    let mut bytes = serde_json::to_vec(&refs).unwrap_or_default();
+    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
+    bytes.shrink_to_fit();
     summary.pointer = Pointer::for_hash(ContentHash::of(&bytes));
     Movable::Spilled { bytes, summary }
 }
@@ -620,18 +622,22 @@ const MAX_BYTES_PER_TOKEN: usize = 16;
 const MIN_SUMMARY_TOKENS: usize = 8;
 
 /// A `Write` that refuses to grow past a cap, so a value too big for the window costs at most
-/// the cap to find out.
+/// the cap to find out. Without a buffer it only measures.
 struct CappedBuffer {
-    bytes: Vec<u8>,
+    bytes: Option<Vec<u8>>,
+    len: usize,
     cap: usize,
 }
 
 impl io::Write for CappedBuffer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.bytes.len() + buf.len() > self.cap {
+        if self.len + buf.len() > self.cap {
             return Err(io::Error::other("over cap"));
         }
-        self.bytes.extend_from_slice(buf);
+        self.len += buf.len();
+        if let Some(bytes) = &mut self.bytes {
+            bytes.extend_from_slice(buf);
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -639,14 +645,23 @@ impl io::Write for CappedBuffer {
     }
 }
 
-/// Serializes `value` unless it is longer than `cap` bytes.
+/// Serializes `value` unless it is longer than `cap` bytes. It is measured first without being
+/// stored, so a value over the cap costs no memory to rule out (only one that fits is buffered,
+/// at its exact size).
 fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
+    let mut measure = CappedBuffer {
+        bytes: None,
+        len: 0,
+        cap,
+    };
+    value.write_json(&mut measure).ok()?;
     let mut buffer = CappedBuffer {
-        bytes: Vec::new(),
+        bytes: Some(Vec::with_capacity(measure.len)),
+        len: 0,
         cap,
     };
     value.write_json(&mut buffer).ok()?;
-    String::from_utf8(buffer.bytes).ok()
+    String::from_utf8(buffer.bytes?).ok()
 }
 
 /// Inputs the planner needs besides the state.
@@ -947,10 +962,13 @@ fn plan_value(
         set_value_plan(slot, ValuePlan::Evict);
         return remaining;
     }
+    let mut source = summary.summary_text().into_owned();
+    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
+    source.shrink_to_fit();
     set_value_plan(
         slot,
         ValuePlan::Summarize {
-            source: summary.summary_text().into_owned(),
+            source,
             target,
             done: None,
         },
