@@ -128,6 +128,27 @@ fn assert_backend(e: &StoreError, path: &Path, kind: SqliteErrorKind) {
 }
 
 #[test]
+fn handles_are_clone_send_sync() {
+    fn assert_shareable<T: Clone + Send + Sync + 'static>() {}
+    assert_shareable::<SqliteStore>();
+    assert_shareable::<SqliteLedger>();
+    fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
+    assert_error::<SqliteError>();
+    assert_error::<compaction::LedgerError>();
+    // The store's futures are Send, so compaction can run on any executor.
+    fn assert_send<T: Send>(_: T) {}
+    let dir = TempDir::new("send");
+    let store = SqliteStore::open(dir.db("s.db")).unwrap();
+    let hash = ContentHash::of(b"x");
+    assert_send(store.put(&hash, b"x"));
+    assert_send(store.get(&hash));
+    assert!(matches!(
+        block_on(store.get(&hash)),
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+#[test]
 fn put_get_is_content_addressed_and_idempotent() {
     let dir = TempDir::new("putget");
     let path = dir.db("store.db");
