@@ -291,3 +291,57 @@ fn a_checkpoint_of_another_format_version_is_refused() {
     let r = compactor.rehydrate_blocking(&loaded, &oracle_reacquirer(&rich_state()));
     assert!(is_integrity(&r), "{r:?}");
 }
+
+mod random {
+    //! The same promise over random states and budgets: a random sample of byte flips of the
+    //! checkpoint of each is detected (cases: `PROPTEST_CASES / 10`, 200 by default).
+    use super::support::states::{oracle_reacquirer, protected_values, PropState};
+    use super::support::strategies::state;
+    use super::support::{cases, checkpoint_bytes};
+    use compaction::{Compacted, CompactionError, Compactor, MemoryStore, Tokenizer};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: (cases(2000) / 10).max(1),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn random_checkpoint_flips_are_detected(
+            state in state(),
+            budget in 100usize..3_000,
+            flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 16),
+        ) {
+            let compactor = Compactor::builder()
+                .budget(budget)
+                .token_counter(Tokenizer::Heuristic)
+                .store(MemoryStore::new())
+                .build()
+                .unwrap();
+            let Ok(compacted) = compactor.compact_blocking(&state) else {
+                return Ok(());
+            };
+            let bytes = checkpoint_bytes(&compacted);
+            let reacquire = oracle_reacquirer(&state);
+            for (at, mask) in flips {
+                let i = at.index(bytes.len());
+                let mut tampered = bytes.clone();
+                tampered[i] ^= mask;
+                let Ok(loaded) = serde_json::from_slice::<Compacted<PropState>>(&tampered) else {
+                    continue;
+                };
+                match compactor.rehydrate_blocking(&loaded, &reacquire) {
+                    Err(CompactionError::Integrity { .. }) => {}
+                    Ok(restored) => {
+                        // Accepted only when the flip did not change the meaning.
+                        prop_assert_eq!(checkpoint_bytes(&loaded), bytes.clone(), "byte {} mask {:#x}", i, mask);
+                        prop_assert_eq!(protected_values(&restored), protected_values(&state));
+                    }
+                    Err(other) => prop_assert!(false, "byte {i} mask {mask:#x}: {other:?}"),
+                }
+            }
+        }
+    }
+}

@@ -6,6 +6,7 @@
 pub mod faulty;
 pub mod fixtures;
 pub mod states;
+pub mod strategies;
 pub mod summarizers;
 
 use compaction::{Compacted, ContentHash, Effect, EffectLog, EffectStatus};
