@@ -660,3 +660,76 @@ fn a_state_that_fits_round_trips_through_a_checkpoint() {
         state
     );
 }
+
+const STORE_ENV: &str = "COMPACTION_SQLITE_STORE_DB";
+const SHARED_BLOBS: usize = 60;
+const OWN_BLOBS: usize = 60;
+
+/// Blob content: `shared i` is written by every writer, `own w i` by writer `w` only.
+fn blob(owner: Option<&str>, i: usize) -> Vec<u8> {
+    match owner {
+        None => format!("shared blob {i} ").repeat(40).into_bytes(),
+        Some(w) => format!("writer {w} blob {i} ").repeat(40).into_bytes(),
+    }
+}
+
+fn write_blobs(store: &SqliteStore, writer: &str) {
+    for i in 0..SHARED_BLOBS.max(OWN_BLOBS) {
+        for bytes in [
+            blob(None, i % SHARED_BLOBS),
+            blob(Some(writer), i % OWN_BLOBS),
+        ] {
+            let hash = ContentHash::of(&bytes);
+            block_on(store.put(&hash, &bytes)).unwrap();
+            assert_eq!(block_on(store.get(&hash)).unwrap(), bytes);
+        }
+    }
+}
+
+/// Child of `processes_and_threads_write_one_file`: writes its blobs and exits. Returns at once
+/// when not started as a child.
+#[test]
+fn child_store_entry() {
+    let Ok(spec) = std::env::var(STORE_ENV) else {
+        return;
+    };
+    let (writer, path) = spec.split_once('|').unwrap();
+    write_blobs(&SqliteStore::open(path).unwrap(), writer);
+}
+
+#[test]
+fn processes_and_threads_write_one_file() {
+    let dir = TempDir::new("multiprocess");
+    let path = dir.db("store.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..4)
+        .map(|p| {
+            std::process::Command::new(&exe)
+                .args(["--exact", "child_store_entry", "--test-threads=1"])
+                .env(STORE_ENV, format!("p{p}|{}", path.display()))
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let path = &path;
+            s.spawn(move || write_blobs(&SqliteStore::open(path).unwrap(), &format!("t{t}")));
+        }
+    });
+    for mut child in children {
+        assert!(child.wait().unwrap().success());
+    }
+    assert_eq!(store.blob_count().unwrap(), SHARED_BLOBS + 8 * OWN_BLOBS);
+    for writer in ["p0", "p1", "p2", "p3", "t0", "t1", "t2", "t3"] {
+        for i in 0..OWN_BLOBS {
+            let bytes = blob(Some(writer), i);
+            assert_eq!(
+                block_on(store.get(&ContentHash::of(&bytes))).unwrap(),
+                bytes
+            );
+        }
+    }
+}
