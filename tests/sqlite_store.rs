@@ -591,8 +591,10 @@ fn a_locked_database_is_a_typed_error_and_loses_nothing() {
     assert_backend(&err, &path, SqliteErrorKind::Locked);
     let err = ledger.begin("k").unwrap_err();
     assert_eq!(err.as_backend().unwrap().kind(), SqliteErrorKind::Locked);
-    // Readers are not blocked in WAL mode.
+    // Readers are not blocked in WAL mode, and a new handle opens (it only reads the schema).
     assert_eq!(block_on(store.get(&one)).unwrap(), b"one");
+    let late = SqliteStore::open_with(&path, &options).unwrap();
+    assert_eq!(block_on(late.get(&one)).unwrap(), b"one");
 
     // Compaction through a locked store fails with the typed error; the state is untouched.
     let state = sample();
