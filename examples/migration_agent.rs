@@ -11,7 +11,8 @@
 
 use compaction::{
     Compactable, Compacted, CompactionReport, Compactor, Effect, EffectError, EffectLog,
-    EffectStatus, FnReacquire, FnSummarizer, MemoryStore, SummaryRequest, TokenCounter, Tokenizer,
+    EffectStatus, FnReacquire, FnSummarizer, LedgerError, Reacquire, SqliteLedger, SqliteStore,
+    SummaryRequest, TokenCounter, Tokenizer,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use std::collections::BTreeMap;
 const CONFIG_PATH: &str = "/srv/app/conf.d/limits.toml";
 const PROD_FILE: &str = "/etc/prod/limits.conf";
 const STEPS: u32 = 9;
+const AGENT_ID: &str = "migration-agent";
 
 /// The agent's working state, every field classified.
 #[derive(Compactable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
@@ -145,6 +147,23 @@ fn adversarial(text: &str, target: usize) -> String {
     summary
 }
 
+/// Re-acquires derivable fields from the simulated environment: files and the CI.
+fn environment(world: &World) -> impl Reacquire {
+    let files = world.files.clone();
+    FnReacquire::new(move |_field: &str, pointer: &str| {
+        if let Some(path) = pointer.strip_prefix("file://") {
+            return files
+                .get(path)
+                .map(|c| serde_json::Value::String(c.clone()))
+                .ok_or_else(|| format!("no file {path}").into());
+        }
+        if let Some(step) = pointer.strip_prefix("https://ci.example/runs/") {
+            return Ok(serde_json::Value::String(ci_log(step.parse()?)));
+        }
+        Err(format!("unknown pointer {pointer}").into())
+    })
+}
+
 /// What the agent does on a turn.
 enum Action {
     Inspect,
@@ -242,6 +261,10 @@ impl NaiveAgent {
 struct TypedAgent {
     state: AgentState,
     compactor: Compactor,
+    /// Where spilled state and checkpoints live; survives the process.
+    store: SqliteStore,
+    /// The durable idempotency guard: a migration is claimed here before it runs.
+    ledger: SqliteLedger,
     budget: usize,
     reports: Vec<CompactionReport>,
     timings: Vec<std::time::Duration>,
@@ -261,10 +284,15 @@ impl TypedAgent {
     }
 
     /// The loop step an author copies: compact at 90% of the budget, rehydrate for tool calls.
-    fn compact_if_needed(&mut self, world: &World) -> Result<(), compaction::CompactionError> {
+    fn compact_if_needed(&mut self, world: &World) -> Result<(), Box<dyn std::error::Error>> {
         if self.context_tokens() * 10 < self.budget * 9 {
             return Ok(());
         }
+        self.compact(world)
+    }
+
+    /// Compacts, checkpoints, and carries on from the rehydrated state.
+    fn compact(&mut self, world: &World) -> Result<(), Box<dyn std::error::Error>> {
         let started = std::time::Instant::now();
         let compacted = self.compactor.compact_blocking(&self.state)?;
         let elapsed = started.elapsed();
@@ -277,21 +305,38 @@ impl TypedAgent {
             compacted.report()
         );
         self.reports.push(compacted.report().clone());
-        let files = world.files.clone();
-        let reacquire = FnReacquire::new(move |_field: &str, pointer: &str| {
-            if let Some(path) = pointer.strip_prefix("file://") {
-                return files
-                    .get(path)
-                    .map(|c| serde_json::Value::String(c.clone()))
-                    .ok_or_else(|| format!("no file {path}").into());
-            }
-            if let Some(step) = pointer.strip_prefix("https://ci.example/runs/") {
-                return Ok(serde_json::Value::String(ci_log(step.parse()?)));
-            }
-            Err(format!("unknown pointer {pointer}").into())
-        });
+        let reacquire = environment(world);
+        // The checkpoint a restarted agent resumes from (the store holds its spilled values).
+        self.store.save_checkpoint(AGENT_ID, &compacted)?;
         self.state = self.compactor.rehydrate_blocking(&compacted, &reacquire)?;
         self.last = Some(compacted);
+        Ok(())
+    }
+
+    /// Claims the step in the durable ledger, runs it, settles it. A claim that is refused
+    /// means the step already ran (in this process or before a restart): it is not run again.
+    fn migrate(&mut self, step: u32, world: &mut World) -> Result<(), Box<dyn std::error::Error>> {
+        let key = format!("mig-{step:03}");
+        let mut effect = Effect::new("apply_migration", "db://app/tenants", &key);
+        if step > 1 {
+            effect = effect.depends_on(format!("mig-{:03}", step - 1));
+        }
+        self.ledger.record(&effect)?;
+        match self.ledger.begin(&key) {
+            Ok(()) => {
+                world.apply(&key);
+                if step != 4 {
+                    self.ledger.commit(&key)?;
+                    self.state.plan_step = step;
+                }
+                // Step 4 times out: it stays Unknown until reconciled on the next step.
+            }
+            Err(LedgerError::Effect(EffectError::AlreadyCommitted { .. })) => {
+                self.state.plan_step = step
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.state.ci_log = ci_log(step);
         Ok(())
     }
 
@@ -301,45 +346,21 @@ impl TypedAgent {
             Action::Inspect => self.state.tool_output.push(tool_output(turn)),
             Action::Migrate => {
                 // Reconcile an unknown outcome against the world before anything else.
-                let unknown: Vec<String> = self
-                    .state
-                    .migrations
-                    .with_status(EffectStatus::Unknown)
-                    .map(|e| e.idempotency_key.clone())
-                    .collect();
-                for key in unknown {
+                for effect in self.ledger.list(EffectStatus::Unknown)? {
+                    let key = effect.idempotency_key;
                     let status = if world.applied.contains_key(&key) {
                         EffectStatus::Committed
                     } else {
                         EffectStatus::NotStarted
                     };
-                    self.state.migrations.reconcile(&key, status)?;
+                    self.ledger.reconcile(&key, status)?;
                 }
                 let step = self.state.plan_step + 1;
-                if step > STEPS {
-                    return Ok(());
+                if step <= STEPS {
+                    self.migrate(step, world)?;
                 }
-                let key = format!("mig-{step:03}");
-                if self.state.migrations.get(&key).is_none() {
-                    let mut effect = Effect::new("apply_migration", "db://app/tenants", &key);
-                    if step > 1 {
-                        effect = effect.depends_on(format!("mig-{:03}", step - 1));
-                    }
-                    self.state.migrations.record(effect)?;
-                }
-                match self.state.migrations.begin(&key) {
-                    Ok(()) => {
-                        world.apply(&key);
-                        if step != 4 {
-                            self.state.migrations.commit(&key)?;
-                            self.state.plan_step = step;
-                        }
-                        // Step 4 times out: its status stays Unknown until reconciled.
-                    }
-                    Err(EffectError::AlreadyCommitted { .. }) => self.state.plan_step = step,
-                    Err(e) => return Err(e.into()),
-                }
-                self.state.ci_log = ci_log(step);
+                // The state's ledger field mirrors the durable ledger.
+                self.state.migrations = self.ledger.load_log()?;
             }
             Action::VerifyConfig => {
                 let path = self.state.config_path.clone();
@@ -364,12 +385,14 @@ impl TypedAgent {
 struct Options {
     turns: u32,
     budget: usize,
+    db: std::path::PathBuf,
 }
 
 fn options() -> Result<Options, String> {
     let mut opts = Options {
         turns: 60,
         budget: 3_000,
+        db: "migration_agent.db".into(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -377,9 +400,7 @@ fn options() -> Result<Options, String> {
         match arg.as_str() {
             "--turns" => opts.turns = value()?.parse().map_err(|e| format!("--turns: {e}"))?,
             "--budget" => opts.budget = value()?.parse().map_err(|e| format!("--budget: {e}"))?,
-            "--db" => {
-                let _ = value()?;
-            }
+            "--db" => opts.db = value()?.into(),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -390,18 +411,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = options()?;
     let summarizer =
         FnSummarizer::new(|req: SummaryRequest<'_>| Ok(adversarial(req.text, req.target_tokens)));
+    let store = SqliteStore::open(&opts.db)?;
+    let ledger = SqliteLedger::open(&opts.db)?;
     // The context holds `budget` tokens; compaction triggers at 90% and aims for half, so the
     // agent has room to work before the next one.
     let compactor = Compactor::builder()
         .budget(opts.budget / 2)
         .token_counter(Tokenizer::O200kBase)
         .summarizer(summarizer)
-        .store(MemoryStore::default())
+        .store(store.clone())
         .build()?;
-    run(opts, compactor)
+    run(opts, compactor, store, ledger)
 }
 
-fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Error>> {
+fn run(
+    opts: Options,
+    compactor: Compactor,
+    store: SqliteStore,
+    ledger: SqliteLedger,
+) -> Result<(), Box<dyn std::error::Error>> {
     let constraints = vec![
         "never modify anything under /etc/prod (read-only)".to_string(),
         "do not re-run a migration that already ran".to_string(),
@@ -417,14 +445,34 @@ fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Er
         compactions: 0,
         violations: 0,
     };
+    // The outside world already holds what the durable ledger says committed.
     let mut typed_world = World::new();
+    for effect in ledger.list(EffectStatus::Committed)? {
+        typed_world.apply(&effect.idempotency_key);
+    }
+    let resumed = match store.load_checkpoint::<AgentState>(AGENT_ID)? {
+        Some(checkpoint) => {
+            let state = compactor.rehydrate_blocking(&checkpoint, &environment(&typed_world))?;
+            println!(
+                "resumed from the checkpoint in {} at turn {} (plan step {})",
+                opts.db.display(),
+                state.turn,
+                state.plan_step
+            );
+            Some(state)
+        }
+        None => None,
+    };
+    let first_turn = resumed.as_ref().map_or(1, |s| s.turn + 1);
     let mut typed = TypedAgent {
-        state: AgentState {
+        state: resumed.unwrap_or_else(|| AgentState {
             constraints,
             config_path: CONFIG_PATH.into(),
             ..AgentState::default()
-        },
+        }),
         compactor,
+        store,
+        ledger,
         budget: opts.budget,
         reports: Vec::new(),
         timings: Vec::new(),
@@ -436,7 +484,13 @@ fn run(opts: Options, compactor: Compactor) -> Result<(), Box<dyn std::error::Er
     );
     for turn in 1..=opts.turns {
         naive.turn(turn, &mut naive_world);
-        typed.turn(turn, &mut typed_world)?;
+        if turn >= first_turn {
+            typed.turn(turn, &mut typed_world)?;
+        }
+    }
+    if first_turn <= opts.turns {
+        // A last checkpoint, so the next run resumes where this one ended.
+        typed.compact(&typed_world)?;
     }
     let _ = PROD_FILE;
     let summarize = |w: &World| (w.reapplied(), w.prod_writes, w.wrong_path_reads);
