@@ -88,7 +88,7 @@ fn mutate(s: &mut PropState, op: &Op) {
             }
             _ => {
                 s.maybe = match s.maybe.take() {
-                    Some(_) if t.len() % 2 == 0 => None,
+                    Some(_) if t.len().is_multiple_of(2) => None,
                     Some(mut m) => {
                         m.leaf.qty += 1;
                         Some(m)

@@ -118,7 +118,7 @@ impl Summarizer for Adversarial {
             Adversary::OverLong => {
                 Ok(format!("{} ", req.text).repeat(2) + &"word ".repeat(target + 4))
             }
-            Adversary::Empty => Ok(if n % 2 == 0 {
+            Adversary::Empty => Ok(if n.is_multiple_of(2) {
                 String::new()
             } else {
                 " \n\t ".into()
