@@ -14,6 +14,7 @@ pub mod compactable;
 mod compacted;
 mod compactor;
 pub mod error;
+mod gates;
 pub mod ledger;
 pub mod markers;
 pub mod plan;
@@ -54,6 +55,10 @@ pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T
 /// Items the derive's generated code uses. Not a public API: names may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    /// The derive's autoref gates (declared once here, not in every derive's output).
+    pub mod gates {
+        pub use crate::gates::*;
+    }
     pub use crate::compactable::{
         NestedField, Part, Parts, PointerFn, RebuildError, Segment, Shape, Visitor,
     };

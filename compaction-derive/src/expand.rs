@@ -168,6 +168,9 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
 
             #[automatically_derived]
             impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
+                // `#[inline]` on the two non-generic methods: code is generated only where they
+                // are used, not in every crate that derives (issue 5: derive compile cost).
+                #[inline]
                 fn schema() -> &'static #krate::__private::Schema {
                     #schema_fn
                 }
@@ -180,6 +183,7 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
                     #(#visits)*
                 }
 
+                #[inline]
                 fn rebuild(
                     __parts: &mut #krate::__private::Parts,
                 ) -> ::core::result::Result<Self, #krate::__private::RebuildError> {
@@ -196,133 +200,14 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
 /// copy at `#[derive(Compactable)]`. The fallbacks are never run: a build that selects one fails
 /// (and were one ever reached, visiting panics rather than skip a field in silence).
 fn gates(krate: &syn::Path) -> TokenStream {
-    let private = quote!(#krate::__private);
-    let visitor = quote!(#private::Visitor<'__a>);
-    let result = quote!(::core::result::Result<T, #private::RebuildError>);
-    let never = quote!(::core::result::Result::Err(
-        __parts.error(__name, "unreachable")
-    ));
+    // The gates are declared once, in the core (`__private::gates`): declared here, in every
+    // derive's output, they were a third of the derive's compile time (issue 5).
     quote! {
-        struct __Gate<T>(::core::marker::PhantomData<T>);
-        impl<T> __Gate<T> {
-            const NEW: Self = __Gate(::core::marker::PhantomData);
-        }
-
-        trait __NestedYes<T: #private::NestedField> {
-            fn __nested_schema(&self) -> &'static #private::Schema {
-                T::nested_schema()
-            }
-            fn __repeated(&self) -> bool {
-                T::REPEATED
-            }
-            fn __conditional(&self) -> bool {
-                T::CONDITIONAL
-            }
-            fn __visit_nested<'__a, __V: #visitor>(
-                &self, __value: &'__a T, __name: &'static str, __visitor: &mut __V,
-            ) {
-                T::visit_nested(__value, __name, __visitor)
-            }
-            fn __rebuild_nested(
-                &self, __parts: &mut #private::Parts, __name: &'static str,
-            ) -> #result {
-                __parts.nested(__name)
-            }
-        }
-        impl<T: #private::NestedField> __NestedYes<T> for &__Gate<T> {}
-        trait __NestedNo<T> {
-            fn __nested_schema(&self) -> &'static #private::Schema {
-                ::core::unreachable!()
-            }
-            fn __repeated(&self) -> bool {
-                false
-            }
-            fn __conditional(&self) -> bool {
-                false
-            }
-            fn __visit_nested<'__a, __V: #visitor>(
-                &self, _: &'__a T, _: &'static str, _: &mut __V,
-            ) {
-                ::core::unreachable!()
-            }
-            fn __rebuild_nested(
-                &self, __parts: &mut #private::Parts, __name: &'static str,
-            ) -> #result {
-                #never
-            }
-        }
-        impl<T> __NestedNo<T> for __Gate<T> {}
-
-        trait __EffectYes<T: #krate::EffectRecords> {
-            fn __effect<'__a, __V: #visitor>(
-                &self, __visitor: &mut __V, __name: &'static str, __idempotent: bool,
-                __value: &'__a T,
-            ) {
-                __visitor.effect(__name, __idempotent, __value)
-            }
-            fn __rebuild_effect(&self, __parts: &mut #private::Parts, __name: &str) -> #result {
-                __parts.effect(__name)
-            }
-        }
-        impl<T: #krate::EffectRecords> __EffectYes<T> for &__Gate<T> {}
-        trait __EffectNo<T> {
-            fn __effect<'__a, __V: #visitor>(
-                &self, _: &mut __V, _: &'static str, _: bool, _: &'__a T,
-            ) {
-                ::core::unreachable!()
-            }
-            fn __rebuild_effect(&self, __parts: &mut #private::Parts, __name: &str) -> #result {
-                #never
-            }
-        }
-        impl<T> __EffectNo<T> for __Gate<T> {}
-
-        trait __SummaryYes<T: #krate::Summarizable> {
-            fn __derivable_summarizable<'__a, __V: #visitor>(
-                &self, __visitor: &mut __V, __name: &'static str,
-                __pointer: #private::PointerFn<'_>, __value: &'__a T,
-            ) {
-                __visitor.derivable_summarizable(__name, __pointer, __value)
-            }
-            fn __redundant_summarizable<'__a, __V: #visitor>(
-                &self, __visitor: &mut __V, __name: &'static str, __value: &'__a T,
-            ) {
-                __visitor.redundant_summarizable(__name, __value)
-            }
-        }
-        impl<T: #krate::Summarizable> __SummaryYes<T> for &__Gate<T> {}
-        trait __SummaryNo<T> {
-            fn __derivable_summarizable<'__a, __V: #visitor>(
-                &self, _: &mut __V, _: &'static str, _: #private::PointerFn<'_>, _: &'__a T,
-            ) {
-                ::core::unreachable!()
-            }
-            fn __redundant_summarizable<'__a, __V: #visitor>(
-                &self, _: &mut __V, _: &'static str, _: &'__a T,
-            ) {
-                ::core::unreachable!()
-            }
-        }
-        impl<T> __SummaryNo<T> for __Gate<T> {}
-
-        trait __DefaultYes<T: ::core::default::Default> {
-            fn __rebuild_redundant(&self, __parts: &mut #private::Parts, __name: &str) -> #result
-            where
-                T: #private::serde::de::DeserializeOwned,
-            {
-                __parts.redundant(__name)
-            }
-        }
-        impl<T: ::core::default::Default> __DefaultYes<T> for &__Gate<T> {}
-        trait __DefaultNo<T> {
-            fn __rebuild_redundant(&self, __parts: &mut #private::Parts, __name: &str) -> #result
-            where
-                T: #private::serde::de::DeserializeOwned,
-            {
-                #never
-            }
-        }
-        impl<T> __DefaultNo<T> for __Gate<T> {}
+        #[allow(unused_imports)]
+        use #krate::__private::gates::{
+            DefaultNo as _, DefaultYes as _, EffectNo as _, EffectYes as _, Gate as __Gate,
+            NestedNo as _, NestedYes as _, SummaryNo as _, SummaryYes as _,
+        };
     }
 }
 
