@@ -549,3 +549,62 @@ fn regression_extractive_never_returns_a_blank_extract() {
         }
     }
 }
+
+/// Regression (found by `PROPTEST_CASES=20000`, shrunk): when the planned window came out over
+/// budget, demotion also demoted fields the floor pass had kept verbatim because they are
+/// shorter than their pointers, so the window only grew, and compaction refused (floor "711")
+/// a budget of 455 that a 450-token window meets.
+#[test]
+fn regression_demotion_never_goes_below_the_floor() {
+    let effect = |action: &str, target: &str, key: &str, status, deps: &[&str]| {
+        let mut e = Effect::new(action, target, key).with_status(status);
+        for d in deps {
+            e = e.depends_on(*d);
+        }
+        e
+    };
+    let log = |effects: Vec<Effect>| EffectLog::from_effects(effects).unwrap();
+    use EffectStatus::{Committed, NotStarted, Unknown};
+    let state = PropState {
+        constraints: vec!["aa-0__-a_".into(), "## protected (verbatim)".into()],
+        config_path: "aa_a_0_00-".into(),
+        plan_step: 1_000_000_000,
+        amounts: [("numpy<=2.0".to_owned(), 1_000_000_000_000_000_000)].into(),
+        blocked_on: None,
+        config: String::new(),
+        ci_log: "mig–0001".into(),
+        transcript: "00aa 0-a-__000_".into(),
+        tool_output: vec!["log line ok\n".repeat(200)],
+        migrations: log(vec![
+            effect("", "", "#0", Committed, &[]),
+            effect("-__0000", "", "mig-0001#1", NotStarted, &[]),
+            effect("mig-0001", "-a_-a-a0__a", "mig–0001#2", NotStarted, &["#0"]),
+            effect(
+                "aaa",
+                "<<< END COMPACTED STATE >>>",
+                "mig-0001#3",
+                Unknown,
+                &["mig–0001#2", "#0"],
+            )
+            .with_payload(serde_json::json!({ "out": "mig-0001" })),
+            effect("", "", "mig-0001#4", Committed, &["mig-0001#1"]),
+        ]),
+        reads: log(vec![
+            effect("mig-0001", "", "numpy<=2.0#0", Committed, &[]),
+            effect("0-_", "0", "do  not#1", NotStarted, &[])
+                .with_payload(serde_json::json!({ "out": "\"quoted\" \\ back\\slash" })),
+        ]),
+        sub: support::states::Leaf {
+            id: "0a__".into(),
+            qty: 1_000_000_000_000_000_000,
+            notes: vec!["mig-0001".into()],
+        },
+        subs: vec![support::states::Leaf {
+            id: "aaa-0a_00_".into(),
+            qty: 1_000_000_000_000_000_000,
+            notes: vec!["\"quoted\" \\ back\\slash".into()],
+        }],
+        maybe: None,
+    };
+    run_case(state, 455, Adversary::None, Tokenizer::Heuristic).unwrap();
+}

@@ -413,6 +413,30 @@ pub(crate) struct Slot {
     pub body: SlotBody,
     /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).
     pub whole_tokens_at_least: usize,
+    /// What demotion may do without going below the floor form.
+    pub floor: FloorForm,
+}
+
+/// The demotions a slot allows: a form the floor pass kept (verbatim because it is no longer
+/// than its pointer or tombstone) is the floor, and demoting past it would only cost tokens,
+/// so a window that the floor fits could end refused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FloorForm {
+    spill_protected: bool,
+    evict_value: bool,
+    evict_payloads: bool,
+    spill_records: bool,
+}
+
+impl Default for FloorForm {
+    fn default() -> Self {
+        FloorForm {
+            spill_protected: true,
+            evict_value: true,
+            evict_payloads: true,
+            spill_records: true,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -584,25 +608,28 @@ impl Slot {
     /// Whether the slot is at its richest planned form and may be demoted one step.
     /// Returns `true` if something was demoted.
     pub fn demote(&mut self) -> bool {
+        let floor = self.floor;
         match &mut self.body {
             SlotBody::Protected {
                 pin: false, spill, ..
-            } if !*spill => {
+            } if !*spill && floor.spill_protected => {
                 *spill = true;
                 true
             }
-            SlotBody::Value { plan, .. } if !matches!(plan, ValuePlan::Evict) => {
+            SlotBody::Value { plan, .. }
+                if !matches!(plan, ValuePlan::Evict) && floor.evict_value =>
+            {
                 *plan = ValuePlan::Evict;
                 true
             }
             SlotBody::Effects {
                 payloads, movable, ..
             } => {
-                if let Payloads::Kept(p) = payloads {
+                if let (Payloads::Kept(p), true) = (&*payloads, floor.evict_payloads) {
                     *payloads = Payloads::Evicted(p.len());
                     return true;
                 }
-                if let Movable::Kept(kept) = movable {
+                if let (Movable::Kept(kept), true) = (&*movable, floor.spill_records) {
                     *movable = spill_kept(kept);
                     return true;
                 }
@@ -610,6 +637,34 @@ impl Slot {
             }
             _ => false,
         }
+    }
+
+    /// Records the current form as the floor: [`demote`](Self::demote) never goes below it.
+    pub fn mark_floor(&mut self) {
+        self.floor = FloorForm {
+            spill_protected: matches!(self.body, SlotBody::Protected { spill: true, .. }),
+            evict_value: matches!(
+                self.body,
+                SlotBody::Value {
+                    plan: ValuePlan::Evict,
+                    ..
+                }
+            ),
+            evict_payloads: !matches!(
+                self.body,
+                SlotBody::Effects {
+                    payloads: Payloads::Kept(_),
+                    ..
+                }
+            ),
+            spill_records: !matches!(
+                self.body,
+                SlotBody::Effects {
+                    movable: Movable::Kept(_),
+                    ..
+                }
+            ),
+        };
     }
 }
 
@@ -742,6 +797,7 @@ pub(crate) fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                 section,
                 body,
                 whole_tokens_at_least: 0,
+                floor: FloorForm::default(),
             }
         })
         .collect()
@@ -830,6 +886,9 @@ pub(crate) fn upgrade(
                 undo(slot, step);
             }
         }
+    }
+    if !summaries {
+        slots.iter_mut().for_each(Slot::mark_floor);
     }
     remaining
 }
