@@ -15,6 +15,7 @@ mod compacted;
 mod compactor;
 pub mod error;
 mod gates;
+mod json_len;
 pub mod ledger;
 pub mod markers;
 pub mod plan;

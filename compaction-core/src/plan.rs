@@ -37,11 +37,17 @@ use std::io;
 /// A serializable value behind a trait object (serde's `Serialize` is not object safe).
 pub(crate) trait JsonValue {
     fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()>;
+    /// Whether the compact JSON is certainly longer than `cap` bytes (a lower-bound walk: no
+    /// writing, no escaping, stops at the cap).
+    fn json_exceeds(&self, cap: usize) -> bool;
 }
 
 impl<T: Serialize> JsonValue for T {
     fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()> {
         serde_json::to_writer(out, self)
+    }
+    fn json_exceeds(&self, cap: usize) -> bool {
+        crate::json_len::exceeds(self, cap)
     }
 }
 
@@ -704,6 +710,10 @@ impl io::Write for CappedBuffer {
 /// stored, so a value over the cap costs no memory to rule out (only one that fits is buffered,
 /// at its exact size).
 fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
+    // Strings alone already over the cap: ruled out in a few steps, nothing serialized.
+    if value.json_exceeds(cap) {
+        return None;
+    }
     let mut measure = CappedBuffer {
         bytes: None,
         len: 0,
