@@ -64,7 +64,7 @@ macro_rules! scalar {
     )*};
 }
 
-impl<'a> ser::Serializer for &'a mut LowerBound {
+impl ser::Serializer for &mut LowerBound {
     type Ok = ();
     type Error = Stop;
     type SerializeSeq = Self;
@@ -163,7 +163,7 @@ impl<'a> ser::Serializer for &'a mut LowerBound {
 
 macro_rules! compound {
     ($($trait:ident: $method:ident),*) => {$(
-        impl<'a> ser::$trait for &'a mut LowerBound {
+        impl ser::$trait for &mut LowerBound {
             type Ok = ();
             type Error = Stop;
             fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> R {
@@ -183,7 +183,7 @@ compound!(
     SerializeTupleVariant: serialize_field
 );
 
-impl<'a> ser::SerializeMap for &'a mut LowerBound {
+impl ser::SerializeMap for &mut LowerBound {
     type Ok = ();
     type Error = Stop;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> R {
@@ -199,7 +199,7 @@ impl<'a> ser::SerializeMap for &'a mut LowerBound {
     }
 }
 
-impl<'a> ser::SerializeStruct for &'a mut LowerBound {
+impl ser::SerializeStruct for &mut LowerBound {
     type Ok = ();
     type Error = Stop;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> R {
@@ -211,7 +211,7 @@ impl<'a> ser::SerializeStruct for &'a mut LowerBound {
     }
 }
 
-impl<'a> ser::SerializeStructVariant for &'a mut LowerBound {
+impl ser::SerializeStructVariant for &mut LowerBound {
     type Ok = ();
     type Error = Stop;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> R {
