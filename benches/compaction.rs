@@ -167,7 +167,7 @@ fn scale_redundant(bencher: Bencher, outputs: usize) {
 }
 
 /// `compact` as the protected state grows 10x (about 10 KB -> 100 KB).
-#[divan::bench(args = [1, 10], sample_count = 10, sample_size = 1)]
+#[divan::bench(args = [1, 5, 10], sample_count = 10, sample_size = 1)]
 fn scale_protected(bencher: Bencher, protected_scale: usize) {
     let state = scaled(Sizes::REALISTIC.outputs, protected_scale);
     let compactor = compactor();

@@ -32,7 +32,8 @@ time_variant() {
   rm -rf "$dir/src"
   if [ "$variant" = none ]; then
     "$here/gen.sh" serde "$dir" "$snapshot"
-    sed -i 's/^#\[derive(Serialize, Deserialize, Default)\]$/#[derive(Default)]/' "$dir/src/lib.rs"
+    sed -i -e 's/^#\[derive(Serialize, Deserialize, Default)\]$/#[derive(Default)]/' \
+      -e '/^use serde::/d' "$dir/src/lib.rs"
   else
     "$here/gen.sh" "$variant" "$dir" "$snapshot"
   fi
@@ -53,6 +54,7 @@ time_variant() {
     fi
     times+=("$(echo "$t1 - $t0" | bc)")
   done
+  echo "$variant: ${times[*]}" >&2
   printf '%s\n' "${times[@]}" | median
 }
 
