@@ -1,0 +1,413 @@
+//! Planning: split the state by class (collect), decide what stays in the window (greedy, in a
+//! fixed order), and demote when the rendered window is still over budget.
+//!
+//! # Order
+//!
+//! Everything that *may* leave the window starts out of it: the smallest window (the floor) holds
+//! the pinned protected fields, the live effect records of non-idempotent ledgers, and a pointer
+//! or tombstone for everything else. If the floor is over budget, compaction refuses
+//! (`ProtectedOverBudget`). Otherwise fields are brought back, verbatim, in this order, each one
+//! only if it fits in what is left:
+//!
+//! 1. `#[protected]` fields that are not pinned (else: spilled to the store, pointer kept);
+//! 2. settled effect records (else: spilled as one block, with the engine's count line);
+//! 3. effect payloads (else: tombstoned);
+//! 4. `#[derivable]` fields (else: a summary carrying its back-pointer when `summarize` is set and
+//!    a summarizer is configured, else a pointer stub);
+//! 5. `#[redundant]` fields (else: a summary when `summarize` is set, else a tombstone).
+//!
+//! Within a step, fields go in traversal (declaration) order: an earlier field is kept in
+//! preference to a later one, and a later, smaller field is still kept if it fits. Eviction is
+//! the same order read backwards: redundant first, protected last. The budget is then checked on
+//! the rendered text; if the estimate was short, the last field brought back is demoted, and so
+//! on, until the window fits.
+
+mod collect;
+mod slot;
+
+pub(crate) use collect::{Collected, CollectedField, Collector, JsonValue};
+pub(crate) use slot::{
+    spill_kept, spill_records, FloorForm, Movable, Payloads, Slot, SlotBody, Stage, ValuePlan,
+};
+
+use crate::compacted::{IndexedRecord, KeptPayload, Section};
+use crate::render::{render_field, FieldView};
+use crate::{ContentHash, FieldClass, Pointer, TokenCounter};
+use std::io;
+
+/// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
+/// counting it. Real text runs at 3-5 bytes a token; a value denser than this is judged by its
+/// bytes and evicted, which is safe (it only evicts more), and the exact count of the final
+/// window still decides the budget.
+const MAX_BYTES_PER_TOKEN: usize = 16;
+/// A summary target below this is not worth a summarizer call: the field is evicted instead.
+const MIN_SUMMARY_TOKENS: usize = 8;
+
+/// A `Write` that refuses to grow past a cap, so a value too big for the window costs at most
+/// the cap to find out. Without a buffer it only measures.
+struct CappedBuffer {
+    bytes: Option<Vec<u8>>,
+    len: usize,
+    cap: usize,
+}
+
+impl io::Write for CappedBuffer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.len + buf.len() > self.cap {
+            return Err(io::Error::other("over cap"));
+        }
+        self.len += buf.len();
+        if let Some(bytes) = &mut self.bytes {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Serializes `value` unless it is longer than `cap` bytes. It is measured first without being
+/// stored, so a value over the cap costs no memory to rule out (only one that fits is buffered,
+/// at its exact size).
+fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
+    // Strings alone already over the cap: ruled out in a few steps, nothing serialized.
+    if value.json_exceeds(cap) {
+        return None;
+    }
+    let mut measure = CappedBuffer {
+        bytes: None,
+        len: 0,
+        cap,
+    };
+    value.write_json(&mut measure).ok()?;
+    let mut buffer = CappedBuffer {
+        bytes: Some(Vec::with_capacity(measure.len)),
+        len: 0,
+        cap,
+    };
+    value.write_json(&mut buffer).ok()?;
+    String::from_utf8(buffer.bytes?).ok()
+}
+
+/// Inputs the planner needs besides the state.
+pub(crate) struct PlanContext<'c> {
+    pub counter: &'c dyn TokenCounter,
+    pub can_summarize: bool,
+    pub max_summary_tokens: usize,
+}
+
+/// Turns collected fields into slots at their floor form.
+pub(crate) fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
+    fields
+        .iter()
+        .map(|field| {
+            let (section, body) = match &field.value {
+                Collected::Protected {
+                    pin,
+                    json,
+                    fingerprint,
+                } => (
+                    Section::Protected,
+                    SlotBody::Protected {
+                        pin: *pin,
+                        json: json.clone(),
+                        fingerprint: *fingerprint,
+                        spill: !*pin,
+                    },
+                ),
+                Collected::Value { pointer, .. } => {
+                    let redundant = matches!(field.class, FieldClass::Redundant { .. });
+                    (
+                        if redundant {
+                            Section::Redundant
+                        } else {
+                            Section::Derivable
+                        },
+                        SlotBody::Value {
+                            redundant,
+                            pointer: pointer.clone(),
+                            plan: ValuePlan::Evict,
+                        },
+                    )
+                }
+                Collected::Effects { idempotent, log } => {
+                    let effects = log.effects();
+                    // Live records of a non-idempotent ledger are obligations: they never move.
+                    let pins = |e: &crate::Effect| !*idempotent && e.status.is_live();
+                    let pinned = effects
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, e)| pins(e))
+                        .map(|(index, e)| IndexedRecord {
+                            index,
+                            record: e.record(),
+                        })
+                        .collect();
+                    let movable =
+                        spill_records(effects.iter().enumerate().filter(|(_, e)| !pins(e)));
+                    let with_payload = effects.iter().filter(|e| e.payload.is_some()).count();
+                    (
+                        Section::Effects,
+                        SlotBody::Effects {
+                            idempotent: *idempotent,
+                            total: effects.len(),
+                            pinned,
+                            movable,
+                            payloads: if with_payload == 0 {
+                                Payloads::None
+                            } else {
+                                Payloads::Evicted(with_payload)
+                            },
+                        },
+                    )
+                }
+            };
+            Slot {
+                path: field.path.clone(),
+                section,
+                body,
+                whole_tokens_at_least: 0,
+                floor: FloorForm::default(),
+            }
+        })
+        .collect()
+}
+
+/// One step of the upgrade pass.
+#[derive(Clone, Copy)]
+enum Step {
+    Protected,
+    Records,
+    Payloads,
+    Value,
+}
+
+/// Brings fields back into the window in keep-priority order while they fit in `remaining`
+/// (the budget left after the floor window). Returns what is left.
+///
+/// With `remaining == 0` and `summaries == false` it makes the floor minimal: a field whose
+/// verbatim form is no longer than its pointer or tombstone (a small protected number, say) is
+/// kept, because spilling it would only cost tokens.
+pub(crate) fn upgrade(
+    slots: &mut [Slot],
+    fields: &[CollectedField<'_>],
+    ctx: &PlanContext<'_>,
+    mut remaining: usize,
+    summaries: bool,
+) -> usize {
+    let mut steps: Vec<(Stage, usize, Step)> = Vec::new();
+    for (i, slot) in slots.iter().enumerate() {
+        match &slot.body {
+            SlotBody::Protected {
+                pin: false,
+                spill: true,
+                ..
+            } => steps.push((Stage::Protected, i, Step::Protected)),
+            SlotBody::Protected { .. } => {}
+            SlotBody::Effects {
+                movable, payloads, ..
+            } => {
+                if matches!(movable, Movable::Spilled { .. }) {
+                    steps.push((Stage::EffectRecords, i, Step::Records));
+                }
+                if matches!(payloads, Payloads::Evicted(_)) {
+                    steps.push((Stage::Payloads, i, Step::Payloads));
+                }
+            }
+            SlotBody::Value {
+                plan: ValuePlan::Evict,
+                ..
+            } => steps.push((slot.stage(), i, Step::Value)),
+            SlotBody::Value { .. } => {}
+        }
+    }
+    steps.sort_by_key(|&(stage, i, _)| (stage, i));
+    for (_, i, step) in steps {
+        if !summaries {
+            // The floor pass keeps a field only when it is no longer than its own pointer: what
+            // one field saves must not pay for another (that floor would not be minimal).
+            remaining = 0;
+        }
+        let slot = &mut slots[i];
+        let floor = slot.line_tokens(ctx.counter);
+        let limit = remaining + floor;
+        let kept = match step {
+            Step::Protected => {
+                set_spill(slot, false);
+                true
+            }
+            Step::Records => keep_records(slot, limit),
+            Step::Payloads => keep_payloads(slot, &fields[i].value, limit),
+            Step::Value => {
+                remaining = plan_value(slot, floor, &fields[i].value, ctx, remaining, summaries);
+                continue;
+            }
+        };
+        if !kept {
+            continue;
+        }
+        match ctx.counter.count_till_limit(&slot_text(slot), limit) {
+            Some(rich) => {
+                slot.whole_tokens_at_least = rich;
+                remaining = limit - rich;
+            }
+            None => {
+                slot.whole_tokens_at_least = limit + 1;
+                undo(slot, step);
+            }
+        }
+    }
+    if !summaries {
+        slots.iter_mut().for_each(Slot::mark_floor);
+    }
+    remaining
+}
+
+fn slot_text(slot: &Slot) -> String {
+    let entry = slot.entry();
+    let mut line = String::new();
+    render_field(&mut line, &FieldView::of(&entry));
+    line
+}
+
+fn set_spill(slot: &mut Slot, to: bool) {
+    if let SlotBody::Protected { spill, .. } = &mut slot.body {
+        *spill = to;
+    }
+}
+
+fn undo(slot: &mut Slot, step: Step) {
+    match step {
+        Step::Protected => set_spill(slot, true),
+        Step::Records => {
+            if let SlotBody::Effects { movable, .. } = &mut slot.body {
+                if let Movable::Kept(kept) = movable {
+                    *movable = spill_kept(kept);
+                }
+            }
+        }
+        Step::Payloads => {
+            if let SlotBody::Effects { payloads, .. } = &mut slot.body {
+                if let Payloads::Kept(p) = payloads {
+                    *payloads = Payloads::Evicted(p.len());
+                }
+            }
+        }
+        Step::Value => {
+            if let SlotBody::Value { plan, .. } = &mut slot.body {
+                *plan = ValuePlan::Evict;
+            }
+        }
+    }
+}
+
+/// Brings spilled records back unless their bytes alone rule it out.
+fn keep_records(slot: &mut Slot, limit: usize) -> bool {
+    let SlotBody::Effects { movable, .. } = &mut slot.body else {
+        return false;
+    };
+    let Movable::Spilled { bytes, .. } = movable else {
+        return false;
+    };
+    if bytes.len() > limit.saturating_mul(MAX_BYTES_PER_TOKEN) {
+        return false;
+    }
+    match serde_json::from_slice::<Vec<IndexedRecord>>(bytes) {
+        Ok(kept) => {
+            *movable = Movable::Kept(kept);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Brings payloads back unless their bytes alone rule it out.
+fn keep_payloads(slot: &mut Slot, collected: &Collected<'_>, limit: usize) -> bool {
+    let (SlotBody::Effects { payloads, .. }, Collected::Effects { log, .. }) =
+        (&mut slot.body, collected)
+    else {
+        return false;
+    };
+    let cap = limit.saturating_mul(MAX_BYTES_PER_TOKEN);
+    let mut bytes = 0usize;
+    let mut kept = Vec::new();
+    for (index, effect) in log.effects().iter().enumerate() {
+        if let Some(value) = &effect.payload {
+            let Some(json) = json_within(value, cap.saturating_sub(bytes)) else {
+                return false;
+            };
+            bytes += json.len();
+            kept.push(KeptPayload {
+                index,
+                key: effect.idempotency_key.clone(),
+                value: value.clone(),
+            });
+        }
+    }
+    *payloads = Payloads::Kept(kept);
+    true
+}
+
+/// Keeps a value verbatim if it fits, else plans a summary when allowed and worth it, else
+/// leaves it evicted. Returns the budget left.
+fn plan_value(
+    slot: &mut Slot,
+    floor: usize,
+    collected: &Collected<'_>,
+    ctx: &PlanContext<'_>,
+    remaining: usize,
+    summaries: bool,
+) -> usize {
+    let Collected::Value { value, summary, .. } = collected else {
+        return remaining;
+    };
+    let limit = remaining + floor;
+    if let Some(json) = json_within(*value, limit.saturating_mul(MAX_BYTES_PER_TOKEN)) {
+        set_value_plan(slot, ValuePlan::Keep { json });
+        match ctx.counter.count_till_limit(&slot_text(slot), limit) {
+            Some(rich) => {
+                slot.whole_tokens_at_least = rich;
+                return limit - rich;
+            }
+            None => slot.whole_tokens_at_least = limit + 1,
+        }
+    }
+    set_value_plan(slot, ValuePlan::Evict);
+    let Some(summary) = summary.filter(|_| ctx.can_summarize && summaries) else {
+        return remaining;
+    };
+    // What the summary line costs around the summary text itself.
+    set_value_plan(
+        slot,
+        ValuePlan::Summarize {
+            source: String::new(),
+            target: 0,
+            done: Some((String::new(), Pointer::for_hash(ContentHash::of(b"")), 0)),
+        },
+    );
+    let frame = slot.line_tokens(ctx.counter);
+    let target = limit.saturating_sub(frame).min(ctx.max_summary_tokens);
+    if target < MIN_SUMMARY_TOKENS {
+        set_value_plan(slot, ValuePlan::Evict);
+        return remaining;
+    }
+    let mut source = summary.summary_text().into_owned();
+    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
+    source.shrink_to_fit();
+    set_value_plan(
+        slot,
+        ValuePlan::Summarize {
+            source,
+            target,
+            done: None,
+        },
+    );
+    limit - frame - target
+}
+
+fn set_value_plan(slot: &mut Slot, to: ValuePlan) {
+    if let SlotBody::Value { plan, .. } = &mut slot.body {
+        *plan = to;
+    }
+}

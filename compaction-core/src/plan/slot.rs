@@ -1,0 +1,338 @@
+//! Slots: one field on its way into the window, owning everything it needs, with its current
+//! form, how to render it, and how to demote it.
+
+use crate::compacted::{Entry, Form, IndexedRecord, KeptPayload, Section, SpilledRecords};
+use crate::render::{render_field, FieldView};
+use crate::{ContentHash, EffectStatus, Pointer, TokenCounter};
+use serde::Serialize;
+
+/// Keep priority: lower stages come back into the window first and leave it last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    Pinned,
+    Protected,
+    EffectRecords,
+    Payloads,
+    Derivable,
+    Redundant,
+}
+
+/// A derivable or redundant value's planned form.
+#[derive(Debug)]
+pub(crate) enum ValuePlan {
+    Keep {
+        json: String,
+    },
+    Summarize {
+        source: String,
+        target: usize,
+        done: Option<(String, Pointer, usize)>,
+    },
+    Evict,
+}
+
+/// Effect records that may leave the window (settled ones; all of them when idempotent).
+#[derive(Debug)]
+pub(crate) enum Movable {
+    None,
+    Kept(Vec<IndexedRecord>),
+    Spilled {
+        bytes: Vec<u8>,
+        summary: SpilledRecords,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Payloads {
+    None,
+    Kept(Vec<KeptPayload>),
+    Evicted(usize),
+}
+
+#[derive(Debug)]
+pub(crate) enum SlotBody {
+    Protected {
+        pin: bool,
+        json: String,
+        fingerprint: ContentHash,
+        spill: bool,
+    },
+    Value {
+        redundant: bool,
+        pointer: Option<String>,
+        plan: ValuePlan,
+    },
+    Effects {
+        idempotent: bool,
+        total: usize,
+        pinned: Vec<IndexedRecord>,
+        movable: Movable,
+        payloads: Payloads,
+    },
+}
+
+/// One field on its way into the window, owning everything it needs (nothing borrowed from the
+/// state survives planning, so the async part of compaction holds no borrow of it).
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub path: String,
+    pub section: Section,
+    pub body: SlotBody,
+    /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).
+    pub whole_tokens_at_least: usize,
+    /// What demotion may do without going below the floor form.
+    pub floor: FloorForm,
+}
+
+/// The demotions a slot allows: a form the floor pass kept (verbatim because it is no longer
+/// than its pointer or tombstone) is the floor, and demoting past it would only cost tokens,
+/// so a window that the floor fits could end refused.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FloorForm {
+    spill_protected: bool,
+    evict_value: bool,
+    evict_payloads: bool,
+    spill_records: bool,
+}
+
+impl Default for FloorForm {
+    fn default() -> Self {
+        FloorForm {
+            spill_protected: true,
+            evict_value: true,
+            evict_payloads: true,
+            spill_records: true,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    index: usize,
+    record: RecordFields<'a>,
+}
+
+/// An effect record without its payload; serializes exactly like `Effect` with `payload: None`.
+#[derive(Serialize)]
+struct RecordFields<'a> {
+    action: &'a str,
+    target: &'a str,
+    idempotency_key: &'a str,
+    status: EffectStatus,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    depends_on: &'a [String],
+}
+
+pub(crate) fn spill_records<'e>(
+    records: impl Iterator<Item = (usize, &'e crate::Effect)>,
+) -> Movable {
+    let mut summary = SpilledRecords {
+        pointer: Pointer::for_hash(ContentHash::of(b"")),
+        count: 0,
+        committed: 0,
+        not_started: 0,
+        unknown: 0,
+    };
+    let refs: Vec<RecordRef<'_>> = records
+        .map(|(index, e)| {
+            summary.count += 1;
+            match e.status {
+                EffectStatus::Committed => summary.committed += 1,
+                EffectStatus::NotStarted => summary.not_started += 1,
+                EffectStatus::Unknown => summary.unknown += 1,
+            }
+            RecordRef {
+                index,
+                record: RecordFields {
+                    action: &e.action,
+                    target: &e.target,
+                    idempotency_key: &e.idempotency_key,
+                    status: e.status,
+                    depends_on: &e.depends_on,
+                },
+            }
+        })
+        .collect();
+    if refs.is_empty() {
+        return Movable::None;
+    }
+    let mut bytes = serde_json::to_vec(&refs).unwrap_or_default();
+    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
+    bytes.shrink_to_fit();
+    summary.pointer = Pointer::for_hash(ContentHash::of(&bytes));
+    Movable::Spilled { bytes, summary }
+}
+
+/// Spills records that were kept (during demotion).
+pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
+    spill_records(records.iter().map(|r| (r.index, &r.record)))
+}
+
+impl Slot {
+    pub fn stage(&self) -> Stage {
+        match &self.body {
+            SlotBody::Protected { pin: true, .. } => Stage::Pinned,
+            SlotBody::Protected { .. } => Stage::Protected,
+            SlotBody::Effects { .. } => Stage::EffectRecords,
+            SlotBody::Value {
+                redundant: false, ..
+            } => Stage::Derivable,
+            SlotBody::Value {
+                redundant: true, ..
+            } => Stage::Redundant,
+        }
+    }
+
+    /// The window entry for the slot's current plan.
+    pub fn entry(&self) -> Entry {
+        let form = match &self.body {
+            SlotBody::Protected {
+                pin,
+                json,
+                fingerprint,
+                spill,
+            } => {
+                if *spill {
+                    Form::ProtectedSpilled {
+                        pointer: Pointer::for_hash(*fingerprint),
+                    }
+                } else {
+                    Form::Protected {
+                        pin: *pin,
+                        json: json.clone(),
+                        fingerprint: *fingerprint,
+                    }
+                }
+            }
+            SlotBody::Value {
+                redundant,
+                pointer,
+                plan,
+            } => match plan {
+                ValuePlan::Keep { json } => Form::Value { json: json.clone() },
+                ValuePlan::Summarize {
+                    done: Some((text, source, from_tokens)),
+                    ..
+                } => Form::Summary {
+                    text: text.clone(),
+                    source: source.clone(),
+                    origin: pointer.clone(),
+                    from_tokens: *from_tokens,
+                },
+                // A summary not made yet renders as its eviction; it is made before rendering.
+                ValuePlan::Summarize { done: None, .. } | ValuePlan::Evict => {
+                    match (redundant, pointer) {
+                        (false, Some(p)) => Form::Evicted { pointer: p.clone() },
+                        _ => Form::Tombstone,
+                    }
+                }
+            },
+            SlotBody::Effects {
+                idempotent,
+                total,
+                pinned,
+                movable,
+                payloads,
+            } => {
+                let mut records = pinned.clone();
+                let mut spilled = None;
+                match movable {
+                    Movable::None => {}
+                    Movable::Kept(kept) => {
+                        records.extend(kept.iter().cloned());
+                        records.sort_by_key(|r| r.index);
+                    }
+                    Movable::Spilled { summary, .. } => spilled = Some(summary.clone()),
+                }
+                let (payloads, payloads_evicted) = match payloads {
+                    Payloads::None => (Vec::new(), 0),
+                    Payloads::Kept(p) => (p.clone(), 0),
+                    Payloads::Evicted(n) => (Vec::new(), *n),
+                };
+                Form::Effects {
+                    idempotent: *idempotent,
+                    total: *total,
+                    records,
+                    spilled,
+                    payloads,
+                    payloads_evicted,
+                }
+            }
+        };
+        Entry {
+            path: self.path.clone(),
+            section: self.section,
+            form,
+        }
+    }
+
+    /// Tokens of this slot's line(s) in the default format: the planning estimate.
+    pub fn line_tokens(&self, counter: &dyn TokenCounter) -> usize {
+        let entry = self.entry();
+        let mut line = String::new();
+        render_field(&mut line, &FieldView::of(&entry));
+        counter.count(&line)
+    }
+
+    /// Whether the slot is at its richest planned form and may be demoted one step.
+    /// Returns `true` if something was demoted.
+    pub fn demote(&mut self) -> bool {
+        let floor = self.floor;
+        match &mut self.body {
+            SlotBody::Protected {
+                pin: false, spill, ..
+            } if !*spill && floor.spill_protected => {
+                *spill = true;
+                true
+            }
+            SlotBody::Value { plan, .. }
+                if !matches!(plan, ValuePlan::Evict) && floor.evict_value =>
+            {
+                *plan = ValuePlan::Evict;
+                true
+            }
+            SlotBody::Effects {
+                payloads, movable, ..
+            } => {
+                if let (Payloads::Kept(p), true) = (&*payloads, floor.evict_payloads) {
+                    *payloads = Payloads::Evicted(p.len());
+                    return true;
+                }
+                if let (Movable::Kept(kept), true) = (&*movable, floor.spill_records) {
+                    *movable = spill_kept(kept);
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    /// Records the current form as the floor: [`demote`](Self::demote) never goes below it.
+    pub fn mark_floor(&mut self) {
+        self.floor = FloorForm {
+            spill_protected: matches!(self.body, SlotBody::Protected { spill: true, .. }),
+            evict_value: matches!(
+                self.body,
+                SlotBody::Value {
+                    plan: ValuePlan::Evict,
+                    ..
+                }
+            ),
+            evict_payloads: !matches!(
+                self.body,
+                SlotBody::Effects {
+                    payloads: Payloads::Kept(_),
+                    ..
+                }
+            ),
+            spill_records: !matches!(
+                self.body,
+                SlotBody::Effects {
+                    movable: Movable::Kept(_),
+                    ..
+                }
+            ),
+        };
+    }
+}
