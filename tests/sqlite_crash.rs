@@ -2,11 +2,14 @@
 //! killed with SIGKILL at random moments. After every kill the database opens, no effect ran
 //! twice, no key committed twice, and every key claimed but not committed reads `Unknown`.
 
+mod common;
+
+use common::TempDir;
+
 use compaction::sqlite::rusqlite::{self, Connection};
 use compaction::{EffectError, EffectStatus, LedgerError, SqliteLedger};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -14,29 +17,6 @@ use std::time::Duration;
 /// Kills. The issue asks for at least 100.
 const KILLS: usize = 120;
 const CRASH_ENV: &str = "COMPACTION_SQLITE_CRASH_DB";
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "compaction-sqlite-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The child: claims keys `k000000, k000001, ...` in order, performs each effect (a row in
 /// the append-only `performed` table: a second execution of any effect would show as a second

@@ -1,41 +1,16 @@
 //! `SqliteLedger`: the effect guard, durable across handles and processes, and the race for a
 //! key between 16 threads and 4 OS processes.
 
+mod common;
+
+use common::TempDir;
+
 use compaction::sqlite::rusqlite::Connection;
 use compaction::sqlite::SqliteErrorKind;
 use compaction::{Effect, EffectError, EffectLog, EffectStatus, LedgerError, SqliteLedger};
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Barrier};
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "compaction-sqlite-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn refused(result: Result<(), LedgerError>) -> EffectError {
     match result {

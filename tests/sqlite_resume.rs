@@ -6,67 +6,19 @@ mod common;
 use common::*;
 use compaction::sqlite::rusqlite::Connection;
 use compaction::{
-    CompactionError, Compactor, Effect, EffectStatus, Extractive, FieldOutcome, FnReacquire,
-    SqliteStore, StoreError,
+    CompactionError, Compactor, EffectStatus, Extractive, FieldOutcome, FnReacquire, SqliteStore,
+    StoreError,
 };
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 const RESUME_ENV: &str = "COMPACTION_SQLITE_RESUME_DB";
 const AGENT: &str = "migration-agent-7";
 const BUDGET: usize = 450;
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "compaction-sqlite-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The agent's state; deterministic, so both processes know it.
 fn state() -> MigrationState {
-    let mut s = MigrationState {
-        constraints: vec!["never touch /etc/prod".into(), "numpy<2.0".into()],
-        plan_step: 6,
-        config_path: "/srv/app/config.toml".into(),
-        config_contents: "[db]\nurl = \"postgres://db/app\"\n".into(),
-        ci_log: "step ok\n".repeat(400),
-        tool_output: (0..200).map(|i| format!("ls output {i}: a b c")).collect(),
-        subtask: Subtask {
-            title: "rotate keys ".repeat(80),
-            blocked_on: Some("human approval".into()),
-            notes: vec!["looked at vault".into()],
-        },
-        ..Default::default()
-    };
-    for i in 0..30 {
-        let key = format!("mig-{i:04}");
-        s.migrations
-            .record(Effect::new("apply_migration", "db://app/users", &key))
-            .unwrap();
-        s.migrations.begin(&key).unwrap();
-        if i < 29 {
-            s.migrations.commit(&key).unwrap();
-        }
-    }
-    s
+    spilling_state()
 }
 
 fn compactor(store: &SqliteStore) -> Compactor {

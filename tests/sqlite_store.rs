@@ -6,69 +6,16 @@ use common::*;
 use compaction::sqlite::rusqlite::{self, Connection};
 use compaction::sqlite::{SqliteErrorKind, SCHEMA_VERSION};
 use compaction::{
-    block_on, CompactionError, Compactor, ContentHash, Effect, Extractive, FieldOutcome,
-    FnReacquire, NoReacquire, SqliteError, SqliteLedger, SqliteOptions, SqliteStore, Store,
-    StoreError,
+    block_on, CompactionError, Compactor, ContentHash, Extractive, FieldOutcome, FnReacquire,
+    NoReacquire, SqliteError, SqliteLedger, SqliteOptions, SqliteStore, Store, StoreError,
 };
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join(format!(
-            "compaction-sqlite-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A state whose compaction at `BUDGET` spills protected state and effect records to the store
 /// and summarizes `ci_log` (its source goes to the store too).
 fn sample() -> MigrationState {
-    let mut s = MigrationState {
-        constraints: vec!["never touch /etc/prod".into(), "numpy<2.0".into()],
-        plan_step: 6,
-        config_path: "/srv/app/config.toml".into(),
-        config_contents: "[db]\nurl = \"postgres://db/app\"\n".into(),
-        ci_log: "step ok\n".repeat(400),
-        tool_output: (0..200).map(|i| format!("ls output {i}: a b c")).collect(),
-        subtask: Subtask {
-            title: "rotate keys ".repeat(80),
-            blocked_on: Some("human approval".into()),
-            notes: vec!["looked at vault".into()],
-        },
-        ..Default::default()
-    };
-    for i in 0..30 {
-        let key = format!("mig-{i:04}");
-        s.migrations
-            .record(Effect::new("apply_migration", "db://app/users", &key))
-            .unwrap();
-        s.migrations.begin(&key).unwrap();
-        if i < 29 {
-            s.migrations.commit(&key).unwrap();
-        }
-    }
-    s
+    spilling_state()
 }
 
 const BUDGET: usize = 450;
