@@ -553,3 +553,37 @@ fn a_misbehaving_summarizer_is_a_typed_error_never_a_cut() {
     let _ = plain.rehydrate_blocking(&compacted, &files()).unwrap();
     let _ = NoReacquire;
 }
+
+#[test]
+fn evict_on_summarizer_error_falls_back_to_eviction_never_to_a_cut() {
+    let calls = Arc::new(Mutex::new(0usize));
+    let counted = calls.clone();
+    let compactor = Compactor::builder()
+        .budget(TIGHT)
+        .summarizer(FnSummarizer::new(move |req: SummaryRequest<'_>| {
+            *counted.lock().unwrap() += 1;
+            Err(SummarizerError::failed(req.field, "model timed out"))
+        }))
+        .evict_on_summarizer_error(true)
+        .build()
+        .unwrap();
+    let original = state();
+    let compacted = compactor.compact_blocking(&original).unwrap();
+    assert!(*calls.lock().unwrap() > 0, "the summarizer was asked");
+    assert!(compacted.tokens() <= TIGHT);
+    let report = compacted.report();
+    assert_eq!(
+        report.outcome("transcript"),
+        Some(&FieldOutcome::Tombstoned)
+    );
+    assert!(report
+        .fields
+        .iter()
+        .all(|f| !matches!(f.outcome, FieldOutcome::Summarized { .. })));
+    assert!(compacted
+        .render()
+        .contains("[EVICTED transcript recover=no]"));
+    let restored = compactor.rehydrate_blocking(&compacted, &files()).unwrap();
+    assert_eq!(restored.constraints, original.constraints);
+    assert_eq!(restored.transcript, String::new());
+}

@@ -65,6 +65,7 @@ pub struct Compactor {
     pub(crate) store: Arc<dyn DynStore>,
     pub(crate) renderer: Arc<dyn Renderer>,
     pub(crate) refuse_on_unknown: bool,
+    pub(crate) evict_on_summarizer_error: bool,
     pub(crate) max_summary_tokens: usize,
     pub(crate) compactions: AtomicU64,
 }
@@ -89,6 +90,7 @@ pub struct CompactorBuilder {
     store: Arc<dyn DynStore>,
     renderer: Arc<dyn Renderer>,
     refuse_on_unknown: bool,
+    evict_on_summarizer_error: bool,
     max_summary_tokens: usize,
 }
 
@@ -101,6 +103,7 @@ impl Default for CompactorBuilder {
             store: Arc::new(MemoryStore::default()),
             renderer: Arc::new(DefaultRenderer),
             refuse_on_unknown: false,
+            evict_on_summarizer_error: false,
             max_summary_tokens: 512,
         }
     }
@@ -143,6 +146,15 @@ impl CompactorBuilder {
         self
     }
 
+    /// When the summarizer fails, returns nothing, or returns more than its target: evict the
+    /// field (pointer or tombstone) instead of failing the compaction. Off by default, so a
+    /// misbehaving summarizer is a `CompactionError::Summarizer` you see. Only fields declared
+    /// `summarize` ever reach a summarizer, and their eviction is always safe.
+    pub fn evict_on_summarizer_error(mut self, evict: bool) -> Self {
+        self.evict_on_summarizer_error = evict;
+        self
+    }
+
     /// The largest summary target handed to the summarizer (default 512 tokens).
     pub fn max_summary_tokens(mut self, tokens: usize) -> Self {
         self.max_summary_tokens = tokens;
@@ -166,6 +178,7 @@ impl CompactorBuilder {
             store: self.store,
             renderer: self.renderer,
             refuse_on_unknown: self.refuse_on_unknown,
+            evict_on_summarizer_error: self.evict_on_summarizer_error,
             max_summary_tokens: self.max_summary_tokens,
             compactions: AtomicU64::new(0),
         })
@@ -340,10 +353,10 @@ impl Compactor {
                     ValuePlan::Summarize {
                         source,
                         target,
-                        done: done @ None,
+                        done: None,
                     },
                 ..
-            } = &mut slot.body
+            } = &slot.body
             else {
                 continue;
             };
@@ -358,27 +371,21 @@ impl Compactor {
             let Some(summarizer) = &self.summarizer else {
                 continue;
             };
-            let request = SummaryRequest {
-                field: &slot.path,
-                text: source,
-                target_tokens: *target,
+            let summary = match self
+                .checked_summary(&**summarizer, &slot.path, source, *target)
+                .await
+            {
+                Ok(summary) => summary,
+                // Only a summarizable field gets here, and its eviction leaves a pointer or a
+                // tombstone: falling back loses nothing the window was guaranteed to hold.
+                Err(_) if self.evict_on_summarizer_error => {
+                    if let SlotBody::Value { plan, .. } = &mut slot.body {
+                        *plan = ValuePlan::Evict;
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
             };
-            let summary = summarizer.summarize_dyn(request).await?;
-            if summary.trim().is_empty() {
-                return Err(SummarizerError::Empty {
-                    field: slot.path.clone(),
-                }
-                .into());
-            }
-            let tokens = self.counter.count(&summary);
-            if tokens > *target {
-                return Err(SummarizerError::OverLong {
-                    field: slot.path.clone(),
-                    tokens,
-                    target: *target,
-                }
-                .into());
-            }
             // The source is never rendered, so it is never counted whole (for a large source
             // that would cost more than the rest of the compaction): counted only until it is
             // known to exceed the target, it gives the report a lower bound.
@@ -388,9 +395,45 @@ impl Compactor {
                 .unwrap_or(*target + 1)
                 .max(slot.whole_tokens_at_least);
             let pointer = Pointer::for_hash(ContentHash::of(source.as_bytes()));
-            *done = Some((summary, pointer, from_tokens));
+            if let SlotBody::Value {
+                plan: ValuePlan::Summarize { done, .. },
+                ..
+            } = &mut slot.body
+            {
+                *done = Some((summary, pointer, from_tokens));
+            }
         }
         Ok(())
+    }
+
+    /// One summarizer call, held to its contract: not empty, not over its target.
+    async fn checked_summary(
+        &self,
+        summarizer: &dyn DynSummarizer,
+        field: &str,
+        source: &str,
+        target: usize,
+    ) -> Result<String, SummarizerError> {
+        let request = SummaryRequest {
+            field,
+            text: source,
+            target_tokens: target,
+        };
+        let summary = summarizer.summarize_dyn(request).await?;
+        if summary.trim().is_empty() {
+            return Err(SummarizerError::Empty {
+                field: field.to_owned(),
+            });
+        }
+        let tokens = self.counter.count(&summary);
+        if tokens > target {
+            return Err(SummarizerError::OverLong {
+                field: field.to_owned(),
+                tokens,
+                target,
+            });
+        }
+        Ok(summary)
     }
 
     /// Writes everything the final plan moved out of the window. Runs only once the window
