@@ -1,8 +1,8 @@
 //! `#[derive(Compactable)]` and `#[derive(Summarizable)]` for the `compaction` crate.
 //!
-//! The derive is split like dtolnay's: [`ast`] reads the input, [`attr`] parses each field's
-//! attribute, [`check`] enforces the rules between fields, [`expand`] writes the impl. Every
-//! error of one struct is collected in a [`ctxt::Ctxt`] and reported in one build.
+//! The derive is split like dtolnay's: `ast` reads the input, `attr` parses each field's
+//! attribute, `check` enforces the rules between fields, `expand` writes the impl. Every
+//! error of one struct is collected in a `ctxt::Ctxt` and reported in one build.
 #![deny(missing_docs)]
 
 mod ast;
