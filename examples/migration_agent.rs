@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 const CONFIG_PATH: &str = "/srv/app/conf.d/limits.toml";
-const PROD_FILE: &str = "/etc/prod/limits.conf";
 const STEPS: u32 = 9;
 const AGENT_ID: &str = "migration-agent";
 
@@ -187,7 +186,6 @@ struct NaiveAgent {
     budget: usize,
     counter: Tokenizer,
     compactions: u32,
-    violations: u32,
 }
 
 impl NaiveAgent {
@@ -250,7 +248,6 @@ impl NaiveAgent {
             Action::TuneProd => {
                 if !self.memory.contains("/etc/prod") {
                     world.prod_writes += 1;
-                    self.violations += 1;
                 }
             }
         }
@@ -443,7 +440,6 @@ fn run(
         budget: opts.budget,
         counter: Tokenizer::O200kBase,
         compactions: 0,
-        violations: 0,
     };
     // The outside world already holds what the durable ledger says committed.
     let mut typed_world = World::new();
@@ -492,7 +488,6 @@ fn run(
         // A last checkpoint, so the next run resumes where this one ended.
         typed.compact(&typed_world)?;
     }
-    let _ = PROD_FILE;
     let summarize = |w: &World| (w.reapplied(), w.prod_writes, w.wrong_path_reads);
     let (n_re, n_prod, n_path) = summarize(&naive_world);
     let (t_re, t_prod, t_path) = summarize(&typed_world);
@@ -544,7 +539,6 @@ fn run(
             "VIOLATED an invariant"
         }
     );
-    let _ = naive.violations;
     if held {
         Ok(())
     } else {
