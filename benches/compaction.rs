@@ -201,8 +201,12 @@ fn check_rehydrated(restored: &AgentState, state: &AgentState) {
 /// `rehydrate` of the compacted realistic state from a MemoryStore.
 #[divan::bench(sample_count = 20, sample_size = 1)]
 fn rehydrate_memory(bencher: Bencher) {
+    bench_rehydrate(bencher, compactor());
+}
+
+/// Compacts the realistic state once with `compactor`, checks one rehydration, then times it.
+fn bench_rehydrate(bencher: Bencher, compactor: Compactor) {
     let state = &*STATE;
-    let compactor = compactor();
     let compacted: Compacted<AgentState> = compactor.compact_blocking(state).expect("compacts");
     let reacquire = reacquirer(state);
     check_rehydrated(
@@ -229,21 +233,7 @@ fn rehydrate_sqlite(bencher: Bencher) {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     let store = compaction::SqliteStore::open(&path).expect("opens the database");
-    let state = &*STATE;
-    let compactor = compactor_with(store);
-    let compacted: Compacted<AgentState> = compactor.compact_blocking(state).expect("compacts");
-    let reacquire = reacquirer(state);
-    check_rehydrated(
-        &compactor
-            .rehydrate_blocking(&compacted, &reacquire)
-            .expect("rehydrates"),
-        state,
-    );
-    bencher.bench_local(|| {
-        compactor
-            .rehydrate_blocking(&compacted, &reacquire)
-            .expect("rehydrates")
-    });
+    bench_rehydrate(bencher, compactor_with(store));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -43,6 +43,23 @@ fn reacquire() -> FnReacquire<
     })
 }
 
+/// A fresh database holding the checkpoint of `sample()` under agent id `agent`.
+fn checkpointed(
+    tag: &str,
+) -> (
+    TempDir,
+    SqliteStore,
+    Compactor,
+    compaction::Compacted<MigrationState>,
+) {
+    let dir = TempDir::new(tag);
+    let store = SqliteStore::open(dir.db("agent.db")).unwrap();
+    let compactor = compactor_for(&store);
+    let compacted = compactor.compact_blocking(&sample()).unwrap();
+    store.save_checkpoint("agent", &compacted).unwrap();
+    (dir, store, compactor, compacted)
+}
+
 fn spilled_pointers(compacted: &compaction::Compacted<MigrationState>) -> Vec<compaction::Pointer> {
     compacted
         .report()
@@ -266,12 +283,8 @@ fn a_checkpoint_pointing_outside_the_store_is_refused() {
 
 #[test]
 fn tampered_blob_makes_rehydrate_fail_with_integrity() {
-    let dir = TempDir::new("tamperblob");
+    let (dir, store, compactor, compacted) = checkpointed("tamperblob");
     let path = dir.db("agent.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let compactor = compactor_for(&store);
-    let compacted = compactor.compact_blocking(&sample()).unwrap();
-    store.save_checkpoint("agent", &compacted).unwrap();
     let raw = Connection::open(&path).unwrap();
     // The blobs rehydrate reads: spilled protected values and spilled effect records.
     let spilled = spilled_pointers(&compacted);
@@ -319,12 +332,8 @@ fn tampered_blob_makes_rehydrate_fail_with_integrity() {
 
 #[test]
 fn tampered_checkpoint_row_is_never_accepted() {
-    let dir = TempDir::new("tampercheckpoint");
+    let (dir, store, compactor, _) = checkpointed("tampercheckpoint");
     let path = dir.db("agent.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let compactor = compactor_for(&store);
-    let compacted = compactor.compact_blocking(&sample()).unwrap();
-    store.save_checkpoint("agent", &compacted).unwrap();
     let raw = Connection::open(&path).unwrap();
     let (json, sha): (String, String) = raw
         .query_row(
