@@ -9,43 +9,41 @@
 //! ([`render`]) and reported ([`report`]); [`rehydrate`] goes back.
 #![deny(missing_docs)]
 
-mod block_on;
-pub mod compactable;
 mod compacted;
 mod compactor;
+#[doc(hidden)]
+pub mod derive_support;
 pub mod error;
-mod gates;
-mod json_len;
+mod future;
 pub mod ledger;
-pub mod markers;
 pub mod plan;
 pub mod rehydrate;
 pub mod render;
 pub mod report;
-pub mod schema;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod state;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
 
-pub use block_on::block_on;
-pub use compactable::{
-    Compactable, NestedField, Part, Parts, RebuildError, Segment, Shape, Visitor,
-};
 pub use compacted::{Compacted, Section};
 pub use compactor::{Compactor, CompactorBuilder};
+pub use derive_support::checks::Summarizable;
 pub use error::{CompactionError, FieldCost};
+pub use future::block_on;
 pub use ledger::{Effect, EffectError, EffectLog, EffectRecords, EffectStatus};
-pub use markers::Summarizable;
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{DefaultRenderer, EffectsView, FieldView, FormView, Renderer, WindowView};
 pub use report::{CompactionReport, FieldOutcome, FieldReport};
-pub use schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     LedgerError, SqliteError, SqliteErrorKind, SqliteLedger, SqliteOptions, SqliteStore,
 };
+pub use state::compactable::{
+    Compactable, NestedField, Part, Parts, RebuildError, Segment, Shape, Visitor,
+};
+pub use state::schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
@@ -53,21 +51,28 @@ pub use tokens::{TokenCounter, Tokenizer};
 /// A boxed `Send` future, as the object-safe forms of the async traits return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+/// The derive's generated code names `markers::CarriesState` (kept until the derive names
+/// `__private::CarriesState`).
+#[doc(hidden)]
+pub mod markers {
+    pub use crate::derive_support::checks::{CarriesState, Summarizable};
+}
+
 /// Items the derive's generated code uses. Not a public API: names may change in any release.
 #[doc(hidden)]
 pub mod __private {
     /// The derive's autoref gates (declared once here, not in every derive's output).
     pub mod gates {
-        pub use crate::gates::*;
+        pub use crate::derive_support::gates::*;
     }
-    pub use crate::compactable::{
-        NestedField, Part, Parts, PointerFn, RebuildError, Segment, Shape, Visitor,
-    };
-    pub use crate::markers::{
+    pub use crate::derive_support::checks::{
         assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
         assert_summarizable, CarriesStateProbe, PlainProbe, Probe,
     };
-    pub use crate::schema::{schema_for, FieldClass, Schema};
+    pub use crate::state::compactable::{
+        NestedField, Part, Parts, PointerFn, RebuildError, Segment, Shape, Visitor,
+    };
+    pub use crate::state::schema::{schema_for, FieldClass, Schema};
     pub use serde;
     pub use std::sync::OnceLock;
 

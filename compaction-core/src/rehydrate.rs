@@ -2,8 +2,8 @@
 //! byte-identical (fingerprint-verified), derivable ones through the author's [`Reacquire`],
 //! redundant ones as `Default`, effect records verbatim.
 
-use crate::compactable::{Part, Parts};
 use crate::compacted::{Form, IndexedRecord, Section};
+use crate::state::compactable::{Part, Parts};
 use crate::store::get_verified;
 use crate::{
     BoxFuture, Compactable, Compacted, CompactionError, Compactor, ContentHash, EffectLog,

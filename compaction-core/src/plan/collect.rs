@@ -1,7 +1,7 @@
 //! Collect: the visitor that receives a state's fields by class and checks every call against
 //! the schema. Protected values are put in canonical form here; the rest stays borrowed.
 
-use crate::compactable::{child_path, push_segment, PointerFn, Segment, Shape, Visitor};
+use crate::state::compactable::{child_path, push_segment, PointerFn, Segment, Shape, Visitor};
 use crate::{
     CompactionError, ContentHash, EffectLog, EffectRecords, FieldClass, Schema, Summarizable,
 };
@@ -23,7 +23,7 @@ impl<T: Serialize> JsonValue for T {
         serde_json::to_writer(out, self)
     }
     fn json_exceeds(&self, cap: usize) -> bool {
-        crate::json_len::exceeds(self, cap)
+        crate::plan::json_size::exceeds(self, cap)
     }
 }
 
@@ -126,7 +126,8 @@ impl<'a> Collector<'a> {
             _ => false,
         };
         if ok {
-            self.visited.insert(crate::schema::schema_path(&path));
+            self.visited
+                .insert(crate::state::schema::schema_path(&path));
             return declared.map(|class| (path, class));
         }
         // Anything not declared summarizable is treated as protected: refuse before any

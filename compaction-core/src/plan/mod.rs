@@ -23,6 +23,7 @@
 //! on, until the window fits.
 
 mod collect;
+mod json_size;
 mod slot;
 
 pub(crate) use collect::{Collected, CollectedField, Collector, JsonValue};

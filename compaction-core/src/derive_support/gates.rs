@@ -10,8 +10,8 @@
 //! third of the derive's compile time (type and borrow checking of ten traits per struct).
 #![allow(missing_docs)]
 
-use crate::compactable::{NestedField, Parts, PointerFn, RebuildError, Visitor};
-use crate::schema::Schema;
+use crate::state::compactable::{NestedField, Parts, PointerFn, RebuildError, Visitor};
+use crate::state::schema::Schema;
 use crate::{EffectRecords, Summarizable};
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
