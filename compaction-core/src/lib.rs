@@ -4,7 +4,7 @@
 //! Most users depend on the `compaction` facade crate, which re-exports everything here together
 //! with `#[derive(Compactable)]`.
 //!
-//! Data flows one way: a [`Compactable`] state is split by class ([`schema`], [`compactable`]),
+//! Data flows one way: a [`Compactable`] state is split by class ([`state`]),
 //! planned to the budget ([`plan`]), summarized or spilled ([`summarize`], [`store`]), rendered
 //! ([`render`]) and reported ([`report`]); [`rehydrate`] goes back.
 #![deny(missing_docs)]
@@ -27,61 +27,35 @@ pub mod store;
 pub mod summarize;
 pub mod tokens;
 
-pub use compacted::{Compacted, Section};
+pub use compacted::Compacted;
 pub use compactor::{Compactor, CompactorBuilder};
-pub use derive_support::checks::Summarizable;
 pub use error::{CompactionError, FieldCost};
-pub use future::block_on;
+pub use future::{block_on, BoxFuture};
 pub use ledger::{Effect, EffectError, EffectLog, EffectRecords, EffectStatus};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
-pub use render::{DefaultRenderer, EffectsView, FieldView, FormView, Renderer, WindowView};
+pub use render::{
+    DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
+};
 pub use report::{CompactionReport, FieldOutcome, FieldReport};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     LedgerError, SqliteError, SqliteErrorKind, SqliteLedger, SqliteOptions, SqliteStore,
 };
-pub use state::compactable::{
-    Compactable, NestedField, Part, Parts, RebuildError, Segment, Shape, Visitor,
+pub use state::{
+    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
+    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
-pub use state::schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
 
-/// A boxed `Send` future, as the object-safe forms of the async traits return.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
-
-/// The derive's generated code names `markers::CarriesState` (kept until the derive names
-/// `__private::CarriesState`).
+/// The derive's generated code names `markers::CarriesState`; kept until it names
+/// `__private::CarriesState`, with the public path of `Summarizable` before `state/`.
 #[doc(hidden)]
 pub mod markers {
-    pub use crate::derive_support::checks::{CarriesState, Summarizable};
+    pub use crate::derive_support::CarriesState;
+    pub use crate::state::Summarizable;
 }
 
-/// Items the derive's generated code uses. Not a public API: names may change in any release.
 #[doc(hidden)]
-pub mod __private {
-    /// The derive's autoref gates (declared once here, not in every derive's output).
-    pub mod gates {
-        pub use crate::derive_support::gates::*;
-    }
-    pub use crate::derive_support::checks::{
-        assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
-        assert_summarizable, CarriesStateProbe, PlainProbe, Probe,
-    };
-    pub use crate::state::compactable::{
-        NestedField, Part, Parts, PointerFn, RebuildError, Segment, Shape, Visitor,
-    };
-    pub use crate::state::schema::{schema_for, FieldClass, Schema};
-    pub use serde;
-    pub use std::sync::OnceLock;
-
-    /// Appends a protected value to a pointer: strings as they are, anything else as JSON.
-    pub fn push_placeholder<T: serde::Serialize + ?Sized>(out: &mut String, value: &T) {
-        match serde_json::to_value(value) {
-            Ok(serde_json::Value::String(s)) => out.push_str(&s),
-            Ok(other) => out.push_str(&other.to_string()),
-            Err(_) => out.push_str("<unserializable>"),
-        }
-    }
-}
+pub use derive_support as __private;

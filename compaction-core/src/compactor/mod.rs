@@ -1,18 +1,22 @@
-//! The engine: state -> plan -> (summarize / spill) -> render -> report.
+//! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
 
-use crate::compacted::{Entry, FORMAT};
-use crate::plan::{
-    floor_slots, upgrade, Collector, Movable, Payloads, PlanContext, Slot, SlotBody, ValuePlan,
-};
-use crate::render::{DefaultRenderer, Renderer, WindowView};
-use crate::store::{get_verified, AsPointer, DynStore};
-use crate::summarize::DynSummarizer;
-use crate::{
-    Compactable, Compacted, CompactionError, CompactionReport, ContentHash, EffectStatus,
-    FieldCost, FieldOutcome, FieldReport, MemoryStore, Pointer, Schema, Shape, Store, Summarizer,
-    SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
-};
-use std::collections::BTreeMap;
+mod builder;
+mod summarize;
+
+pub use builder::CompactorBuilder;
+
+use crate::compacted::{Compacted, FORMAT};
+use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::error::CompactionError;
+use crate::future::block_on;
+use crate::plan::{collect, Plan, PlanContext};
+use crate::rehydrate::{rehydrate, Reacquire};
+use crate::render::{Entry, Renderer, WindowView};
+use crate::state::compactable::Compactable;
+use crate::state::path::Shape;
+use crate::state::schema::Schema;
+use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
+use crate::tokens::TokenCounter;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -59,15 +63,15 @@ use std::sync::Arc;
 /// # Ok::<(), compaction::CompactionError>(())
 /// ```
 pub struct Compactor {
-    pub(crate) budget: usize,
-    pub(crate) counter: Arc<dyn TokenCounter>,
-    pub(crate) summarizer: Option<Arc<dyn DynSummarizer>>,
-    pub(crate) store: Arc<dyn DynStore>,
-    pub(crate) renderer: Arc<dyn Renderer>,
-    pub(crate) refuse_on_unknown: bool,
-    pub(crate) evict_on_summarizer_error: bool,
-    pub(crate) max_summary_tokens: usize,
-    pub(crate) compactions: AtomicU64,
+    budget: usize,
+    counter: Arc<dyn TokenCounter>,
+    summarizer: Option<Arc<dyn DynSummarizer>>,
+    store: Arc<dyn DynStore>,
+    renderer: Arc<dyn Renderer>,
+    refuse_on_unknown: bool,
+    evict_on_summarizer_error: bool,
+    max_summary_tokens: usize,
+    compactions: AtomicU64,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -81,86 +85,7 @@ impl std::fmt::Debug for Compactor {
     }
 }
 
-/// Configures a [`Compactor`].
-#[must_use]
-pub struct CompactorBuilder {
-    budget: Option<usize>,
-    counter: Arc<dyn TokenCounter>,
-    summarizer: Option<Arc<dyn DynSummarizer>>,
-    store: Arc<dyn DynStore>,
-    renderer: Arc<dyn Renderer>,
-    refuse_on_unknown: bool,
-    evict_on_summarizer_error: bool,
-    max_summary_tokens: usize,
-}
-
-impl Default for CompactorBuilder {
-    fn default() -> Self {
-        CompactorBuilder {
-            budget: None,
-            counter: Arc::new(Tokenizer::O200kBase),
-            summarizer: None,
-            store: Arc::new(MemoryStore::default()),
-            renderer: Arc::new(DefaultRenderer),
-            refuse_on_unknown: false,
-            evict_on_summarizer_error: false,
-            max_summary_tokens: 512,
-        }
-    }
-}
-
 impl CompactorBuilder {
-    /// The hard budget, in tokens of the rendered window. Required.
-    pub fn budget(mut self, tokens: usize) -> Self {
-        self.budget = Some(tokens);
-        self
-    }
-
-    /// The token counter (default: exact `o200k_base`).
-    pub fn token_counter(mut self, counter: impl TokenCounter + 'static) -> Self {
-        self.counter = Arc::new(counter);
-        self
-    }
-
-    /// The summarizer for `summarize`-enabled fields. Without one, nothing is summarized.
-    pub fn summarizer(mut self, summarizer: impl Summarizer + 'static) -> Self {
-        self.summarizer = Some(Arc::new(summarizer));
-        self
-    }
-
-    /// Where spilled state and summary sources go (default: a fresh [`MemoryStore`]).
-    pub fn store(mut self, store: impl Store + 'static) -> Self {
-        self.store = Arc::new(store);
-        self
-    }
-
-    /// A custom window format. The budget is enforced on its output.
-    pub fn renderer(mut self, renderer: impl Renderer + 'static) -> Self {
-        self.renderer = Arc::new(renderer);
-        self
-    }
-
-    /// Refuse to compact (`UnknownEffect`) while any effect's outcome is unknown.
-    pub fn refuse_on_unknown_effects(mut self, refuse: bool) -> Self {
-        self.refuse_on_unknown = refuse;
-        self
-    }
-
-    /// When the summarizer fails, returns nothing, or returns more than its target: evict the
-    /// field (pointer or tombstone) instead of failing the compaction. Off by default, so a
-    /// misbehaving summarizer is a `CompactionError::Summarizer` you see. Only fields declared
-    /// `summarize` ever reach a summarizer, and their eviction is always safe.
-    pub fn evict_on_summarizer_error(mut self, evict: bool) -> Self {
-        self.evict_on_summarizer_error = evict;
-        self
-    }
-
-    /// The largest summary target handed to the summarizer (default 512 tokens).
-    pub fn max_summary_tokens(mut self, tokens: usize) -> Self {
-        self.max_summary_tokens = tokens;
-        self
-    }
-
     /// Builds the compactor.
     pub fn build(self) -> Result<Compactor, CompactionError> {
         let budget = self
@@ -188,7 +113,7 @@ impl CompactorBuilder {
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
 struct Prepared {
     schema: &'static Schema,
-    slots: Vec<Slot>,
+    plan: Plan,
     shapes: Vec<(String, Shape)>,
     number: u64,
 }
@@ -225,7 +150,7 @@ impl Compactor {
         &self,
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
-        crate::block_on(self.compact(state))
+        block_on(self.compact(state))
     }
 
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
@@ -234,85 +159,92 @@ impl Compactor {
         let pointer = pointer.to_pointer()?;
         get_verified(&*self.store, &pointer.hash())
             .await
-            .map_err(|e| match e {
-                crate::StoreError::Integrity { .. } => CompactionError::Integrity {
-                    field: pointer.to_string(),
-                },
-                other => CompactionError::Store(other),
-            })
+            .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
     }
 
     /// [`resolve`](Self::resolve) for synchronous callers.
     pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        crate::block_on(self.resolve(pointer))
+        block_on(self.resolve(pointer))
     }
 
+    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
+    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
+    /// spilled value cannot be read.
+    pub async fn rehydrate<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        rehydrate(&*self.store, compacted, reacquirer).await
+    }
+
+    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
+    pub fn rehydrate_blocking<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        block_on(self.rehydrate(compacted, reacquirer))
+    }
+
+    /// Collects the state, plans its floor (refusing when even that is over budget), then
+    /// brings fields back while they fit.
     fn prepare<S: Compactable>(&self, state: &S, number: u64) -> Result<Prepared, CompactionError> {
         let schema = S::schema();
-        let mut collector = Collector::new(schema);
-        state.visit(&mut collector);
-        collector.check_complete();
-        if let Some(error) = collector.error.take() {
-            return Err(error);
-        }
+        let collection = collect(state)?;
         if self.refuse_on_unknown {
-            refuse_unknown(&collector)?;
+            collection.refuse_unknown_effects()?;
         }
         let ctx = PlanContext {
             counter: &*self.counter,
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
-        let mut slots = floor_slots(&collector.fields);
-        upgrade(&mut slots, &collector.fields, &ctx, 0, false);
-        let (_, floor_window) = self.render(schema, number, &slots);
+        let mut plan = Plan::floor(&collection, &ctx);
+        let (_, floor_window) = self.render(schema, number, &plan);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
-            return Err(over_budget(
-                &slots,
-                floor_tokens,
-                self.budget,
-                &*self.counter,
-            ));
+            return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
         }
-        upgrade(
-            &mut slots,
-            &collector.fields,
-            &ctx,
-            self.budget - floor_tokens,
-            true,
-        );
+        plan.upgrade(&collection, &ctx, self.budget - floor_tokens);
         Ok(Prepared {
             schema,
-            slots,
-            shapes: std::mem::take(&mut collector.shapes),
+            plan,
+            shapes: collection.shapes,
             number,
         })
     }
 
+    /// Summarizes, renders and demotes until the window fits; then spills and reports.
     async fn finish<S: Compactable>(
         &self,
         mut prepared: Prepared,
     ) -> Result<Compacted<S>, CompactionError> {
         let (entries, window, tokens) = loop {
-            self.summarize_planned(prepared.schema, &mut prepared.slots)
+            self.summarize_pending(prepared.schema, &mut prepared.plan)
                 .await?;
-            let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.slots);
+            let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.plan);
             let tokens = self.counter.count(&window);
             if tokens <= self.budget {
                 break (entries, window, tokens);
             }
-            if !demote_one(&mut prepared.slots) {
-                return Err(over_budget(
-                    &prepared.slots,
-                    tokens,
-                    self.budget,
-                    &*self.counter,
-                ));
+            if !prepared.plan.demote_one() {
+                return Err(prepared
+                    .plan
+                    .over_budget(tokens, self.budget, &*self.counter));
             }
         };
-        self.spill(&prepared.slots).await?;
-        let report = self.report(&prepared, tokens);
+        // Only once the window fits, so a refused compaction leaves nothing new behind but
+        // content-addressed blobs.
+        for (hash, bytes) in prepared.plan.spills() {
+            self.store
+                .put_dyn(&hash, bytes)
+                .await
+                .map_err(CompactionError::Store)?;
+        }
+        let report = prepared
+            .plan
+            .report(prepared.number, self.budget, tokens, &*self.counter);
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
@@ -329,8 +261,8 @@ impl Compactor {
         Ok(compacted)
     }
 
-    fn render(&self, schema: &Schema, number: u64, slots: &[Slot]) -> (Vec<Entry>, String) {
-        let entries: Vec<Entry> = slots.iter().map(Slot::entry).collect();
+    fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
+        let entries = plan.entries();
         let view = WindowView {
             compaction: number,
             state_type: schema.type_name(),
@@ -342,24 +274,12 @@ impl Compactor {
 
     /// Calls the summarizer for every planned summary not made yet. Every request is checked
     /// against the schema first: only fields declared `summarize` may pass.
-    async fn summarize_planned(
+    async fn summarize_pending(
         &self,
         schema: &'static Schema,
-        slots: &mut [Slot],
+        plan: &mut Plan,
     ) -> Result<(), CompactionError> {
-        for slot in slots.iter_mut() {
-            let SlotBody::Value {
-                plan:
-                    ValuePlan::Summarize {
-                        source,
-                        target,
-                        done: None,
-                    },
-                ..
-            } = &slot.body
-            else {
-                continue;
-            };
+        for slot in plan.pending_summaries() {
             let allowed = schema
                 .field_for_instance(&slot.path)
                 .is_some_and(|f| f.class.may_summarize());
@@ -371,244 +291,18 @@ impl Compactor {
             let Some(summarizer) = &self.summarizer else {
                 continue;
             };
-            let summary = match self
-                .checked_summary(&**summarizer, &slot.path, source, *target)
-                .await
-            {
-                Ok(summary) => summary,
+            let Some((source, target)) = slot.pending_summary() else {
+                continue;
+            };
+            let counter = &*self.counter;
+            match checked_summary(&**summarizer, counter, &slot.path, source, target).await {
+                Ok(summary) => slot.set_summary(summary, counter),
                 // Only a summarizable field gets here, and its eviction leaves a pointer or a
                 // tombstone: falling back loses nothing the window was guaranteed to hold.
-                Err(_) if self.evict_on_summarizer_error => {
-                    if let SlotBody::Value { plan, .. } = &mut slot.body {
-                        *plan = ValuePlan::Evict;
-                    }
-                    continue;
-                }
+                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
                 Err(e) => return Err(e.into()),
-            };
-            // The source is never rendered, so it is never counted whole (for a large source
-            // that would cost more than the rest of the compaction): counted only until it is
-            // known to exceed the target, it gives the report a lower bound.
-            let from_tokens = self
-                .counter
-                .count_till_limit(source, *target)
-                .unwrap_or(*target + 1)
-                .max(slot.whole_tokens_at_least);
-            let pointer = Pointer::for_hash(ContentHash::of(source.as_bytes()));
-            if let SlotBody::Value {
-                plan: ValuePlan::Summarize { done, .. },
-                ..
-            } = &mut slot.body
-            {
-                *done = Some((summary, pointer, from_tokens));
             }
         }
         Ok(())
-    }
-
-    /// One summarizer call, held to its contract: not empty, not over its target.
-    async fn checked_summary(
-        &self,
-        summarizer: &dyn DynSummarizer,
-        field: &str,
-        source: &str,
-        target: usize,
-    ) -> Result<String, SummarizerError> {
-        let request = SummaryRequest {
-            field,
-            text: source,
-            target_tokens: target,
-        };
-        let summary = summarizer.summarize_dyn(request).await?;
-        if summary.trim().is_empty() {
-            return Err(SummarizerError::Empty {
-                field: field.to_owned(),
-            });
-        }
-        let tokens = self.counter.count(&summary);
-        if tokens > target {
-            return Err(SummarizerError::OverLong {
-                field: field.to_owned(),
-                tokens,
-                target,
-            });
-        }
-        Ok(summary)
-    }
-
-    /// Writes everything the final plan moved out of the window. Runs only once the window
-    /// fits, so a refused compaction leaves nothing new behind but content-addressed blobs.
-    async fn spill(&self, slots: &[Slot]) -> Result<(), CompactionError> {
-        for slot in slots {
-            let blob: Option<(&[u8], ContentHash)> = match &slot.body {
-                SlotBody::Protected {
-                    json,
-                    fingerprint,
-                    spill: true,
-                    ..
-                } => Some((json.as_bytes(), *fingerprint)),
-                SlotBody::Value {
-                    plan:
-                        ValuePlan::Summarize {
-                            source,
-                            done: Some((_, pointer, _)),
-                            ..
-                        },
-                    ..
-                } => Some((source.as_bytes(), pointer.hash())),
-                SlotBody::Effects {
-                    movable: Movable::Spilled { bytes, summary },
-                    ..
-                } => Some((bytes.as_slice(), summary.pointer.hash())),
-                _ => None,
-            };
-            if let Some((bytes, hash)) = blob {
-                self.store
-                    .put_dyn(&hash, bytes)
-                    .await
-                    .map_err(CompactionError::Store)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn report(&self, prepared: &Prepared, tokens_after: usize) -> CompactionReport {
-        let mut fields = Vec::new();
-        let mut fingerprints = BTreeMap::new();
-        let mut tokens_before = tokens_after;
-        for slot in &prepared.slots {
-            let outcome = match &slot.body {
-                SlotBody::Protected {
-                    fingerprint, spill, ..
-                } => {
-                    fingerprints.insert(slot.path.clone(), *fingerprint);
-                    if *spill {
-                        FieldOutcome::Spilled {
-                            pointer: Pointer::for_hash(*fingerprint),
-                        }
-                    } else {
-                        FieldOutcome::Kept
-                    }
-                }
-                SlotBody::Value {
-                    redundant,
-                    pointer,
-                    plan,
-                } => match plan {
-                    ValuePlan::Keep { .. } => FieldOutcome::Kept,
-                    ValuePlan::Summarize {
-                        done: Some((text, source, from_tokens)),
-                        ..
-                    } => FieldOutcome::Summarized {
-                        from_tokens: *from_tokens,
-                        to_tokens: self.counter.count(text),
-                        source: source.clone(),
-                    },
-                    _ => match (redundant, pointer) {
-                        (false, Some(p)) => FieldOutcome::Evicted { pointer: p.clone() },
-                        _ => FieldOutcome::Tombstoned,
-                    },
-                },
-                SlotBody::Effects {
-                    movable, payloads, ..
-                } => {
-                    let payload_outcome = match payloads {
-                        Payloads::None => None,
-                        Payloads::Kept(_) => Some(FieldOutcome::Kept),
-                        Payloads::Evicted(_) => Some(FieldOutcome::Tombstoned),
-                    };
-                    let records = match movable {
-                        Movable::Spilled { summary, .. } => FieldOutcome::Spilled {
-                            pointer: summary.pointer.clone(),
-                        },
-                        _ => FieldOutcome::Kept,
-                    };
-                    fields.push(FieldReport {
-                        field: slot.path.clone(),
-                        outcome: records,
-                    });
-                    if let Some(outcome) = payload_outcome {
-                        fields.push(FieldReport {
-                            field: format!("{}.payloads", slot.path),
-                            outcome,
-                        });
-                    }
-                    continue;
-                }
-            };
-            if outcome != FieldOutcome::Kept {
-                let now = slot.line_tokens(&*self.counter);
-                tokens_before += slot.whole_tokens_at_least.saturating_sub(now);
-            }
-            fields.push(FieldReport {
-                field: slot.path.clone(),
-                outcome,
-            });
-        }
-        let exact = fields.iter().all(|f| f.outcome == FieldOutcome::Kept);
-        CompactionReport {
-            compaction: prepared.number,
-            budget: self.budget,
-            tokens_after,
-            tokens_before,
-            tokens_before_exact: exact,
-            counter: self.counter.name().to_owned(),
-            fields,
-            fingerprints,
-        }
-    }
-}
-
-fn refuse_unknown(collector: &Collector<'_>) -> Result<(), CompactionError> {
-    for field in &collector.fields {
-        if let crate::plan::Collected::Effects { log, .. } = &field.value {
-            if let Some(e) = log.with_status(EffectStatus::Unknown).next() {
-                return Err(CompactionError::UnknownEffect {
-                    field: field.path.clone(),
-                    key: e.idempotency_key.clone(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Demotes the lowest-priority field still above its floor. `false` when none is left.
-fn demote_one(slots: &mut [Slot]) -> bool {
-    let mut order: Vec<usize> = (0..slots.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse((slots[i].stage(), i)));
-    order.into_iter().any(|i| slots[i].demote())
-}
-
-fn over_budget(
-    slots: &[Slot],
-    required_tokens: usize,
-    budget: usize,
-    counter: &dyn TokenCounter,
-) -> CompactionError {
-    let mut fields = Vec::new();
-    let mut evicted = Vec::new();
-    for slot in slots {
-        let verbatim = match &slot.body {
-            SlotBody::Protected { spill, .. } => !spill,
-            SlotBody::Value { plan, .. } => matches!(plan, ValuePlan::Keep { .. }),
-            SlotBody::Effects {
-                pinned, movable, ..
-            } => !pinned.is_empty() || matches!(movable, Movable::Kept(_)),
-        };
-        if verbatim {
-            fields.push(FieldCost {
-                field: slot.path.clone(),
-                tokens: slot.line_tokens(counter),
-            });
-        } else {
-            evicted.push(slot.path.clone());
-        }
-    }
-    CompactionError::ProtectedOverBudget {
-        fields,
-        required_tokens,
-        budget,
-        evicted,
     }
 }
