@@ -79,13 +79,13 @@ pub(crate) enum SlotBody {
 /// state survives planning, so the async part of compaction holds no borrow of it).
 #[derive(Debug)]
 pub(crate) struct Slot {
-    pub path: String,
-    pub section: Section,
-    pub body: SlotBody,
+    pub(super) path: String,
+    pub(super) section: Section,
+    pub(super) body: SlotBody,
     /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).
-    pub whole_tokens_at_least: usize,
+    pub(super) whole_tokens_at_least: usize,
     /// What demotion may do without going below the floor form.
-    pub floor: FloorForm,
+    pub(super) floor: FloorForm,
 }
 
 /// The demotions a slot allows: a form the floor pass kept (verbatim because it is no longer
@@ -171,6 +171,11 @@ pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
 }
 
 impl Slot {
+    /// The field's concrete path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     pub fn stage(&self) -> Stage {
         match &self.body {
             SlotBody::Protected { pin: true, .. } => Stage::Pinned,
