@@ -479,6 +479,17 @@ def main():
         for cycle in cycles:
             failed = True
             print("  IMPORT CIRCLE: " + " <-> ".join(sorted(rel(v) for v in cycle)))
+        # The same between top-level modules (a directory counts as one): plan/ may not import
+        # render.rs while render.rs imports anything in plan/.
+        top_module = lambda p: rel(p).split("/")[0].removesuffix(".rs")
+        module_edges = {}
+        for v, ws in edges.items():
+            module_edges.setdefault(top_module(v), set()).update(
+                top_module(w) for w in ws if top_module(w) != top_module(v)
+            )
+        for cycle in levels(module_edges)[2]:
+            failed = True
+            print("  MODULE CIRCLE: " + " <-> ".join(sorted(cycle)))
         if deepest > limit:
             failed = True
             print(f"  TOO DEEP: {deepest} levels, at most {limit}")
