@@ -26,7 +26,11 @@ fn a_key_is_unique_within_its_scope_and_load_log_reads_one_scope() {
     charges.begin("k").unwrap();
     assert_eq!(charges.status("k").unwrap(), Some(EffectStatus::Unknown));
     assert_eq!(refunds.status("k").unwrap(), Some(EffectStatus::NotStarted));
-    assert_eq!(ledger.status("k").unwrap(), None, "the default scope is its own");
+    assert_eq!(
+        ledger.status("k").unwrap(),
+        None,
+        "the default scope is its own"
+    );
 
     let log = ledger.load_log("charges").unwrap();
     assert_eq!(log.len(), 1);
@@ -148,7 +152,11 @@ fn sync_from_a_stale_placeholder_log_erases_nothing() {
     let stored = ledger.get("pay-2").unwrap().unwrap();
     assert_eq!(stored.target, "stripe://cus_7", "the placeholder is filled");
     assert_eq!(stored.depends_on, ["pay-1"]);
-    assert_eq!(stored.status, EffectStatus::Unknown, "never moved backwards");
+    assert_eq!(
+        stored.status,
+        EffectStatus::Unknown,
+        "never moved backwards"
+    );
 
     // A log with other details for a known key does not overwrite them.
     let mut other = EffectLog::new();
