@@ -197,3 +197,28 @@ fn the_scope_is_in_the_schema() {
         "errands[3].effects"
     );
 }
+
+/// Agents run on tokio: the bound compaction's future must be `Send` (checked at compile
+/// time) and finish on a spawned task.
+#[test]
+fn compact_with_ledger_runs_on_a_spawned_task() {
+    fn assert_send<T: Send>(value: T) -> T {
+        value
+    }
+    let dir = TempDir::new("bindingspawn");
+    let ledger = SqliteLedger::open(dir.db("ledger.db")).unwrap();
+    seed(&ledger);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let compacted = runtime.block_on(async move {
+        let task = tokio::spawn(async move {
+            let (state, compactor) = (state(), compactor());
+            let future = assert_send(compactor.compact_with_ledger(&state, &ledger));
+            future.await.map(|c| c.render().to_string())
+        });
+        task.await.unwrap()
+    });
+    assert!(compacted.unwrap().contains("mail-1"));
+}
