@@ -9,7 +9,9 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::{SyncSummary, Transition};
+use crate::effects::transition::SyncSummary;
+/// Re-exported from [`transition`](crate::effects::transition), where it is defined.
+pub use crate::effects::transition::Transition;
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 

@@ -4,7 +4,9 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::machine;
-use crate::effects::record::{Effect, EffectLog, EffectStatus};
+use crate::effects::record::{Effect, EffectStatus};
+/// Re-exported from [`record`](crate::effects::record), where they are defined.
+pub use crate::effects::record::{EffectLog, EffectRecords};
 use crate::effects::transition::{Change, Event, SyncSummary, SyncVerdict};
 use serde::Deserialize;
 

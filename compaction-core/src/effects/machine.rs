@@ -9,7 +9,8 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectStatus};
-use crate::effects::transition::{Change, EffectOp, Event, SyncVerdict};
+/// Re-exported from [`transition`](crate::effects::transition), where they are defined.
+pub use crate::effects::transition::{Change, EffectOp, Event, SyncSummary, SyncVerdict};
 
 fn not_found(key: &str) -> EffectError {
     EffectError::NotFound { key: key.into() }
