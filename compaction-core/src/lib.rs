@@ -13,9 +13,9 @@ mod compacted;
 mod compactor;
 #[doc(hidden)]
 pub mod derive_support;
+pub mod effects;
 pub mod error;
 mod future;
-pub mod ledger;
 pub mod plan;
 pub mod rehydrate;
 pub mod render;
@@ -29,9 +29,11 @@ pub mod tokens;
 
 pub use compacted::Compacted;
 pub use compactor::{Compactor, CompactorBuilder};
+pub use effects::{
+    Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
+};
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
-pub use ledger::{Effect, EffectError, EffectLog, EffectRecords, EffectStatus};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
@@ -51,6 +53,8 @@ pub use tokens::{TokenCounter, Tokenizer};
 
 // Paths of v0.1, before `state/` and `derive_support/`: kept so no public path breaks. The
 // derive's generated code still names `markers::CarriesState`.
+#[doc(hidden)]
+pub use effects as ledger;
 #[doc(hidden)]
 pub use state as compactable;
 #[doc(hidden)]

@@ -3,9 +3,10 @@
 //! redundant ones as `Default`, effect records verbatim.
 
 use crate::compacted::Compacted;
+use crate::effects::record::Effect;
+use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::BoxFuture;
-use crate::ledger::{Effect, EffectLog};
 use crate::render::{Form, IndexedRecord, Section};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::store::{get_verified, ContentHash, DynStore};

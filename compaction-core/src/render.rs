@@ -28,7 +28,7 @@
 //! rehydration restores. Sections appear only when they have fields; the "left the window" line
 //! only when something left.
 
-use crate::ledger::Effect;
+use crate::effects::record::Effect;
 use crate::store::{Fingerprint, Pointer};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;

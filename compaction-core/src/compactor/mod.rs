@@ -2,11 +2,15 @@
 
 mod builder;
 mod summarize;
+mod with_ledger;
 
 pub use builder::CompactorBuilder;
 
 use crate::compacted::{Compacted, FORMAT};
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::compactor::with_ledger::ledger_views;
+use crate::effects::ledger::EffectLedger;
+use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
@@ -17,6 +21,7 @@ use crate::state::path::Shape;
 use crate::state::schema::Schema;
 use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
 use crate::tokens::TokenCounter;
+use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -142,8 +147,18 @@ impl Compactor {
         &self,
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
+        self.compact_with_views(state, None).await
+    }
+
+    /// [`compact`](Self::compact) with the records of some `#[effect]` fields (by concrete
+    /// path) replaced: the hook of [`compact_with_ledger`](Self::compact_with_ledger).
+    pub(crate) async fn compact_with_views<S: Compactable + Sync>(
+        &self,
+        state: &S,
+        effect_views: Option<&HashMap<String, EffectLog>>,
+    ) -> Result<Compacted<S>, CompactionError> {
         let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
-        let prepared = self.prepare(state, number)?;
+        let prepared = self.prepare(state, number, effect_views)?;
         self.finish(prepared).await
     }
 
@@ -153,6 +168,68 @@ impl Compactor {
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
         block_on(self.compact(state))
+    }
+
+    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
+    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
+    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
+    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
+    /// effect logs are only checked, never trusted.
+    ///
+    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
+    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
+    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
+    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
+    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
+    /// a record the view holds and the ledger lacks is refused with
+    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
+    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Default)]
+    /// struct Agent {
+    ///     #[effect(idempotent = false)]
+    ///     charges: EffectLog,
+    ///     #[effect(idempotent = false, scope = "refunds")]
+    ///     refunds: EffectLog,
+    /// }
+    ///
+    /// let ledger = MemoryLedger::new();
+    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
+    /// let agent = Agent::default(); // its views were never refreshed
+    ///
+    /// let compactor = Compactor::builder().budget(400).build()?;
+    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
+    /// assert!(compacted.render().contains("pay-1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn compact_with_ledger<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        let views = ledger_views(state, ledger).await?;
+        self.compact_with_views(state, Some(&views)).await
+    }
+
+    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
+    pub fn compact_with_ledger_blocking<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        block_on(self.compact_with_ledger(state, ledger))
     }
 
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
@@ -191,9 +268,14 @@ impl Compactor {
 
     /// Collects the state, plans its floor (refusing when even that is over budget), then
     /// brings fields back while they fit.
-    fn prepare<S: Compactable>(&self, state: &S, number: u64) -> Result<Prepared, CompactionError> {
+    fn prepare<S: Compactable>(
+        &self,
+        state: &S,
+        number: u64,
+        effect_views: Option<&HashMap<String, EffectLog>>,
+    ) -> Result<Prepared, CompactionError> {
         let schema = S::schema();
-        let collection = collect(state)?;
+        let collection = collect(state, effect_views)?;
         if self.refuse_on_unknown {
             collection.refuse_unknown_effects()?;
         }

@@ -2,7 +2,7 @@
 //! evictable field may hold, what a `#[redundant]` field needs, which field types the other
 //! classes accept. Called only by the derive's generated code.
 
-use crate::ledger::{EffectLog, EffectRecords};
+use crate::effects::record::{EffectLog, EffectRecords};
 use crate::state::compactable::NestedField;
 use crate::state::summarizable::Summarizable;
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -10,7 +10,7 @@
 //! third of the derive's compile time (type and borrow checking of ten traits per struct).
 #![allow(missing_docs)]
 
-use crate::ledger::EffectRecords;
+use crate::effects::record::EffectRecords;
 use crate::state::compactable::{NestedField, Parts, PointerFn, Visitor};
 use crate::state::path::RebuildError;
 use crate::state::schema::Schema;

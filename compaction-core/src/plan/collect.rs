@@ -3,8 +3,8 @@
 //! hands the planner is in `collected.rs` (apart, so the planner never imports the visitor
 //! contract: one level less between the compactor and the effect types).
 
+use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
-use crate::ledger::EffectRecords;
 use crate::plan::collected::{Collected, CollectedField, Collection, SummaryText};
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::path::{child_path, push_segment, Segment, Shape};
@@ -12,12 +12,17 @@ use crate::state::schema::{schema_path, FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Runs the state's traversal through a [`Collector`]; the first disagreement with the schema
-/// (or value that cannot be serialized) refuses the whole compaction.
-pub(crate) fn collect<S: Compactable>(state: &S) -> Result<Collection<'_>, CompactionError> {
-    let mut collector = Collector::new(S::schema());
+/// (or value that cannot be serialized) refuses the whole compaction. `effect_views` replaces
+/// the records of `#[effect]` fields, by concrete path (the ledger's, from
+/// `Compactor::compact_with_ledger`).
+pub(crate) fn collect<'a, S: Compactable>(
+    state: &'a S,
+    effect_views: Option<&'a HashMap<String, EffectLog>>,
+) -> Result<Collection<'a>, CompactionError> {
+    let mut collector = Collector::new(S::schema()).with_effect_views(effect_views);
     state.visit(&mut collector);
     collector.check_complete();
     if let Some(error) = collector.error.take() {
@@ -39,6 +44,9 @@ struct Collector<'a> {
     shapes: Vec<(String, Shape)>,
     error: Option<CompactionError>,
     visited: HashSet<String>,
+    /// Records that replace `#[effect]` fields' own, by concrete path (the ledger's, from
+    /// `Compactor::compact_with_ledger`).
+    effect_views: Option<&'a HashMap<String, EffectLog>>,
 }
 
 /// What a visitor call claims about a field.
@@ -60,7 +68,15 @@ impl<'a> Collector<'a> {
             shapes: Vec::new(),
             error: None,
             visited: HashSet::new(),
+            effect_views: None,
         }
+    }
+
+    /// Collects the `#[effect]` fields at these concrete paths with these records instead of
+    /// the state's own.
+    pub fn with_effect_views(mut self, views: Option<&'a HashMap<String, EffectLog>>) -> Self {
+        self.effect_views = views;
+        self
     }
 
     fn fail(&mut self, error: CompactionError) {
@@ -259,12 +275,13 @@ impl<'a> Visitor<'a> for Collector<'a> {
 
     fn effect<E: EffectRecords>(&mut self, name: &'static str, idempotent: bool, value: &'a E) {
         if let Some((path, class)) = self.admit(name, Claim::Effect { idempotent }) {
+            let view = self.effect_views.and_then(|views| views.get(&path));
             self.fields.push(CollectedField {
                 path,
                 class,
                 value: Collected::Effects {
                     idempotent,
-                    log: value.effect_log(),
+                    log: view.unwrap_or_else(|| value.effect_log()),
                 },
             });
         }

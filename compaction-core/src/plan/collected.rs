@@ -2,7 +2,7 @@
 //! against the schema (protected values in canonical form, the rest still borrowed).
 
 use crate::error::CompactionError;
-use crate::ledger::{EffectLog, EffectStatus};
+use crate::effects::record::{EffectLog, EffectStatus};
 use crate::plan::json_size::JsonValue;
 use crate::state::path::Shape;
 use crate::state::schema::FieldClass;

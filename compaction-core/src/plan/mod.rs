@@ -30,8 +30,8 @@ mod slot;
 pub(crate) use collect::collect;
 pub(crate) use collected::Collection;
 
+use crate::effects::record::Effect;
 use crate::error::{CompactionError, FieldCost};
-use crate::ledger::Effect;
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
 use crate::plan::slot::{

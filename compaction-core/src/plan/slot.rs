@@ -3,7 +3,7 @@
 //! outcome, its pending summary) and changes its own form (demotion), so nothing outside plan/
 //! ever looks at a form.
 
-use crate::ledger::{Effect, EffectStatus};
+use crate::effects::record::{Effect, EffectStatus};
 use crate::render::{
     render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
 };

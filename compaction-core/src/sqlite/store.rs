@@ -1,9 +1,10 @@
 //! `SqliteStore`: content-addressed blobs in a SQLite file.
 
+use super::db::Db;
 use super::error::SqliteError;
-use super::schema::Db;
-use super::{now_ms, SqliteOptions, SyncMode};
-use crate::{ContentHash, Store, StoreError};
+use super::now_ms;
+use super::options::{SqliteOptions, SyncMode};
+use crate::store::{ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;
 use std::sync::Arc;

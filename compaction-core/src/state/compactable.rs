@@ -1,7 +1,7 @@
 //! The contract between `#[derive(Compactable)]` and the engine: a typed traversal out (split)
 //! and a typed rebuild in.
 
-use crate::ledger::{EffectLog, EffectRecords};
+use crate::effects::record::{EffectLog, EffectRecords};
 use crate::state::path::{child_path, push_segment, shape_key, RebuildError, Segment, Shape};
 use crate::state::schema::Schema;
 use crate::state::summarizable::Summarizable;

@@ -37,6 +37,8 @@ pub enum Class {
     },
     Effect {
         idempotent: bool,
+        /// `scope = "..."`: the field's scope in a durable ledger (default: its path).
+        scope: Option<syn::LitStr>,
     },
     Nested,
 }
