@@ -28,6 +28,7 @@ pub mod sqlite;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
+mod window_fields;
 
 pub use block_on::block_on;
 pub use compactable::{

@@ -37,12 +37,14 @@
 //! message names the path; the `SqliteError` is its `source`), the ledger in
 //! [`LedgerError::Backend`], checkpoints in `CompactionError::Store`.
 
+mod admin;
 mod checkpoint;
 mod error;
 mod ledger;
 mod schema;
 mod store;
 
+pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
 pub use checkpoint::CheckpointInfo;
 pub use error::{SqliteError, SqliteErrorKind};
 pub use ledger::{LedgerError, SqliteLedger, SyncSummary, Transition};
