@@ -96,8 +96,8 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     let blob_ok = verify_blobs(&store, &mut problems, &mut checked)?;
     verify_checkpoints(&store, &blob_ok, &mut problems, &mut checked)?;
     let ledger = db.ledger(Access::Read)?;
-    match ledger.effects() {
-        Ok(effects) => checked.effects = effects.len(),
+    match ledger.load_all() {
+        Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
         Err(e) => match e.as_backend() {
             Some(backend) if backend.kind() == compaction::SqliteErrorKind::Corrupt => problems
                 .push(Problem {

@@ -73,7 +73,8 @@ pub enum Command {
         /// Only effects with this status (`unknown` is the to-do list after a crash).
         #[arg(long, value_enum)]
         status: Option<StatusArg>,
-        /// Only effects of this scope.
+        /// Only effects of this scope (an `#[effect]` field's path or its `scope = ".."`; the
+        /// default scope is the empty string).
         #[arg(long, value_name = "SCOPE")]
         scope: Option<String>,
         #[command(flatten)]
@@ -85,6 +86,9 @@ pub enum Command {
         target: Target,
         /// The effect's idempotency key.
         key: String,
+        /// The key's scope, when it is in more than one.
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
         #[command(flatten)]
         format: Format,
     },
@@ -104,6 +108,9 @@ pub enum Command {
         /// Who settles it (default: $USER).
         #[arg(long, env = "USER", value_name = "NAME")]
         by: Option<String>,
+        /// The key's scope, when it is in more than one.
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
         /// Also overwrite a status that is not `unknown` (committed or not started).
         #[arg(long)]
         force: bool,

@@ -60,22 +60,32 @@ fn run(command: Command) -> Outcome {
         Command::History {
             target,
             key,
+            scope,
             format,
-        } => ledger_cmd::history(&Database::locate(&target.database)?, &key, format.json),
+        } => ledger_cmd::history(
+            &Database::locate(&target.database)?,
+            &key,
+            scope.as_deref(),
+            format.json,
+        ),
         Command::Reconcile {
             target,
             key,
             to,
             note,
             by,
+            scope,
             force,
         } => ledger_cmd::reconcile(
             &Database::locate(&target.database)?,
-            &key,
-            to,
-            &note,
-            by.as_deref(),
-            force,
+            &ledger_cmd::Settlement {
+                key: &key,
+                scope: scope.as_deref(),
+                to,
+                note: &note,
+                by: by.as_deref(),
+                force,
+            },
         ),
         Command::Resolve {
             target,

@@ -81,6 +81,20 @@ pub fn percent(value: usize, total: usize) -> String {
     format!("{:.1}%", value as f64 * 100.0 / total as f64)
 }
 
+/// `text` on one line: control characters (newlines, terminal escapes) written as escapes, so
+/// a stored note cannot fake further lines of the output or drive the terminal.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// Prints one JSON object on stdout, pretty.
 pub fn print_json(value: &serde_json::Value) {
     println!(
@@ -136,5 +150,6 @@ mod tests {
         assert_eq!(bar(0, 100, 4), "");
         assert_eq!(percent(1, 3), "33.3%");
         assert_eq!(percent(1, 0), "-");
+        assert_eq!(printable("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
     }
 }

@@ -76,7 +76,11 @@ pub fn state(step: u32) -> AgentState {
     s
 }
 
-pub fn compactor(store: &SqliteStore, budget: usize, counter: Tokenizer) -> Compactor {
+pub fn compactor<S: Store + Clone + 'static>(
+    store: &S,
+    budget: usize,
+    counter: Tokenizer,
+) -> Compactor {
     Compactor::builder()
         .budget(budget)
         .token_counter(counter)
@@ -160,8 +164,13 @@ pub fn fixture(tag: &str) -> Fixture {
         )
         .unwrap();
     ledger.begin("charge-002").unwrap(); // the process died here: unknown
-    ledger
+                                         // Another `#[effect]` field's scope; the same key may exist in two scopes.
+    let refunds = ledger.scope("refunds");
+    refunds
         .record(&Effect::new("refund", "psp://cards/4242", "refund-001"))
+        .unwrap();
+    refunds
+        .record(&Effect::new("refund", "psp://cards/4242", "charge-001"))
         .unwrap();
     let pointers = spilling.pointers().iter().map(|p| p.to_string()).collect();
     Fixture {
@@ -186,6 +195,49 @@ pub fn age_blob(path: &Path, hash: &ContentHash, seconds: i64) {
 pub fn sql(path: &Path, statement: &str, params: &[&dyn compaction::sqlite::rusqlite::ToSql]) {
     let conn = Connection::open(path).unwrap();
     conn.execute(statement, params).unwrap();
+}
+
+/// Flips the lowest bit of the first byte of a blob's stored bytes.
+pub fn flip_blob_byte(path: &Path, hash_hex: &str) {
+    let conn = Connection::open(path).unwrap();
+    let mut bytes: Vec<u8> = conn
+        .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [hash_hex], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    bytes[0] ^= 1;
+    conn.execute(
+        "UPDATE blobs SET bytes = ?2 WHERE hash = ?1",
+        compaction::sqlite::rusqlite::params![hash_hex, bytes],
+    )
+    .unwrap();
+}
+
+/// Flips the lowest bit of the first digit after `"budget":` in a checkpoint row's JSON: the
+/// row still parses, but says something else than what was saved.
+pub fn flip_checkpoint_byte(path: &Path, agent_id: &str) {
+    let conn = Connection::open(path).unwrap();
+    let json: String = conn
+        .query_row(
+            "SELECT json FROM checkpoints WHERE agent_id = ?1",
+            [agent_id],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let mut bytes = json.into_bytes();
+    let at = find(&bytes, b"\"budget\":").expect("a budget field") + b"\"budget\":".len();
+    assert!(bytes[at].is_ascii_digit());
+    bytes[at] ^= 1; // a digit stays a digit
+    let json = String::from_utf8(bytes).unwrap();
+    conn.execute(
+        "UPDATE checkpoints SET json = ?2 WHERE agent_id = ?1",
+        [agent_id, &json],
+    )
+    .unwrap();
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The command line, with a fixed operator name.

@@ -52,7 +52,7 @@ pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
 pub use checkpoint::CheckpointInfo;
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{LedgerError, SqliteLedger};
+pub use ledger::{AnnotatedTransition, LedgerError, SqliteLedger};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 
