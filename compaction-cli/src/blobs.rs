@@ -1,7 +1,7 @@
 //! `resolve`, `verify` and `gc`: the blobs behind pointers, checked and collected.
 
 use crate::fail::{Exit, Failure, Outcome};
-use crate::output::{print_json, progress};
+use crate::output::{count, print_json, progress};
 use crate::target::{Access, Database};
 use compaction::sqlite::{GcError, GcOptions, SqliteStore};
 use compaction::{block_on, CompactionError, ContentHash, Pointer, Store, StoreError};
@@ -122,16 +122,19 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
             })).collect::<Vec<_>>(),
         }));
     } else {
-        println!(
-            "checked {} blobs, {} checkpoints ({} pointers), {} effects",
-            checked.blobs, checked.checkpoints, checked.pointers, checked.effects
+        say!(
+            "checked {}, {} ({}), {}",
+            count(checked.blobs, "blob"),
+            count(checked.checkpoints, "checkpoint"),
+            count(checked.pointers, "pointer"),
+            count(checked.effects, "effect")
         );
         if problems.is_empty() {
-            println!("no problems found");
+            say!("no problems found");
         } else {
-            println!("{} problem(s):", problems.len());
+            say!("{}:", count(problems.len(), "problem"));
             for p in &problems {
-                println!("  {}: {}", p.subject, p.detail);
+                say!("  {}: {}", p.subject, p.detail);
             }
         }
     }
@@ -289,18 +292,17 @@ pub fn gc(db: &Database, dry_run: bool, min_age: Duration, as_json: bool) -> Out
     } else {
         "removed"
     };
-    println!(
-        "{verb} {} blob(s), {} bytes; kept {} referenced by {} checkpoint(s) and {} stored less \
-         than {}s ago",
-        report.removed.len(),
+    say!(
+        "{verb} {}, {} bytes; kept {} referenced by {} and {} stored less than {}s ago",
+        count(report.removed.len(), "blob"),
         report.freed_bytes,
         report.kept_referenced,
-        report.checkpoints,
+        count(report.checkpoints, "checkpoint"),
         report.kept_recent,
         min_age.as_secs()
     );
     for blob in &report.removed {
-        println!("  sha256:{}  {} bytes", blob.address, blob.size);
+        say!("  sha256:{}  {} bytes", blob.address, blob.size);
     }
     Ok(Exit::Ok)
 }

@@ -71,9 +71,9 @@ pub fn agents(db: &Database, as_json: bool) -> Outcome {
     if as_json {
         print_json(&json!({ "agents": objects }));
     } else if rows.is_empty() {
-        println!("no checkpoints in {}", db.path().display());
+        say!("no checkpoints in {}", db.path().display());
     } else {
-        print!(
+        emit!(
             "{}",
             table(
                 &[
@@ -184,9 +184,9 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         }
         print_json(&object);
     } else if let Some(breakdown) = &breakdown {
-        print!("{}", breakdown.to_text(agent, &compacted));
+        emit!("{}", breakdown.to_text(agent, &compacted));
     } else {
-        println!("{}", compacted.render());
+        say!("{}", compacted.render());
     }
     Ok(Exit::Ok)
 }

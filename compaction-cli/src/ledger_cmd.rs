@@ -89,8 +89,8 @@ pub fn effects(
     }
     if effects.is_empty() {
         match status {
-            Some(status) => println!("no {} effects", status_of(status)),
-            None => println!("no effects"),
+            Some(status) => say!("no {} effects", status_of(status)),
+            None => say!("no effects"),
         }
         return Ok(Exit::Ok);
     }
@@ -107,7 +107,7 @@ pub fn effects(
             ]
         })
         .collect();
-    print!(
+    emit!(
         "{}",
         table(
             &["SCOPE", "KEY", "STATUS", "ACTION", "TARGET", "DEPENDS ON"],
@@ -118,7 +118,7 @@ pub fn effects(
         .iter()
         .any(|(_, e)| e.status == EffectStatus::Unknown)
     {
-        println!(
+        say!(
             "\nunknown: nobody knows whether it happened. Check the outside world, then \
              `compaction reconcile DATABASE KEY --to committed|not-started --note \"...\"`"
         );
@@ -207,9 +207,11 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
     } else {
         format!("scope {scope}")
     };
-    println!(
+    say!(
         "effect {key} ({scope_text}): {}, {} {}",
-        effect.status, effect.action, effect.target
+        effect.status,
+        effect.action,
+        effect.target
     );
     let rows: Vec<Vec<String>> = events
         .iter()
@@ -231,7 +233,7 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
             ]
         })
         .collect();
-    print!(
+    emit!(
         "{}",
         table(&["AT", "OP", "FROM", "TO", "WHO AND WHY"], &rows)
     );
@@ -291,7 +293,7 @@ pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
             _ => return Err(Failure::ledger(&e)),
         },
     }
-    println!(
+    say!(
         "effect {key}: {before} -> {to} (by {}: {})",
         printable(by),
         printable(request.note)

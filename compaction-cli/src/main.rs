@@ -5,12 +5,13 @@
 //! Exit codes, JSON shapes and a walk-through: `compaction --help` and
 //! `compaction-cli/README.md`.
 
+#[macro_use]
+mod output;
 mod blobs;
 mod cli;
 mod fail;
 mod inspect;
 mod ledger_cmd;
-mod output;
 mod target;
 
 use clap::Parser;

@@ -95,9 +95,45 @@ pub fn printable(text: &str) -> String {
         .collect()
 }
 
+/// `print!` that never panics: when stdout is closed early (`compaction agents DB | head`)
+/// the process ends quietly, as the reader asked; another write failure is reported.
+macro_rules! emit {
+    ($($arg:tt)*) => { $crate::output::write_stdout(&format!($($arg)*)) };
+}
+
+/// `println!` that never panics (see `emit!`).
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::output::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Writes `text` to stdout; see `emit!`.
+pub fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: writing to stdout: {e}");
+            std::process::exit(crate::fail::Exit::Problems as i32);
+        }
+        std::process::exit(crate::fail::Exit::Ok as i32);
+    }
+}
+
+/// `1 blob`, `2 blobs`.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 /// Prints one JSON object on stdout, pretty.
 pub fn print_json(value: &serde_json::Value) {
-    println!(
+    say!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
     );
