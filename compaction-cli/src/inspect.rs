@@ -1,7 +1,7 @@
 //! `agents` and `show`: what each agent's latest checkpoint holds and where its tokens go.
 
 use crate::fail::{Exit, Failure, Outcome};
-use crate::output::{bar, millis, percent, print_json, table, utc};
+use crate::output::{bar, millis, percent, print_json, printable, table, utc};
 use crate::target::{Access, Database};
 use compaction::sqlite::{CheckpointInfo, SqliteStore};
 use compaction::{
@@ -423,11 +423,12 @@ impl Breakdown {
                 .left
                 .iter()
                 .map(|d| {
+                    // Pointers carry values interpolated from the state: one line each.
                     vec![
-                        format!("  {}", d.field),
+                        format!("  {}", printable(&d.field)),
                         d.how.to_string(),
-                        d.pointer.clone().unwrap_or_else(|| "-".into()),
-                        d.detail.clone(),
+                        d.pointer.as_deref().map_or("-".into(), printable),
+                        printable(&d.detail),
                     ]
                 })
                 .collect();

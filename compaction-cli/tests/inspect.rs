@@ -122,6 +122,35 @@ fn show_refuses_an_altered_checkpoint_and_a_missing_agent() {
     assert_eq!(code, 1, "{stdout}");
     assert!(stdout.is_empty(), "printed an altered window: {stdout}");
     assert!(stderr.contains("was altered"), "{stderr}");
+    let (_, json) = run_json(&["agents", db, "--json"]);
+    let intact: Vec<(&str, bool)> = json["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["agent_id"].as_str().unwrap(),
+                a["intact"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(intact, [(SPILLING_AGENT, false), (ROOMY_AGENT, true)]);
+
+    sql(
+        &fx.path,
+        "UPDATE checkpoints SET json = 'not a checkpoint' WHERE agent_id = ?1",
+        &[&SPILLING_AGENT],
+    );
+    let (code, stdout, _) = run(&["agents", db]);
+    assert_eq!(code, 0);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(SPILLING_AGENT))
+        .unwrap();
+    assert!(line.ends_with("UNREADABLE"), "{line}");
+    let (code, _, stderr) = run(&["show", db, SPILLING_AGENT, "--budget"]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("cannot be read"), "{stderr}");
 }
 
 #[test]
