@@ -133,7 +133,8 @@ pub enum Command {
         #[command(flatten)]
         format: Format,
     },
-    /// Remove blobs no checkpoint refers to, in one transaction; report what was removed.
+    /// Remove blobs no checkpoint refers to (never one a saved checkpoint needs, even while
+    /// agents write); report what was removed and the space freed.
     Gc {
         #[command(flatten)]
         target: Target,

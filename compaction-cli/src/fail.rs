@@ -67,8 +67,9 @@ impl Failure {
             ),
             SqliteErrorKind::Schema => (
                 Exit::CannotOpen,
-                "the file was written by a newer version (upgrade this tool) or is not a \
-                 compaction database (check the path)",
+                "the file was written by a newer version (upgrade this tool), has an older \
+                 schema (the agent's next start migrates it; read commands never do), or is not \
+                 a compaction database (check the path)",
             ),
             SqliteErrorKind::CannotOpen => (
                 Exit::CannotOpen,

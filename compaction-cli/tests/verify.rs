@@ -186,3 +186,41 @@ fn gc_keeps_old_content_that_a_new_compaction_stores_again() {
         .save_checkpoint("late-saver", &compacted)
         .expect("gc removed a blob the compaction had just stored");
 }
+
+#[test]
+fn a_checkpoint_saved_while_gc_scans_keeps_its_blobs() {
+    let fx = fixture("gc-race");
+    let gc_handle = SqliteStore::open(&fx.path).unwrap();
+    let agent_handle = SqliteStore::open(&fx.path).unwrap(); // its own connection
+    let compacted = compactor(&agent_handle, SPILLING_BUDGET, Tokenizer::O200kBase)
+        .compact_blocking(&state(77))
+        .unwrap();
+    // Its blobs look old and unreferenced to the scan.
+    for pointer in compacted.pointers() {
+        age_blob(&fx.path, &pointer.hash(), 2 * 3600);
+    }
+    let mut saved = false;
+    let report = gc_handle
+        .collect_garbage_with_progress(&compaction::sqlite::GcOptions::new(), &mut |_, _| {
+            if !saved {
+                // The agent saves while gc reads the checkpoints (gc holds no write lock yet).
+                agent_handle
+                    .save_checkpoint("saved-during-gc", &compacted)
+                    .unwrap();
+                saved = true;
+            }
+        })
+        .unwrap();
+    assert!(saved);
+    assert_eq!(report.checkpoints, 3, "the new checkpoint was re-read");
+    for pointer in compacted.pointers() {
+        assert!(
+            gc_handle.contains(&pointer.hash()).unwrap(),
+            "{pointer} removed under a saved checkpoint"
+        );
+    }
+    let removed: Vec<&str> = report.removed.iter().map(|b| b.address.as_str()).collect();
+    assert_eq!(removed, [fx.orphan.to_hex().as_str()]);
+    let (code, stdout, _) = run(&["verify", fx.path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}");
+}

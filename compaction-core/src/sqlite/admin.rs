@@ -5,7 +5,7 @@ use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
 use crate::{Compacted, ContentHash, StoreError};
 use rusqlite::TransactionBehavior;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One stored blob, as listed by [`SqliteStore::blobs`] (its bytes are not read).
@@ -145,9 +145,13 @@ impl SqliteStore {
     /// Removes the blobs no checkpoint refers to and that were stored more than the grace
     /// period ago ([`GcOptions::min_age`]).
     ///
-    /// The reference scan and the removal are one write transaction, and
-    /// [`save_checkpoint`](Self::save_checkpoint) checks its blobs in its own, so a blob a
-    /// saved checkpoint needs is never removed, whatever other processes do meanwhile. Blobs a
+    /// Every checkpoint is parsed in a read transaction (agents keep writing meanwhile); the
+    /// removals run in write transactions of at most 1,000 blobs, each of which first re-reads
+    /// every checkpoint saved or changed since (by its checksum) and removes a blob only if
+    /// its stored time is still past the grace period. With
+    /// [`save_checkpoint`](Self::save_checkpoint) checking its blobs in its own write
+    /// transaction, a blob a saved checkpoint needs is never removed, whatever other processes
+    /// do meanwhile, and the write lock is held only briefly. Blobs a
     /// compaction stored for a checkpoint not yet saved are kept by the grace period (storing
     /// the same content again refreshes it). A checkpoint that does not parse stops the run
     /// before anything is removed ([`GcError::UnreadableCheckpoint`]); one whose checksum no
@@ -165,20 +169,19 @@ impl SqliteStore {
     ) -> Result<GcReport, GcError> {
         let context = "collecting garbage blobs";
         let map = |e| self.store_error(context, e);
-        let mut conn = self.db.lock();
-        // A dry run takes no write lock, so it also works on a read-only handle.
-        let behavior = if options.dry_run {
-            TransactionBehavior::Deferred
-        } else {
-            TransactionBehavior::Immediate
-        };
-        let tx = conn.transaction_with_behavior(behavior).map_err(map)?;
-        let referenced = referenced_hashes(&tx, progress).map_err(|e| match e {
+        let scan_error = |e| match e {
             ScanError::Sql(e) => GcError::Store(map(e)),
             ScanError::Unreadable(agent_id) => GcError::UnreadableCheckpoint { agent_id },
-        })?;
+        };
         let cutoff =
             now_ms().saturating_sub(options.min_age.as_millis().min(i64::MAX as u128) as i64);
+        let mut conn = self.db.lock();
+        // Phase 1, in a read transaction that blocks no writer: parsing every checkpoint is
+        // the slow part, and agents keep saving meanwhile.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(map)?;
+        let mut referenced = referenced_hashes(&tx, progress).map_err(scan_error)?;
         let blobs: Vec<BlobInfo> = {
             let mut stmt = tx
                 .prepare(&format!("SELECT {BLOB_COLUMNS} FROM blobs ORDER BY hash"))
@@ -186,50 +189,82 @@ impl SqliteStore {
             let rows = stmt.query_map([], blob_info).map_err(map)?;
             rows.collect::<Result<_, _>>().map_err(map)?
         };
+        drop(tx); // read-only: nothing to commit
         let mut report = GcReport {
-            checkpoints: referenced.checkpoints,
+            checkpoints: referenced.seen.len(),
             dry_run: options.dry_run,
             ..GcReport::default()
         };
-        let total = blobs.len();
-        for (done, blob) in blobs.into_iter().enumerate() {
-            progress(done, total);
-            if blob
-                .hash()
-                .is_some_and(|hash| referenced.hashes.contains(&hash))
-            {
+        let mut candidates = Vec::new();
+        for blob in blobs {
+            if blob.hash().is_some_and(|h| referenced.hashes.contains(&h)) {
                 report.kept_referenced += 1;
-                continue;
-            }
-            let stored_ms = blob
-                .stored_at
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0);
-            if stored_ms > cutoff {
+            } else if millis(blob.stored_at) > cutoff {
                 report.kept_recent += 1;
-                continue;
+            } else {
+                candidates.push(blob);
             }
-            if !options.dry_run {
-                tx.execute("DELETE FROM blobs WHERE hash = ?1", [&blob.address])
-                    .map_err(map)?;
-            }
-            report.freed_bytes += blob.size;
-            report.removed.push(blob);
         }
-        progress(total, total);
         if options.dry_run {
-            tx.rollback().map_err(map)?;
-        } else {
+            report.freed_bytes = candidates.iter().map(|b| b.size).sum();
+            report.removed = candidates;
+            return Ok(report);
+        }
+        // Phase 2, write transactions of at most `DELETE_BATCH` removals each: each first
+        // re-reads what changed since the scan (checkpoints saved meanwhile; a blob stored
+        // again has a new time), so it is short and an agent waiting to write waits little.
+        let total = candidates.len();
+        let mut done = 0;
+        for batch in candidates.chunks(DELETE_BATCH) {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(map)?;
+            report.checkpoints =
+                add_changed_checkpoints(&tx, &mut referenced).map_err(scan_error)?;
+            {
+                let mut delete = tx
+                    .prepare_cached("DELETE FROM blobs WHERE hash = ?1 AND created_at_ms <= ?2")
+                    .map_err(map)?;
+                for blob in batch {
+                    progress(done, total);
+                    done += 1;
+                    if blob.hash().is_some_and(|h| referenced.hashes.contains(&h)) {
+                        report.kept_referenced += 1;
+                        continue;
+                    }
+                    if delete
+                        .execute(rusqlite::params![blob.address, cutoff])
+                        .map_err(map)?
+                        == 0
+                    {
+                        // Stored again since the scan (or removed by another gc).
+                        report.kept_recent += 1;
+                        continue;
+                    }
+                    report.freed_bytes += blob.size;
+                    report.removed.push(blob.clone());
+                }
+            }
             tx.commit().map_err(map)?;
         }
+        progress(total, total);
         Ok(report)
     }
 }
 
+/// Removals per write transaction of [`SqliteStore::collect_garbage`].
+const DELETE_BATCH: usize = 1000;
+
+fn millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The hashes checkpoints refer to, and the checksum of each checkpoint they were read from.
 struct Referenced {
     hashes: HashSet<ContentHash>,
-    checkpoints: usize,
+    seen: HashMap<String, Option<Vec<u8>>>,
 }
 
 enum ScanError {
@@ -243,6 +278,40 @@ impl From<rusqlite::Error> for ScanError {
     }
 }
 
+/// The pointers of one checkpoint row's JSON; `None` when it does not parse.
+fn pointers_of(json: Option<Vec<u8>>) -> Option<impl Iterator<Item = ContentHash>> {
+    // The state type is only a marker: any `Compacted<_>` reads every checkpoint.
+    let compacted = serde_json::from_slice::<Compacted<()>>(&json?).ok()?;
+    Some(compacted.pointers().into_iter().map(|p| p.hash()))
+}
+
+/// Adds the pointers of every checkpoint saved (or changed) since `referenced` was read;
+/// returns the number of checkpoints now.
+fn add_changed_checkpoints(
+    conn: &rusqlite::Connection,
+    referenced: &mut Referenced,
+) -> Result<usize, ScanError> {
+    let mut stmt = conn.prepare("SELECT agent_id, sha256 FROM checkpoints")?;
+    let rows: Vec<(String, Option<Vec<u8>>)> = stmt
+        .query_map([], |row| Ok((row.get(0)?, raw_bytes(row.get_ref(1)?))))?
+        .collect::<Result<_, _>>()?;
+    let count = rows.len();
+    for (agent_id, sha256) in rows {
+        if referenced.seen.get(&agent_id) == Some(&sha256) {
+            continue;
+        }
+        let json = conn.query_row(
+            "SELECT json FROM checkpoints WHERE agent_id = ?1",
+            [&agent_id],
+            |row| Ok(raw_bytes(row.get_ref(0)?)),
+        )?;
+        let hashes = pointers_of(json).ok_or_else(|| ScanError::Unreadable(agent_id.clone()))?;
+        referenced.hashes.extend(hashes);
+        referenced.seen.insert(agent_id, sha256);
+    }
+    Ok(count)
+}
+
 /// The blobs every checkpoint refers to, read in the caller's transaction.
 fn referenced_hashes(
     conn: &rusqlite::Connection,
@@ -250,25 +319,20 @@ fn referenced_hashes(
 ) -> Result<Referenced, ScanError> {
     let total: i64 = conn.query_row("SELECT count(*) FROM checkpoints", [], |row| row.get(0))?;
     let total = total.max(0) as usize;
-    let mut stmt = conn.prepare("SELECT agent_id, json FROM checkpoints ORDER BY agent_id")?;
+    let mut stmt =
+        conn.prepare("SELECT agent_id, sha256, json FROM checkpoints ORDER BY agent_id")?;
     let mut rows = stmt.query([])?;
     let mut referenced = Referenced {
         hashes: HashSet::new(),
-        checkpoints: 0,
+        seen: HashMap::new(),
     };
     while let Some(row) = rows.next()? {
-        progress(referenced.checkpoints, total);
+        progress(referenced.seen.len(), total);
         let agent_id: String = row.get(0)?;
-        // The state type is only a marker: any `Compacted<_>` reads every checkpoint.
-        let parsed = raw_bytes(row.get_ref(1)?)
-            .and_then(|json| serde_json::from_slice::<Compacted<()>>(&json).ok());
-        let Some(compacted) = parsed else {
-            return Err(ScanError::Unreadable(agent_id));
-        };
-        referenced
-            .hashes
-            .extend(compacted.pointers().iter().map(|p| p.hash()));
-        referenced.checkpoints += 1;
+        let hashes = pointers_of(raw_bytes(row.get_ref(2)?))
+            .ok_or_else(|| ScanError::Unreadable(agent_id.clone()))?;
+        referenced.hashes.extend(hashes);
+        referenced.seen.insert(agent_id, raw_bytes(row.get_ref(1)?));
     }
     Ok(referenced)
 }
