@@ -1,6 +1,5 @@
 //! [`EffectLedger`]: the trait every durable effect ledger implements (SQLite, PostgreSQL, the
-//! in-memory [`MemoryLedger`](crate::effects::memory::MemoryLedger)), with the history record
-//! ([`Transition`]) they keep.
+//! in-memory [`MemoryLedger`](crate::effects::memory::MemoryLedger)).
 //!
 //! A ledger holds effects in *scopes*: each `#[effect]` field of a state has its own (its field
 //! path, or `#[effect(scope = "...")]`), and an idempotency key is unique within its scope.
@@ -9,57 +8,12 @@
 //! operation sequences.
 
 use crate::effects::error::EffectError;
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{EffectOp, Event, SyncSummary};
-use crate::effects::record::{Effect, EffectStatus};
-use crate::BoxFuture;
+use crate::effects::record::{Effect, EffectLog, EffectStatus};
+use crate::effects::transition::SyncSummary;
+/// Re-exported from [`transition`](crate::effects::transition), where it is defined.
+pub use crate::effects::transition::Transition;
+use crate::future::BoxFuture;
 use std::collections::BTreeMap;
-use std::time::SystemTime;
-
-/// One recorded status transition of an effect (a ledger's append-only history).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transition {
-    /// The idempotency key.
-    pub key: String,
-    /// What caused it: `record`, `begin`, `commit`, `fail`, `reconcile` or `sync`.
-    pub op: String,
-    /// The status before (`None` when the operation created the key).
-    pub from: Option<EffectStatus>,
-    /// The status after.
-    pub to: EffectStatus,
-    /// When.
-    pub at: SystemTime,
-    /// The id of the process that made it.
-    pub pid: u32,
-}
-
-impl Transition {
-    /// The transition a state machine [`Event`] describes, made now by this process.
-    pub fn now(key: &str, event: Event) -> Self {
-        Transition {
-            key: key.to_string(),
-            op: event.op.as_str().to_string(),
-            from: event.from,
-            to: event.to,
-            at: SystemTime::now(),
-            pid: std::process::id(),
-        }
-    }
-
-    /// The operation, when `op` names one of the state machine's.
-    pub fn effect_op(&self) -> Option<EffectOp> {
-        [
-            EffectOp::Record,
-            EffectOp::Begin,
-            EffectOp::Commit,
-            EffectOp::Fail,
-            EffectOp::Reconcile,
-            EffectOp::Sync,
-        ]
-        .into_iter()
-        .find(|op| op.as_str() == self.op)
-    }
-}
 
 /// A durable effect ledger: the source of truth that `#[effect]` fields are views of.
 ///

@@ -1,35 +1,14 @@
-//! [`EffectLog`]: an ordered, in-memory log of effects with the guard against running one twice,
-//! and [`EffectRecords`], what an `#[effect]` field holds.
+//! The guard methods of [`EffectLog`]: every transition of an in-memory log applies the
+//! [effect state machine](crate::effects::machine), as every durable ledger does; and its
+//! `Deserialize`, which checks what [`EffectLog::from_effects`] checks.
 
 use crate::effects::error::EffectError;
-use crate::effects::machine::{self, Change, Event, SyncSummary, SyncVerdict};
+use crate::effects::machine;
 use crate::effects::record::{Effect, EffectStatus};
-use serde::{Deserialize, Serialize};
-
-/// An ordered log of effects, keyed by idempotency key, with a guard against double execution.
-///
-/// Every transition goes through the [effect state machine](crate::effects::machine), the
-/// same one every durable ledger applies, so a log in a test behaves as the ledger in
-/// production. Deserializing a log checks what [`from_effects`](Self::from_effects) checks:
-/// a JSON log with two records under one key is refused.
-///
-/// ```
-/// use compaction_core::{EffectLog, Effect, EffectStatus, EffectError};
-///
-/// let mut log = EffectLog::default();
-/// log.record(Effect::new("apply_migration", "db://prod/users", "mig-0042"))?;
-/// log.begin("mig-0042")?;                       // in flight: recorded as Unknown
-/// assert_eq!(log.status("mig-0042"), Some(EffectStatus::Unknown));
-/// log.commit("mig-0042")?;                      // settled
-/// // A second attempt is refused instead of re-applying the migration.
-/// assert!(matches!(log.begin("mig-0042"), Err(EffectError::AlreadyCommitted { .. })));
-/// # Ok::<(), EffectError>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-#[serde(transparent)]
-pub struct EffectLog {
-    effects: Vec<Effect>,
-}
+/// Re-exported from [`record`](crate::effects::record), where they are defined.
+pub use crate::effects::record::{EffectLog, EffectRecords};
+use crate::effects::transition::{Change, Event, SyncSummary, SyncVerdict};
+use serde::Deserialize;
 
 impl EffectLog {
     /// An empty log.
@@ -150,45 +129,6 @@ impl EffectLog {
         }
         summary
     }
-
-    /// The effect under `key`.
-    pub fn get(&self, key: &str) -> Option<&Effect> {
-        self.position(key).map(|i| &self.effects[i])
-    }
-
-    /// The status of `key`, if recorded.
-    pub fn status(&self, key: &str) -> Option<EffectStatus> {
-        self.get(key).map(|e| e.status)
-    }
-
-    /// All effects in order.
-    pub fn effects(&self) -> &[Effect] {
-        &self.effects
-    }
-
-    /// Iterates over all effects in order.
-    pub fn iter(&self) -> std::slice::Iter<'_, Effect> {
-        self.effects.iter()
-    }
-
-    /// Effects with the given status, in order.
-    pub fn with_status(&self, status: EffectStatus) -> impl Iterator<Item = &Effect> + '_ {
-        self.effects.iter().filter(move |e| e.status == status)
-    }
-
-    /// Number of effects.
-    pub fn len(&self) -> usize {
-        self.effects.len()
-    }
-
-    /// Whether the log is empty.
-    pub fn is_empty(&self) -> bool {
-        self.effects.is_empty()
-    }
-
-    fn position(&self, key: &str) -> Option<usize> {
-        self.effects.iter().position(|e| e.idempotency_key == key)
-    }
 }
 
 /// Deserializes through [`EffectLog::from_effects`], so a loaded log upholds the invariants a
@@ -198,41 +138,6 @@ impl<'de> Deserialize<'de> for EffectLog {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let effects = Vec::<Effect>::deserialize(deserializer)?;
         EffectLog::from_effects(effects).map_err(serde::de::Error::custom)
-    }
-}
-
-impl<'a> IntoIterator for &'a EffectLog {
-    type Item = &'a Effect;
-    type IntoIter = std::slice::Iter<'a, Effect>;
-    fn into_iter(self) -> Self::IntoIter {
-        self.effects.iter()
-    }
-}
-
-/// Types that record effects and may back an `#[effect]` field.
-///
-/// Implemented by [`EffectLog`]; a ledger backed by a database can implement it too, by handing
-/// out its records as an `EffectLog` and rebuilding from one.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` does not record effects, so it cannot be an `#[effect]` field",
-    label = "an `#[effect]` field must be an `EffectLog` or implement `EffectRecords`",
-    note = "use `compaction::EffectLog` for this field, or classify it `#[protected]` if it is plain state"
-)]
-pub trait EffectRecords {
-    /// The records, in order.
-    fn effect_log(&self) -> &EffectLog;
-    /// Rebuilds the value from its records.
-    fn from_effect_log(log: EffectLog) -> Self
-    where
-        Self: Sized;
-}
-
-impl EffectRecords for EffectLog {
-    fn effect_log(&self) -> &EffectLog {
-        self
-    }
-    fn from_effect_log(log: EffectLog) -> Self {
-        log
     }
 }
 

@@ -2,11 +2,11 @@
 //! that need scopes and history but no durability.
 
 use crate::effects::error::EffectError;
-use crate::effects::ledger::{EffectLedger, Transition};
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{self, Change, SyncSummary, SyncVerdict};
-use crate::effects::record::{Effect, EffectStatus};
-use crate::BoxFuture;
+use crate::effects::ledger::EffectLedger;
+use crate::effects::machine;
+use crate::effects::record::{Effect, EffectLog, EffectStatus};
+use crate::effects::transition::{Change, SyncSummary, SyncVerdict, Transition};
+use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -8,17 +8,16 @@
 //! which idempotency key, and whether it committed, never started, or timed out with an unknown
 //! outcome. Records are never summarized, and an `Unknown` status is never collapsed.
 
-mod binding;
 pub mod error;
 pub mod ledger;
 pub mod log;
 pub mod machine;
 pub mod memory;
 pub mod record;
+pub mod transition;
 
 pub use error::EffectError;
-pub use ledger::{EffectLedger, Transition};
-pub use log::{EffectLog, EffectRecords};
-pub use machine::SyncSummary;
+pub use ledger::EffectLedger;
 pub use memory::MemoryLedger;
-pub use record::{Effect, EffectStatus};
+pub use record::{Effect, EffectLog, EffectRecords, EffectStatus};
+pub use transition::{SyncSummary, Transition};

@@ -3,7 +3,8 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::{Compacted, ContentHash, StoreError};
+use crate::compacted::Compacted;
+use crate::store::{ContentHash, StoreError};
 use rusqlite::TransactionBehavior;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -2,7 +2,9 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::{Compacted, CompactionError, ContentHash, StoreError};
+use crate::compacted::Compacted;
+use crate::error::CompactionError;
+use crate::store::{ContentHash, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

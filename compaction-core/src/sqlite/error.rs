@@ -1,6 +1,6 @@
 //! The typed error of the SQLite backend: what went wrong, and with which file.
 
-use crate::StoreError;
+use crate::store::StoreError;
 use rusqlite::ffi::ErrorCode;
 use std::fmt;
 use std::path::{Path, PathBuf};

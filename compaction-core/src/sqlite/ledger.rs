@@ -5,18 +5,17 @@ use super::error::{SqliteError, SqliteErrorKind};
 use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
 use super::options::{SqliteOptions, SyncMode};
 use crate::effects::error::EffectError;
-use crate::effects::ledger::{EffectLedger, Transition};
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{self, Change, SyncSummary};
-use crate::effects::record::{Effect, EffectStatus};
-use crate::BoxFuture;
+use crate::effects::ledger::EffectLedger;
+use crate::effects::machine;
+use crate::effects::record::{Effect, EffectLog, EffectStatus};
+use crate::effects::transition::{Change, SyncSummary, Transition};
+use crate::future::BoxFuture;
 use rusqlite::{Connection, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
 /// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
-#[path = "ledger_notes.rs"]
 mod notes;
 pub use notes::AnnotatedTransition;
 

@@ -4,9 +4,8 @@
 
 use super::now_ms;
 use crate::effects::error::EffectError;
-use crate::effects::ledger::Transition;
-use crate::effects::machine::{Change, Event};
 use crate::effects::record::{Effect, EffectStatus};
+use crate::effects::transition::{Change, Event, Transition};
 use rusqlite::{Connection, OptionalExtension};
 use std::time::{Duration, UNIX_EPOCH};
 

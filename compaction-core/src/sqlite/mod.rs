@@ -46,8 +46,7 @@ mod ledger_rows;
 mod options;
 mod store;
 
-pub use crate::effects::ledger::Transition;
-pub use crate::effects::machine::SyncSummary;
+pub use crate::effects::transition::{SyncSummary, Transition};
 pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
 pub use checkpoint::CheckpointInfo;
 pub use db::SCHEMA_VERSION;

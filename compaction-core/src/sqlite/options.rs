@@ -2,9 +2,6 @@
 
 use std::time::Duration;
 
-#[cfg(doc)]
-use super::error::SqliteErrorKind;
-
 /// How often SQLite flushes to disk (`PRAGMA synchronous`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncMode {
@@ -61,14 +58,14 @@ impl SqliteOptions {
     }
 
     /// How long a write waits for another connection's lock before failing with
-    /// [`SqliteErrorKind::Locked`].
+    /// [`SqliteErrorKind::Locked`](super::SqliteErrorKind::Locked).
     pub fn busy_timeout(mut self, timeout: Duration) -> Self {
         self.busy_timeout = timeout;
         self
     }
 
     /// Opens the file read-only: it must exist and carry the schema; every write fails with
-    /// [`SqliteErrorKind::ReadOnly`]. For inspecting a database another process writes.
+    /// [`SqliteErrorKind::ReadOnly`](super::SqliteErrorKind::ReadOnly). For inspecting a database another process writes.
     pub fn read_only(mut self, read_only: bool) -> Self {
         self.read_only = read_only;
         self

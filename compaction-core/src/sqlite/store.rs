@@ -4,7 +4,7 @@ use super::db::Db;
 use super::error::SqliteError;
 use super::now_ms;
 use super::options::{SqliteOptions, SyncMode};
-use crate::{ContentHash, Store, StoreError};
+use crate::store::{ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;
 use std::sync::Arc;

@@ -4,9 +4,9 @@
 use super::super::ledger_rows::{load_history, load_one, store_change, TxError};
 use super::{LedgerError, SqliteLedger};
 use crate::effects::error::EffectError;
-use crate::effects::ledger::Transition;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
+use crate::effects::transition::Transition;
 use rusqlite::{Connection, TransactionBehavior};
 
 /// One transition of an effect's history, with the operator's note when one was given
