@@ -26,6 +26,7 @@ pub mod state;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
+mod window_fields;
 
 pub use compacted::Compacted;
 pub use compactor::{Compactor, CompactorBuilder};

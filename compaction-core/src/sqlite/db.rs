@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -79,6 +79,13 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ALTER TABLE effect_events ADD COLUMN scope TEXT NOT NULL DEFAULT '';
     DROP INDEX IF EXISTS effect_events_by_key;
     CREATE INDEX effect_events_by_key ON effect_events (scope, key);
+    "#,
+    ),
+    (
+        "operator notes: who settled an effect and why (reconcile with a note)",
+        r#"
+    ALTER TABLE effect_events ADD COLUMN actor TEXT;  -- who, for an operator's reconcile
+    ALTER TABLE effect_events ADD COLUMN note  TEXT;  -- why: what they checked
     "#,
     ),
 ];

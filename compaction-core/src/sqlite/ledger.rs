@@ -15,6 +15,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
+mod notes;
+pub use notes::AnnotatedTransition;
+
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
 #[derive(Debug, thiserror::Error)]

@@ -37,6 +37,7 @@
 //! message names the path; the `SqliteError` is its `source`), the ledger in
 //! [`LedgerError::Backend`], checkpoints in `CompactionError::Store`.
 
+mod admin;
 mod checkpoint;
 mod db;
 mod error;
@@ -46,10 +47,11 @@ mod options;
 mod store;
 
 pub use crate::effects::transition::{SyncSummary, Transition};
+pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
 pub use checkpoint::CheckpointInfo;
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{LedgerError, SqliteLedger};
+pub use ledger::{AnnotatedTransition, LedgerError, SqliteLedger};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 

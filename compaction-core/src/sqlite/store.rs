@@ -107,11 +107,15 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.store_error(context(), e))?;
         // Same content: nothing to write. A stored blob that no longer matches its hash
-        // (corrupted on disk) is replaced by the good bytes.
+        // (corrupted on disk) is replaced by the good bytes. Storing content again refreshes
+        // its time (at most once a minute, to keep repeated puts read-only), which is what
+        // keeps it from garbage collection until the caller's checkpoint refers to it.
         tx.execute(
             "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size
-             WHERE blobs.bytes IS NOT excluded.bytes",
+             ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size,
+                 created_at_ms = excluded.created_at_ms
+             WHERE blobs.bytes IS NOT excluded.bytes
+                OR blobs.created_at_ms < excluded.created_at_ms - 60000",
             rusqlite::params![hash.to_hex(), bytes, bytes.len() as i64, now_ms()],
         )
         .map_err(|e| self.store_error(context(), e))?;

@@ -1,0 +1,214 @@
+//! The command line's grammar: every command, argument and flag, with the help text users read.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+const AFTER_HELP: &str = "\
+DATABASE is the path of a SQLite file written by `SqliteStore` / `SqliteLedger`. \
+PostgreSQL targets (postgres://...) come with the PostgreSQL backend; they are refused for now.
+
+Exit codes:
+  0  success
+  1  problems found (verify), or the command refused (reconcile on a settled key, gc on an
+     unreadable checkpoint, resolve of a blob that fails verification)
+  2  usage error (bad arguments, malformed pointer)
+  3  cannot open the database (missing, not a compaction database, newer schema, locked)
+  4  not found (no such agent, effect key or blob)
+
+Every read command takes --json and prints one JSON object (shapes in compaction-cli/README.md).";
+
+/// Inspect and operate a compaction database: checkpoints, effects, blobs.
+#[derive(Debug, Parser)]
+#[command(name = "compaction", version, about, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The database argument every command takes.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The database: a SQLite file path (postgres:// URLs are not supported yet).
+    #[arg(value_name = "DATABASE")]
+    pub database: String,
+}
+
+/// The `--json` flag of read commands.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct Format {
+    /// Print one JSON object instead of text (a stable shape, see compaction-cli/README.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every command.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Every checkpoint: agent, state type, saved at, tokens/budget, what was kept, spilled,
+    /// summarized and evicted.
+    Agents {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// The rendered window of an agent's latest checkpoint; with --budget, where its tokens go.
+    Show {
+        #[command(flatten)]
+        target: Target,
+        /// The agent id the checkpoint was saved under.
+        agent: String,
+        /// Instead of the window: a bar chart of tokens per class and per field (largest first)
+        /// and the pointers of everything that left the window.
+        #[arg(long)]
+        budget: bool,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// The effect ledger's records, in record order.
+    Effects {
+        #[command(flatten)]
+        target: Target,
+        /// Only effects with this status (`unknown` is the to-do list after a crash).
+        #[arg(long, value_enum)]
+        status: Option<StatusArg>,
+        /// Only effects of this scope (an `#[effect]` field's path or its `scope = ".."`; the
+        /// default scope is the empty string).
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Every recorded status transition of one effect, oldest first, with who and why.
+    History {
+        #[command(flatten)]
+        target: Target,
+        /// The effect's idempotency key.
+        key: String,
+        /// The key's scope, when it is in more than one.
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Settle an effect whose outcome is unknown, after checking the outside world.
+    Reconcile {
+        #[command(flatten)]
+        target: Target,
+        /// The effect's idempotency key.
+        key: String,
+        /// What the outside world shows: `committed` (it happened) or `not-started` (it did
+        /// not; the agent may run it again).
+        #[arg(long, value_enum)]
+        to: SettleArg,
+        /// Why: what you checked. Kept in the effect's history.
+        #[arg(long)]
+        note: String,
+        /// Who settles it (default: $USER).
+        #[arg(long, env = "USER", value_name = "NAME")]
+        by: Option<String>,
+        /// The key's scope, when it is in more than one.
+        #[arg(long, value_name = "SCOPE")]
+        scope: Option<String>,
+        /// Also overwrite a status that is not `unknown` (committed or not started).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the bytes behind a store:// pointer, verified against its hash (pretty JSON when
+    /// they are JSON).
+    Resolve {
+        #[command(flatten)]
+        target: Target,
+        /// store://sha256:<64 hex digits>
+        pointer: String,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Re-hash every blob, verify every checkpoint and that every pointer it holds resolves,
+    /// read every effect; list every problem (exit 1 when there is one).
+    Verify {
+        #[command(flatten)]
+        target: Target,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Remove blobs no checkpoint refers to (never one a saved checkpoint needs, even while
+    /// agents write); report what was removed and the space freed.
+    Gc {
+        #[command(flatten)]
+        target: Target,
+        /// Report what would be removed; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Keep unreferenced blobs stored less than this long ago (e.g. `90s`, `30m`, `1h`,
+        /// `0s`): an agent stores its blobs before it saves the checkpoint that refers to them.
+        #[arg(long, default_value = "1h", value_parser = parse_duration)]
+        min_age: Duration,
+        #[command(flatten)]
+        format: Format,
+    },
+}
+
+/// A status to filter effects by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusArg {
+    /// `not_started`
+    NotStarted,
+    /// `committed`
+    Committed,
+    /// `unknown`
+    Unknown,
+}
+
+/// The outcome an operator settles an effect to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SettleArg {
+    /// It happened.
+    Committed,
+    /// It did not happen.
+    NotStarted,
+}
+
+/// `90s`, `30m`, `2h`, `1d` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration (e.g. 90s, 30m, 1h, 1d)"))?;
+    let seconds = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("unknown unit `{unit}` (use s, m, h or d)")),
+    };
+    Ok(Duration::from_secs(number.saturating_mul(seconds)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_garbage() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

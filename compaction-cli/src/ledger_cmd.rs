@@ -1,0 +1,320 @@
+//! `effects`, `history` and `reconcile`: the effect ledger, read and settled by an operator.
+
+use crate::cli::{SettleArg, StatusArg};
+use crate::fail::{Exit, Failure, Outcome};
+use crate::output::{millis, print_json, printable, table, utc};
+use crate::target::{Access, Database};
+use compaction::{Effect, EffectError, EffectStatus, SqliteLedger};
+use serde_json::json;
+
+fn status_of(arg: StatusArg) -> EffectStatus {
+    match arg {
+        StatusArg::NotStarted => EffectStatus::NotStarted,
+        StatusArg::Committed => EffectStatus::Committed,
+        StatusArg::Unknown => EffectStatus::Unknown,
+    }
+}
+
+fn effect_json(scope: &str, effect: &Effect) -> serde_json::Value {
+    json!({
+        "scope": scope,
+        "key": effect.idempotency_key,
+        "status": effect.status.as_str(),
+        "action": effect.action,
+        "target": effect.target,
+        "depends_on": effect.depends_on,
+        "payload": effect.payload,
+    })
+}
+
+/// How a scope reads in a table: the default scope `""` has no name.
+fn scope_label(scope: &str) -> String {
+    if scope.is_empty() {
+        "(default)".into()
+    } else {
+        scope.to_string()
+    }
+}
+
+/// Every effect as `(scope, effect)`: of one scope, or of every scope (scopes by name, records
+/// in record order within each).
+fn scoped_effects(
+    ledger: &SqliteLedger,
+    scope: Option<&str>,
+    status: Option<EffectStatus>,
+) -> Result<Vec<(String, Effect)>, Failure> {
+    let fail = |e: compaction::LedgerError| Failure::ledger(&e);
+    let all: Vec<(String, Effect)> = match scope {
+        Some(scope) => {
+            let handle = ledger.scope(scope);
+            match status {
+                Some(status) => handle.list(status),
+                None => handle.effects(),
+            }
+            .map_err(fail)?
+            .into_iter()
+            .map(|e| (scope.to_string(), e))
+            .collect()
+        }
+        None => ledger
+            .load_all()
+            .map_err(fail)?
+            .into_iter()
+            .flat_map(|(scope, log)| {
+                log.iter()
+                    .map(|e| (scope.clone(), e.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    };
+    Ok(all
+        .into_iter()
+        .filter(|(_, e)| status.is_none_or(|s| e.status == s))
+        .collect())
+}
+
+/// `compaction effects DB [--status S] [--scope S]`.
+pub fn effects(
+    db: &Database,
+    status: Option<StatusArg>,
+    scope: Option<&str>,
+    as_json: bool,
+) -> Outcome {
+    let ledger = db.ledger(Access::Read)?;
+    let effects = scoped_effects(&ledger, scope, status.map(status_of))?;
+    if as_json {
+        let effects: Vec<_> = effects.iter().map(|(s, e)| effect_json(s, e)).collect();
+        print_json(&json!({ "effects": effects }));
+        return Ok(Exit::Ok);
+    }
+    if effects.is_empty() {
+        match status {
+            Some(status) => say!("no {} effects", status_of(status)),
+            None => say!("no effects"),
+        }
+        return Ok(Exit::Ok);
+    }
+    let rows: Vec<Vec<String>> = effects
+        .iter()
+        .map(|(scope, e)| {
+            vec![
+                scope_label(scope),
+                e.idempotency_key.clone(),
+                e.status.to_string(),
+                e.action.clone(),
+                e.target.clone(),
+                e.depends_on.join(","),
+            ]
+        })
+        .collect();
+    emit!(
+        "{}",
+        table(
+            &["SCOPE", "KEY", "STATUS", "ACTION", "TARGET", "DEPENDS ON"],
+            &rows
+        )
+    );
+    if effects
+        .iter()
+        .any(|(_, e)| e.status == EffectStatus::Unknown)
+    {
+        say!(
+            "\nunknown: nobody knows whether it happened. Check the outside world, then \
+             `compaction reconcile DATABASE KEY --to committed|not-started --note \"...\"`"
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// The scope holding `key`: the one given, or the only one that has it.
+fn scope_of(
+    db: &Database,
+    ledger: &SqliteLedger,
+    key: &str,
+    scope: Option<&str>,
+) -> Result<String, Failure> {
+    let not_found = || {
+        Failure::new(
+            Exit::NotFound,
+            format!("no effect `{key}` in `{}`", db.path().display()),
+        )
+        .hint("list the keys with `compaction effects DATABASE`")
+    };
+    if let Some(scope) = scope {
+        return match ledger.scope(scope).get(key) {
+            Ok(Some(_)) => Ok(scope.to_string()),
+            Ok(None) => Err(not_found()),
+            Err(e) => Err(Failure::ledger(&e)),
+        };
+    }
+    let scopes: Vec<String> = scoped_effects(ledger, None, None)?
+        .into_iter()
+        .filter(|(_, e)| e.idempotency_key == key)
+        .map(|(scope, _)| scope)
+        .collect();
+    match scopes.as_slice() {
+        [] => Err(not_found()),
+        [one] => Ok(one.clone()),
+        several => Err(Failure::new(
+            Exit::Usage,
+            format!(
+                "effect `{key}` is in several scopes: {}",
+                several
+                    .iter()
+                    .map(|s| scope_label(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .hint("say which with --scope SCOPE")),
+    }
+}
+
+/// `compaction history DB KEY [--scope S]`.
+pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> Outcome {
+    let ledger = db.ledger(Access::Read)?;
+    let scope = scope_of(db, &ledger, key, scope)?;
+    let handle = ledger.scope(&scope);
+    let fail = |e: compaction::LedgerError| Failure::ledger(&e);
+    let effect = handle.get(key).map_err(fail)?.ok_or_else(|| {
+        Failure::new(
+            Exit::NotFound,
+            format!("effect `{key}` was removed meanwhile"),
+        )
+    })?;
+    let events = handle.annotated_history(key).map_err(fail)?;
+    if as_json {
+        print_json(&json!({
+            "effect": effect_json(&scope, &effect),
+            "events": events.iter().map(|a| {
+                let t = &a.transition;
+                json!({
+                    "op": t.op,
+                    "from": t.from.map(EffectStatus::as_str),
+                    "to": t.to.as_str(),
+                    "at": utc(t.at),
+                    "at_ms": millis(t.at),
+                    "pid": t.pid,
+                    "actor": a.actor,
+                    "note": a.note,
+                })
+            }).collect::<Vec<_>>(),
+        }));
+        return Ok(Exit::Ok);
+    }
+    let scope_text = if scope.is_empty() {
+        "default scope".to_string()
+    } else {
+        format!("scope {scope}")
+    };
+    say!(
+        "effect {key} ({scope_text}): {}, {} {}",
+        effect.status,
+        effect.action,
+        effect.target
+    );
+    let rows: Vec<Vec<String>> = events
+        .iter()
+        .map(|a| {
+            let t = &a.transition;
+            let mut why = match (&a.actor, &a.note) {
+                (Some(actor), Some(note)) => format!("by {actor}: {} ", printable(note)),
+                (Some(actor), None) => format!("by {actor} "),
+                (None, Some(note)) => format!("{} ", printable(note)),
+                (None, None) => String::new(),
+            };
+            why.push_str(&format!("(pid {})", t.pid));
+            vec![
+                utc(t.at),
+                t.op.clone(),
+                t.from.map_or("-".into(), |s| s.to_string()),
+                t.to.to_string(),
+                why,
+            ]
+        })
+        .collect();
+    emit!(
+        "{}",
+        table(&["AT", "OP", "FROM", "TO", "WHO AND WHY"], &rows)
+    );
+    Ok(Exit::Ok)
+}
+
+/// What `reconcile` was asked to do.
+pub struct Settlement<'a> {
+    /// The idempotency key.
+    pub key: &'a str,
+    /// Its scope, when given.
+    pub scope: Option<&'a str>,
+    /// The status the outside world shows.
+    pub to: SettleArg,
+    /// What the operator checked.
+    pub note: &'a str,
+    /// Who.
+    pub by: Option<&'a str>,
+    /// Overwrite a status that is not unknown.
+    pub force: bool,
+}
+
+/// `compaction reconcile DB KEY --to S --note N [--by WHO] [--scope S] [--force]`.
+pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
+    let key = request.key;
+    let by = request.by.filter(|b| !b.trim().is_empty()).ok_or_else(|| {
+        Failure::new(Exit::Usage, "who is settling this effect? $USER is not set")
+            .hint("say who you are with --by NAME")
+    })?;
+    if request.note.trim().is_empty() {
+        return Err(Failure::new(Exit::Usage, "the note is empty")
+            .hint("say what you checked, e.g. --note \"charge ch_123 is in the PSP dashboard\""));
+    }
+    let to = match request.to {
+        SettleArg::Committed => EffectStatus::Committed,
+        SettleArg::NotStarted => EffectStatus::NotStarted,
+    };
+    let ledger = db.ledger(Access::Write)?;
+    let scope = scope_of(db, &ledger, key, request.scope)?;
+    let handle = ledger.scope(&scope);
+    let before = handle
+        .status(key)
+        .map_err(|e| Failure::ledger(&e))?
+        .map_or("-".to_string(), |s| s.to_string());
+    let result = if request.force {
+        handle.reconcile_with_note(key, to, request.note, by)
+    } else {
+        handle.reconcile_unknown_with_note(key, to, request.note, by)
+    };
+    match result {
+        Ok(()) => {}
+        Err(e) => match e.as_effect() {
+            Some(EffectError::NotInFlight { status, .. }) => return Err(refusal(key, *status)),
+            Some(EffectError::NotFound { .. }) => {
+                return Err(Failure::new(Exit::NotFound, e.to_string()))
+            }
+            _ => return Err(Failure::ledger(&e)),
+        },
+    }
+    say!(
+        "effect {key}: {before} -> {to} (by {}: {})",
+        printable(by),
+        printable(request.note)
+    );
+    Ok(Exit::Ok)
+}
+
+fn refusal(key: &str, current: EffectStatus) -> Failure {
+    let why = match current {
+        EffectStatus::Committed => "it is committed: the ledger already knows it happened",
+        _ => "it is not_started: it has not run, so there is no outcome to settle",
+    };
+    Failure::new(
+        Exit::Problems,
+        format!(
+            "refusing to reconcile effect `{key}`: {why}; reconcile settles only an unknown \
+             outcome"
+        ),
+    )
+    .hint(
+        "if you are sure the ledger is wrong, repeat with --force (the note is kept in its \
+         history)",
+    )
+}

@@ -1,0 +1,111 @@
+//! `compaction`: the operator's command line for a compaction database. See what each agent's
+//! checkpoint holds and where its tokens go, settle effects whose outcome is unknown, resolve
+//! pointers, verify every byte, and remove blobs no checkpoint needs.
+//!
+//! Exit codes, JSON shapes and a walk-through: `compaction --help` and
+//! `compaction-cli/README.md`.
+
+#[macro_use]
+mod output;
+mod blobs;
+mod cli;
+mod fail;
+mod inspect;
+mod ledger_cmd;
+mod target;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use fail::Outcome;
+use std::process::ExitCode;
+use target::Database;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(exit) => exit.into(),
+        Err(failure) => {
+            eprintln!("{failure}");
+            failure.exit.into()
+        }
+    }
+}
+
+fn run(command: Command) -> Outcome {
+    match command {
+        Command::Agents { target, format } => {
+            inspect::agents(&Database::locate(&target.database)?, format.json)
+        }
+        Command::Show {
+            target,
+            agent,
+            budget,
+            format,
+        } => inspect::show(
+            &Database::locate(&target.database)?,
+            &agent,
+            budget,
+            format.json,
+        ),
+        Command::Effects {
+            target,
+            status,
+            scope,
+            format,
+        } => ledger_cmd::effects(
+            &Database::locate(&target.database)?,
+            status,
+            scope.as_deref(),
+            format.json,
+        ),
+        Command::History {
+            target,
+            key,
+            scope,
+            format,
+        } => ledger_cmd::history(
+            &Database::locate(&target.database)?,
+            &key,
+            scope.as_deref(),
+            format.json,
+        ),
+        Command::Reconcile {
+            target,
+            key,
+            to,
+            note,
+            by,
+            scope,
+            force,
+        } => ledger_cmd::reconcile(
+            &Database::locate(&target.database)?,
+            &ledger_cmd::Settlement {
+                key: &key,
+                scope: scope.as_deref(),
+                to,
+                note: &note,
+                by: by.as_deref(),
+                force,
+            },
+        ),
+        Command::Resolve {
+            target,
+            pointer,
+            format,
+        } => blobs::resolve(&Database::locate(&target.database)?, &pointer, format.json),
+        Command::Verify { target, format } => {
+            blobs::verify(&Database::locate(&target.database)?, format.json)
+        }
+        Command::Gc {
+            target,
+            dry_run,
+            min_age,
+            format,
+        } => blobs::gc(
+            &Database::locate(&target.database)?,
+            dry_run,
+            min_age,
+            format.json,
+        ),
+    }
+}
