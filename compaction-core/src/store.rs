@@ -1,5 +1,7 @@
 //! Where spilled state lives: content-addressed blobs behind verifiable pointers.
 
+pub(crate) mod canonical;
+
 use crate::BoxFuture;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -179,6 +179,15 @@ impl<'a> Collector<'a> {
         summary: Option<&'a dyn SummaryText>,
     ) {
         if let Some((path, class)) = self.admit(name, claim) {
+            // A value kept verbatim must come back from its JSON: refuse, whatever the plan
+            // would do with it, rather than compact what cannot be restored.
+            if let Err(e) = crate::store::canonical::check_round_trip(value) {
+                self.fail(CompactionError::Serialize {
+                    field: path,
+                    message: e.to_string(),
+                });
+                return;
+            }
             let pointer = pointer.map(|build| {
                 let mut p = String::new();
                 build(&mut p);
@@ -209,18 +218,12 @@ fn claim_name(claim: Claim) -> &'static str {
     }
 }
 
-/// Canonical JSON: through `serde_json::Value`, so map keys are sorted and a value that
-/// round-trips through rehydration serializes to the same bytes again (a `HashMap` would not).
-pub(crate) fn canonical_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    serde_json::to_string(&serde_json::to_value(value)?)
-}
-
 impl<'a> Visitor<'a> for Collector<'a> {
     fn protected<T: Serialize>(&mut self, name: &'static str, pin: bool, value: &'a T) {
         let Some((path, class)) = self.admit(name, Claim::Protected { pin }) else {
             return;
         };
-        match canonical_json(value) {
+        match crate::store::canonical::canonical_json(value) {
             Ok(json) => {
                 let fingerprint = ContentHash::of(json.as_bytes());
                 self.fields.push(CollectedField {
