@@ -102,7 +102,30 @@ pub enum CompactionError {
     /// The compactor was configured wrongly.
     #[error("invalid compactor configuration: {0}")]
     Config(String),
-    /// A checkpoint of another state type was handed to `rehydrate`.
+    /// The checkpoint was written by this state type with other fields (added, removed,
+    /// reclassified, retyped or re-nested): rehydrating it would drop or misplace state.
+    #[error("checkpoint of `{state_type}` was written with other fields: {difference}")]
+    SchemaChanged {
+        /// The state type (its full path and generic arguments).
+        state_type: String,
+        /// What differs, field by field.
+        difference: String,
+    },
+    /// The checkpoint was written in a format this version does not read (format 1, before
+    /// checkpoints carried a schema fingerprint): compact the state again with this version.
+    #[error(
+        "checkpoint format {found} is not supported (this version reads format {supported}); \
+         it carries no schema fingerprint, so nothing proves which type wrote it"
+    )]
+    CheckpointFormat {
+        /// The checkpoint's format.
+        found: u32,
+        /// The format this version reads.
+        supported: u32,
+    },
+    /// A checkpoint of another state type was handed to `rehydrate`: another type name, the
+    /// same name in another module, or another instantiation of a generic type (the names are
+    /// full paths with generic arguments then).
     #[error("checkpoint holds a `{found}`, not a `{expected}`")]
     WrongStateType {
         /// The type asked for.

@@ -5,7 +5,7 @@ mod summarize;
 
 pub use builder::CompactorBuilder;
 
-use crate::compacted::{Compacted, FORMAT};
+use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
 use crate::error::CompactionError;
 use crate::future::block_on;
@@ -248,6 +248,7 @@ impl Compactor {
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
+            schema: SchemaFingerprint::of::<S>(),
             budget: self.budget,
             entries,
             shapes: prepared.shapes,

@@ -5,14 +5,14 @@ use crate::error::CompactionError;
 use crate::ledger::{EffectLog, EffectRecords, EffectStatus};
 use crate::plan::json_size::JsonValue;
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
+use crate::state::instance::check_instance;
 use crate::state::path::{child_path, push_segment, Segment, Shape};
-use crate::state::schema::{schema_path, FieldClass, Schema};
+use crate::state::schema::{FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
 use crate::store::canonical::{canonical_json, check_round_trip};
 use crate::store::ContentHash;
 use serde::Serialize;
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 /// A state's fields as its traversal handed them over, checked against its schema.
 pub(crate) struct Collection<'a> {
@@ -98,7 +98,6 @@ struct Collector<'a> {
     fields: Vec<CollectedField<'a>>,
     shapes: Vec<(String, Shape)>,
     error: Option<CompactionError>,
-    visited: HashSet<String>,
 }
 
 /// What a visitor call claims about a field.
@@ -119,7 +118,6 @@ impl<'a> Collector<'a> {
             fields: Vec::new(),
             shapes: Vec::new(),
             error: None,
-            visited: HashSet::new(),
         }
     }
 
@@ -151,7 +149,6 @@ impl<'a> Collector<'a> {
             _ => false,
         };
         if ok {
-            self.visited.insert(schema_path(&path));
             return declared.map(|class| (path, class));
         }
         // Anything not declared summarizable is treated as protected: refuse before any
@@ -176,22 +173,19 @@ impl<'a> Collector<'a> {
         None
     }
 
-    /// Fails when a field the schema declares unconditionally was never visited.
+    /// Fails when the visited fields are not exactly those the schema and the recorded shapes
+    /// call for: a field never visited (also inside an element of a `Vec` or `Option`), an
+    /// element visited beyond its list's length, or a field visited twice.
     fn check_complete(&mut self) {
         if self.error.is_some() {
             return;
         }
-        let missing = self
-            .schema
-            .fields()
-            .iter()
-            .find(|f| !f.conditional && !self.visited.contains(&f.path));
-        if let Some(field) = missing {
-            let error = CompactionError::SchemaMismatch {
-                field: field.path.clone(),
-                reason: "declared in the schema but never visited".into(),
-            };
-            self.fail(error);
+        let visited = self.fields.iter().map(|f| f.path.as_str());
+        if let Err(m) = check_instance(self.schema, &self.shapes, visited) {
+            self.fail(CompactionError::SchemaMismatch {
+                field: m.path,
+                reason: m.reason,
+            });
         }
     }
 
