@@ -392,19 +392,86 @@ def levels(edges):
     return level, chain, cycles
 
 
+def analyse(src):
+    """(files, levels, longest chain, circles, problems) of the crate rooted at `src`."""
+    crate = Crate(src)
+    edges = crate.graph()
+    level, chain, cycles = levels(edges)
+    top = max(level, key=lambda v: (level[v], str(v))) if level else None
+    return edges, level, (chain[top] if top else []), cycles, crate.problems
+
+
+def self_test():
+    """The checker on small made-up crates: each rule must be able to fail."""
+    import tempfile
+
+    cases = {
+        # a -> b -> c through a re-export in b's parent, plus an inline path; tests ignored.
+        "chain": (
+            {
+                "lib.rs": "mod a;\nmod m;\npub use m::C;\n",
+                "a.rs": "use crate::m::B;\nfn f() { let _ = crate::m::c::C; }\n",
+                "m/mod.rs": "mod b;\npub(crate) mod c;\npub use b::B;\npub use c::C;\n",
+                "m/b.rs": "use super::c::C;\npub struct B;\n",
+                "m/c.rs": "pub struct C;\n#[cfg(test)]\nmod tests { use crate::a::*; }\n",
+            },
+            3,
+            0,
+            0,
+        ),
+        "circle": (
+            {
+                "lib.rs": "mod a;\nmod b;\n",
+                "a.rs": "use crate::b::B;\npub struct A;\n",
+                "b.rs": "use crate::a::A;\npub struct B;\n",
+            },
+            None,
+            1,
+            0,
+        ),
+        "root import": (
+            {
+                "lib.rs": "mod a;\nmod b;\npub use b::B;\n",
+                "a.rs": "use crate::B;\n",
+                "b.rs": "pub struct B;\n",
+            },
+            2,
+            0,
+            1,
+        ),
+    }
+    ok = True
+    for name, (files, want_levels, want_cycles, want_problems) in cases.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            for path, text in files.items():
+                (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+                (Path(tmp) / path).write_text(text)
+            global ROOT
+            saved, ROOT = ROOT, Path(tmp)
+            try:
+                _, _, chain, cycles, problems = analyse(Path(tmp))
+            finally:
+                ROOT = saved
+        got = (len(chain) if want_levels is not None else None, len(cycles), len(problems))
+        if got != (want_levels, want_cycles, want_problems):
+            ok = False
+            print(f"self-test `{name}`: got (levels, circles, problems) {got}, "
+                  f"want {(want_levels, want_cycles, want_problems)}: {problems}")
+    return ok
+
+
 def main():
+    if not self_test():
+        return 2
     verbose = "--verbose" in sys.argv
     failed = False
     for src, limit in CRATES:
-        crate = Crate(ROOT / src)
-        edges = crate.graph()
-        level, chain, cycles = levels(edges)
+        edges, level, chain, cycles, problems = analyse(ROOT / src)
         rel = lambda p: str(p.relative_to(ROOT / src))
-        top = max(level, key=lambda v: (level[v], rel(v))) if level else None
-        deepest = len(chain[top]) if top else 0
+        deepest = len(chain)
         print(f"{src}: {len(edges)} files, {deepest} levels (limit {limit})")
-        if top:
-            print("  longest chain: " + " -> ".join(rel(v) for v in chain[top]))
+        if chain:
+            print("  longest chain: " + " -> ".join(rel(v) for v in chain))
         if verbose:
             for v in sorted(edges, key=lambda v: (-level.get(v, 0), rel(v))):
                 deps = ", ".join(sorted(rel(w) for w in edges[v]))
@@ -412,10 +479,21 @@ def main():
         for cycle in cycles:
             failed = True
             print("  IMPORT CIRCLE: " + " <-> ".join(sorted(rel(v) for v in cycle)))
+        # The same between top-level modules (a directory counts as one): plan/ may not import
+        # render.rs while render.rs imports anything in plan/.
+        top_module = lambda p: rel(p).split("/")[0].removesuffix(".rs")
+        module_edges = {}
+        for v, ws in edges.items():
+            module_edges.setdefault(top_module(v), set()).update(
+                top_module(w) for w in ws if top_module(w) != top_module(v)
+            )
+        for cycle in levels(module_edges)[2]:
+            failed = True
+            print("  MODULE CIRCLE: " + " <-> ".join(sorted(cycle)))
         if deepest > limit:
             failed = True
             print(f"  TOO DEEP: {deepest} levels, at most {limit}")
-        for problem in crate.problems:
+        for problem in problems:
             failed = True
             print("  " + problem)
     return 1 if failed else 0

@@ -49,11 +49,19 @@ pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
 
-/// The derive's generated code names `markers::CarriesState`; kept until it names
-/// `__private::CarriesState`, with the public path of `Summarizable` before `state/`.
+// Paths of v0.1, before `state/` and `derive_support/`: kept so no public path breaks. The
+// derive's generated code still names `markers::CarriesState`.
+#[doc(hidden)]
+pub use state as compactable;
+#[doc(hidden)]
+pub use state as schema;
 #[doc(hidden)]
 pub mod markers {
-    pub use crate::derive_support::CarriesState;
+    pub use crate::derive_support::{
+        assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
+        assert_summarizable, CarriesState, CarriesStateProbe, Evictable, HoldsProtectedState,
+        PlainProbe, PlainValue, Probe, RedundantDefault,
+    };
     pub use crate::state::Summarizable;
 }
 

@@ -85,6 +85,8 @@ impl std::fmt::Debug for Compactor {
     }
 }
 
+// Here rather than in builder.rs, so the builder never names the compactor it builds and the
+// imports stay one-way (mod.rs -> builder.rs).
 impl CompactorBuilder {
     /// Builds the compactor.
     pub fn build(self) -> Result<Compactor, CompactionError> {
@@ -282,11 +284,11 @@ impl Compactor {
     ) -> Result<(), CompactionError> {
         for slot in plan.pending_summaries() {
             let allowed = schema
-                .field_for_instance(&slot.path)
+                .field_for_instance(slot.path())
                 .is_some_and(|f| f.class.may_summarize());
             if !allowed {
                 return Err(CompactionError::ProtectedToSummarizer {
-                    field: slot.path.clone(),
+                    field: slot.path().to_owned(),
                 });
             }
             let Some(summarizer) = &self.summarizer else {
@@ -296,7 +298,7 @@ impl Compactor {
                 continue;
             };
             let counter = &*self.counter;
-            match checked_summary(&**summarizer, counter, &slot.path, source, target).await {
+            match checked_summary(&**summarizer, counter, slot.path(), source, target).await {
                 Ok(summary) => slot.set_summary(summary, counter),
                 // Only a summarizable field gets here, and its eviction leaves a pointer or a
                 // tombstone: falling back loses nothing the window was guaranteed to hold.

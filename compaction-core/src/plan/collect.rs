@@ -16,7 +16,7 @@ use std::borrow::Cow;
 
 /// A state's fields as its traversal handed them over, checked against its schema.
 pub(crate) struct Collection<'a> {
-    pub fields: Vec<CollectedField<'a>>,
+    pub(super) fields: Vec<CollectedField<'a>>,
     pub shapes: Vec<(String, Shape)>,
 }
 

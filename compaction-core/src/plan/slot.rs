@@ -1,5 +1,7 @@
-//! Slots: one field on its way into the window, owning everything it needs, with its current
-//! form, how to render it, and how to demote it.
+//! Slots: one field on its way into the window, owning everything it needs. A slot answers every
+//! question about its field (its line, its entry, whether it is verbatim, what it spills, its
+//! outcome, its pending summary) and changes its own form (demotion), so nothing outside plan/
+//! ever looks at a form.
 
 use crate::ledger::{Effect, EffectStatus};
 use crate::render::{
@@ -79,13 +81,13 @@ pub(crate) enum SlotBody {
 /// state survives planning, so the async part of compaction holds no borrow of it).
 #[derive(Debug)]
 pub(crate) struct Slot {
-    pub path: String,
-    pub section: Section,
-    pub body: SlotBody,
+    pub(super) path: String,
+    pub(super) section: Section,
+    pub(super) body: SlotBody,
     /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).
-    pub whole_tokens_at_least: usize,
+    pub(super) whole_tokens_at_least: usize,
     /// What demotion may do without going below the floor form.
-    pub floor: FloorForm,
+    pub(super) floor: FloorForm,
 }
 
 /// The demotions a slot allows: a form the floor pass kept (verbatim because it is no longer
@@ -171,6 +173,11 @@ pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
 }
 
 impl Slot {
+    /// The field's concrete path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     pub fn stage(&self) -> Stage {
         match &self.body {
             SlotBody::Protected { pin: true, .. } => Stage::Pinned,

@@ -10,5 +10,7 @@ pub(crate) mod summarizable;
 
 pub use compactable::{Compactable, NestedField, Part, Parts, PointerFn, Visitor};
 pub use path::{RebuildError, Segment, Shape};
+#[doc(hidden)]
+pub use schema::{schema_for, schema_path};
 pub use schema::{FieldClass, FieldSchema, Schema, SchemaBuilder};
 pub use summarizable::Summarizable;
