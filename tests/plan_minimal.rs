@@ -88,3 +88,75 @@ proptest! {
         check_boundary(&Small { step, name, note, body })?;
     }
 }
+
+/// A refusal says, for people, what the smallest working budget is, how much of it is fixed
+/// overhead, and which fields are largest; never `FieldCost { .. }` Debug.
+#[test]
+fn a_refusal_states_the_smallest_budget_and_the_largest_fields() {
+    #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+    struct Pinned {
+        #[protected(pin)]
+        rules: Vec<String>,
+        #[protected(pin)]
+        goal: String,
+        #[redundant]
+        log: String,
+    }
+    let state = Pinned {
+        rules: (0..40).map(|i| format!("rule number {i}")).collect(),
+        goal: "ship it".into(),
+        log: "x".repeat(2000),
+    };
+    let error = compactor(60).compact_blocking(&state).unwrap_err();
+    let CompactionError::ProtectedOverBudget {
+        required_tokens,
+        ref fields,
+        ..
+    } = error
+    else {
+        panic!("not refused: {error}");
+    };
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("smallest budget that works is {required_tokens}")),
+        "{message}"
+    );
+    assert!(message.contains("fixed overhead"), "{message}");
+    let largest = fields.iter().max_by_key(|f| f.tokens).unwrap();
+    assert!(
+        message.contains(&format!("{} ({} tokens)", largest.field, largest.tokens)),
+        "{message}"
+    );
+    assert!(!message.contains("FieldCost"), "{message}");
+    // And that budget works.
+    assert!(compactor(required_tokens).compact_blocking(&state).is_ok());
+}
+
+/// A summarizer that overshoots its target names the opt-in that evicts instead.
+#[test]
+fn a_summarizer_overshoot_names_the_opt_in() {
+    #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+    struct Notes {
+        #[redundant(summarize)]
+        notes: String,
+    }
+    let long = compaction::FnSummarizer::new(|request: compaction::SummaryRequest<'_>| {
+        Ok(request.text.to_owned())
+    });
+    let compactor = Compactor::builder()
+        .budget(300)
+        .summarizer(long)
+        .build()
+        .unwrap();
+    let state = Notes {
+        notes: "word ".repeat(3000),
+    };
+    let message = match compactor.compact_blocking(&state) {
+        Ok(c) => panic!("compacted:\n{}\n{}", c.render(), c.report()),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        message.contains(".evict_on_summarizer_error(true)"),
+        "{message}"
+    );
+}

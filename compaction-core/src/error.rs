@@ -20,11 +20,7 @@ pub enum CompactionError {
     /// What must stay verbatim (pinned protected fields, live effect records, pointers and
     /// tombstones for everything else) does not fit the budget even after evicting everything
     /// evictable. Raise the budget or pin less; nothing was summarized or cut.
-    #[error(
-        "protected state needs {required_tokens} tokens but the budget is {budget}; \
-         refusing to compact lossily (already evicted or spilled: {evicted:?}; \
-         verbatim fields: {fields:?})"
-    )]
+    #[error("{}", over_budget_message(.fields, *.required_tokens, *.budget, .evicted))]
     ProtectedOverBudget {
         /// The fields that had to stay verbatim, with their tokens.
         fields: Vec<FieldCost>,
@@ -158,4 +154,51 @@ impl From<SummarizerError> for CompactionError {
     fn from(e: SummarizerError) -> Self {
         CompactionError::Summarizer(e)
     }
+}
+
+/// How many of the largest verbatim fields a refusal names.
+const LARGEST_SHOWN: usize = 5;
+
+/// `ProtectedOverBudget` for people: what the smallest window needs, how much of it is fixed,
+/// the smallest budget that works, and the largest fields that must stay.
+fn over_budget_message(
+    fields: &[FieldCost],
+    required_tokens: usize,
+    budget: usize,
+    evicted: &[String],
+) -> String {
+    let in_fields: usize = fields.iter().map(|f| f.tokens).sum();
+    let fixed = required_tokens.saturating_sub(in_fields);
+    let mut largest: Vec<&FieldCost> = fields.iter().collect();
+    largest.sort_by(|a, b| b.tokens.cmp(&a.tokens).then_with(|| a.field.cmp(&b.field)));
+    let shown: Vec<String> = largest
+        .iter()
+        .take(LARGEST_SHOWN)
+        .map(|f| format!("{} ({} tokens)", f.field, f.tokens))
+        .collect();
+    let mut text = format!(
+        "protected state needs {required_tokens} tokens but the budget is {budget}; refusing to \
+         compact lossily. The smallest budget that works is {required_tokens}: {fixed} tokens \
+         of fixed overhead (the window's header and notice, pointers and tombstones)"
+    );
+    if shown.is_empty() {
+        text.push_str(", no field has to stay verbatim");
+    } else {
+        let more = fields.len().saturating_sub(LARGEST_SHOWN);
+        text.push_str(&format!(
+            " plus {in_fields} in fields that must stay verbatim, largest first: {}",
+            shown.join(", ")
+        ));
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+    }
+    if !evicted.is_empty() {
+        text.push_str(&format!(
+            ". Already evicted or spilled: {}",
+            evicted.join(", ")
+        ));
+    }
+    text.push_str(". Raise the budget or pin less.");
+    text
 }
