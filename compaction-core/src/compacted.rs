@@ -1,6 +1,10 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
+mod fingerprint;
+
+pub(crate) use fingerprint::SchemaFingerprint;
+
 use crate::render::{Entry, Form};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
@@ -45,6 +49,9 @@ use std::marker::PhantomData;
 pub struct Compacted<S> {
     pub(crate) format: u32,
     pub(crate) state_type: String,
+    /// Absent from format-1 checkpoints, which are refused by their format number.
+    #[serde(default)]
+    pub(crate) schema: SchemaFingerprint,
     pub(crate) budget: usize,
     pub(crate) entries: Vec<Entry>,
     pub(crate) shapes: Vec<(String, Shape)>,
@@ -56,13 +63,15 @@ pub struct Compacted<S> {
     pub(crate) _state: PhantomData<fn() -> S>,
 }
 
-/// The checkpoint format this version writes and reads.
-pub(crate) const FORMAT: u32 = 1;
+/// The checkpoint format this version writes and reads. Format 1 (no schema fingerprint) is
+/// refused with `CheckpointFormat`: without a fingerprint, nothing proves which type wrote it.
+pub(crate) const FORMAT: u32 = 2;
 
 #[derive(Serialize)]
 struct SealInput<'a> {
     format: u32,
     state_type: &'a str,
+    schema: &'a SchemaFingerprint,
     budget: usize,
     entries: &'a [Entry],
     shapes: &'a [(String, Shape)],
@@ -113,6 +122,7 @@ impl<S> Compacted<S> {
         let input = SealInput {
             format: self.format,
             state_type: &self.state_type,
+            schema: &self.schema,
             budget: self.budget,
             entries: &self.entries,
             shapes: &self.shapes,
@@ -136,6 +146,7 @@ impl<S> Clone for Compacted<S> {
         Compacted {
             format: self.format,
             state_type: self.state_type.clone(),
+            schema: self.schema.clone(),
             budget: self.budget,
             entries: self.entries.clone(),
             shapes: self.shapes.clone(),

@@ -20,11 +20,7 @@ pub enum CompactionError {
     /// What must stay verbatim (pinned protected fields, live effect records, pointers and
     /// tombstones for everything else) does not fit the budget even after evicting everything
     /// evictable. Raise the budget or pin less; nothing was summarized or cut.
-    #[error(
-        "protected state needs {required_tokens} tokens but the budget is {budget}; \
-         refusing to compact lossily (already evicted or spilled: {evicted:?}; \
-         verbatim fields: {fields:?})"
-    )]
+    #[error("{}", over_budget_message(.fields, *.required_tokens, *.budget, .evicted))]
     ProtectedOverBudget {
         /// The fields that had to stay verbatim, with their tokens.
         fields: Vec<FieldCost>,
@@ -128,7 +124,30 @@ pub enum CompactionError {
         /// The idempotency key the ledger lacks.
         key: String,
     },
-    /// A checkpoint of another state type was handed to `rehydrate`.
+    /// The checkpoint was written by this state type with other fields (added, removed,
+    /// reclassified, retyped or re-nested): rehydrating it would drop or misplace state.
+    #[error("checkpoint of `{state_type}` was written with other fields: {difference}")]
+    SchemaChanged {
+        /// The state type (its full path and generic arguments).
+        state_type: String,
+        /// What differs, field by field.
+        difference: String,
+    },
+    /// The checkpoint was written in a format this version does not read (format 1, before
+    /// checkpoints carried a schema fingerprint): compact the state again with this version.
+    #[error(
+        "checkpoint format {found} is not supported (this version reads format {supported}); \
+         it carries no schema fingerprint, so nothing proves which type wrote it"
+    )]
+    CheckpointFormat {
+        /// The checkpoint's format.
+        found: u32,
+        /// The format this version reads.
+        supported: u32,
+    },
+    /// A checkpoint of another state type was handed to `rehydrate`: another type name, the
+    /// same name in another module, or another instantiation of a generic type (the names are
+    /// full paths with generic arguments then).
     #[error("checkpoint holds a `{found}`, not a `{expected}`")]
     WrongStateType {
         /// The type asked for.
@@ -161,4 +180,51 @@ impl From<SummarizerError> for CompactionError {
     fn from(e: SummarizerError) -> Self {
         CompactionError::Summarizer(e)
     }
+}
+
+/// How many of the largest verbatim fields a refusal names.
+const LARGEST_SHOWN: usize = 5;
+
+/// `ProtectedOverBudget` for people: what the smallest window needs, how much of it is fixed,
+/// the smallest budget that works, and the largest fields that must stay.
+fn over_budget_message(
+    fields: &[FieldCost],
+    required_tokens: usize,
+    budget: usize,
+    evicted: &[String],
+) -> String {
+    let in_fields: usize = fields.iter().map(|f| f.tokens).sum();
+    let fixed = required_tokens.saturating_sub(in_fields);
+    let mut largest: Vec<&FieldCost> = fields.iter().collect();
+    largest.sort_by(|a, b| b.tokens.cmp(&a.tokens).then_with(|| a.field.cmp(&b.field)));
+    let shown: Vec<String> = largest
+        .iter()
+        .take(LARGEST_SHOWN)
+        .map(|f| format!("{} ({} tokens)", f.field, f.tokens))
+        .collect();
+    let mut text = format!(
+        "protected state needs {required_tokens} tokens but the budget is {budget}; refusing to \
+         compact lossily. The smallest budget that works is {required_tokens}: {fixed} tokens \
+         of fixed overhead (the window's header and notice, pointers and tombstones)"
+    );
+    if shown.is_empty() {
+        text.push_str(", no field has to stay verbatim");
+    } else {
+        let more = fields.len().saturating_sub(LARGEST_SHOWN);
+        text.push_str(&format!(
+            " plus {in_fields} in fields that must stay verbatim, largest first: {}",
+            shown.join(", ")
+        ));
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+    }
+    if !evicted.is_empty() {
+        text.push_str(&format!(
+            ". Already evicted or spilled: {}",
+            evicted.join(", ")
+        ));
+    }
+    text.push_str(". Raise the budget or pin less.");
+    text
 }

@@ -2,13 +2,14 @@
 //! byte-identical (fingerprint-verified), derivable ones through the author's [`Reacquire`],
 //! redundant ones as `Default`, effect records verbatim.
 
-use crate::compacted::Compacted;
-use crate::effects::record::Effect;
-use crate::effects::record::EffectLog;
+use crate::compacted::{Compacted, FORMAT};
+use crate::effects::record::{Effect, EffectLog};
 use crate::error::CompactionError;
 use crate::future::BoxFuture;
 use crate::render::{Form, IndexedRecord, Section};
 use crate::state::compactable::{Compactable, Part, Parts};
+use crate::state::instance::check_instance;
+use crate::state::path::RebuildError;
 use crate::store::{get_verified, ContentHash, DynStore};
 use std::future::Future;
 
@@ -104,6 +105,12 @@ pub(crate) async fn rehydrate<S: Compactable>(
     compacted: &Compacted<S>,
     reacquirer: &dyn DynReacquire,
 ) -> Result<S, CompactionError> {
+    if compacted.format != FORMAT {
+        return Err(CompactionError::CheckpointFormat {
+            found: compacted.format,
+            supported: FORMAT,
+        });
+    }
     if !compacted.verify_seal() {
         return Err(CompactionError::Integrity {
             field: "<checkpoint>".into(),
@@ -116,6 +123,14 @@ pub(crate) async fn rehydrate<S: Compactable>(
             found: compacted.state_type.clone(),
         });
     }
+    compacted.schema.check::<S>()?;
+    // Before any work: the shapes must be consistent with the parts present, so a checkpoint
+    // claiming millions of elements it does not hold is refused here, not rebuilt into.
+    let held = compacted.entries.iter().map(|e| e.path.as_str());
+    check_instance(S::schema(), &compacted.shapes, held).map_err(|m| RebuildError {
+        path: m.path,
+        reason: m.reason,
+    })?;
     let mut parts = Parts::new();
     for (path, shape) in &compacted.shapes {
         parts.insert_shape(path, *shape);

@@ -28,9 +28,16 @@
 //! rehydration restores. Sections appear only when they have fields; the "left the window" line
 //! only when something left.
 
+mod escape;
+
+pub use escape::escape_inline;
+
 use crate::effects::record::Effect;
 use crate::store::{Fingerprint, Pointer};
+use escape::escape_key;
+pub use escape::escape_pointer;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt::Write;
 
 /// An effect record with its position in its log, so window and spilled records merge back in
@@ -117,6 +124,57 @@ pub(crate) struct Entry {
     pub form: Form,
 }
 
+impl Entry {
+    /// The entry as renderers see it: its path, pointers and payload keys escaped, so no value
+    /// can start a line of the window. The checkpoint keeps the raw entry (rehydration
+    /// re-acquires through the raw pointer); borrowed when nothing needs escaping.
+    pub(crate) fn for_window(&self) -> Cow<'_, Entry> {
+        let path = escape_inline(&self.path);
+        let form = match &self.form {
+            Form::Evicted { pointer } => match escape_pointer(pointer) {
+                Cow::Owned(pointer) => Some(Form::Evicted { pointer }),
+                Cow::Borrowed(_) => None,
+            },
+            Form::Summary {
+                text,
+                source,
+                origin: Some(origin),
+                from_tokens,
+            } => match escape_pointer(origin) {
+                Cow::Owned(origin) => Some(Form::Summary {
+                    text: text.clone(),
+                    source: source.clone(),
+                    origin: Some(origin),
+                    from_tokens: *from_tokens,
+                }),
+                Cow::Borrowed(_) => None,
+            },
+            Form::Effects { payloads, .. }
+                if payloads
+                    .iter()
+                    .any(|p| matches!(escape_key(&p.key), Cow::Owned(_))) =>
+            {
+                let mut form = self.form.clone();
+                if let Form::Effects { payloads, .. } = &mut form {
+                    for payload in payloads {
+                        payload.key = escape_key(&payload.key).into_owned();
+                    }
+                }
+                Some(form)
+            }
+            _ => None,
+        };
+        if matches!(path, Cow::Borrowed(_)) && form.is_none() {
+            return Cow::Borrowed(self);
+        }
+        Cow::Owned(Entry {
+            path: path.into_owned(),
+            section: self.section,
+            form: form.unwrap_or_else(|| self.form.clone()),
+        })
+    }
+}
+
 /// Renders the window. The engine counts the renderer's output and enforces the budget on it,
 /// evicting more when a custom format is longer than planned.
 pub trait Renderer: Send + Sync {
@@ -129,7 +187,8 @@ pub trait Renderer: Send + Sync {
 pub struct WindowView<'a> {
     pub(crate) compaction: u64,
     pub(crate) state_type: &'a str,
-    pub(crate) entries: &'a [Entry],
+    /// Entries as renderers see them ([`Entry::for_window`]).
+    pub(crate) entries: &'a [Cow<'a, Entry>],
 }
 
 impl<'a> WindowView<'a> {
@@ -145,7 +204,7 @@ impl<'a> WindowView<'a> {
 
     /// Every field, in traversal order.
     pub fn fields(&self) -> impl Iterator<Item = FieldView<'a>> + 'a {
-        self.entries.iter().map(FieldView::of)
+        self.entries.iter().map(|entry| FieldView::of(entry))
     }
 }
 
@@ -342,8 +401,10 @@ impl Renderer for DefaultRenderer {
 pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
     let path = field.path;
     let _ = match field.form {
-        FormView::Verbatim { json, pinned: true } => writeln!(out, "{path} [pinned] = {json}"),
-        FormView::Verbatim { json, .. } => writeln!(out, "{path} = {json}"),
+        FormView::Verbatim { json, pinned } => {
+            let pin = if pinned { " [pinned]" } else { "" };
+            writeln!(out, "{path}{pin} = {json}")
+        }
         FormView::Spilled { pointer } => writeln!(out, "{path} = [SPILLED verbatim -> {pointer}]"),
         FormView::Summary {
             text,

@@ -22,7 +22,10 @@ pub struct SummaryRequest<'a> {
 #[derive(Debug, thiserror::Error)]
 pub enum SummarizerError {
     /// The summarizer itself failed (model error, timeout, network).
-    #[error("summarizer failed on `{field}`: {message}")]
+    #[error(
+        "summarizer failed on `{field}`: {message} (to evict the field instead, build the \
+         compactor with `.evict_on_summarizer_error(true)`)"
+    )]
     Failed {
         /// The field being summarized.
         field: String,
@@ -30,13 +33,20 @@ pub enum SummarizerError {
         message: String,
     },
     /// The summarizer returned nothing.
-    #[error("summarizer returned an empty summary for `{field}`")]
+    #[error(
+        "summarizer returned an empty summary for `{field}` (to evict the field instead, build \
+         the compactor with `.evict_on_summarizer_error(true)`)"
+    )]
     Empty {
         /// The field being summarized.
         field: String,
     },
     /// The summary is longer than the target it was given.
-    #[error("summary of `{field}` has {tokens} tokens, over its target of {target}")]
+    #[error(
+        "summary of `{field}` has {tokens} tokens, over its target of {target}; the engine never \
+         cuts a summary (to evict the field instead, build the compactor with \
+         `.evict_on_summarizer_error(true)`)"
+    )]
     OverLong {
         /// The field being summarized.
         field: String,

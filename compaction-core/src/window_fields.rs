@@ -59,10 +59,11 @@ mod tests {
                 "tokens_before_exact":true,"counter":"heuristic","fields":[],"fingerprints":{}},
             "seal":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
         let compacted: Compacted<()> = serde_json::from_str(json).expect("parses");
+        let entries: Vec<_> = compacted.entries.iter().map(|e| e.for_window()).collect();
         let window = DefaultRenderer.render(&WindowView {
             compaction: 1,
             state_type: "T",
-            entries: &compacted.entries,
+            entries: &entries,
         });
         let lines: Vec<String> = compacted.fields().map(|f| f.default_lines()).collect();
         assert_eq!(lines, ["a [pinned] = 1\n", "[EVICTED b recover=no]\n"]);

@@ -6,7 +6,7 @@ mod with_ledger;
 
 pub use builder::CompactorBuilder;
 
-use crate::compacted::{Compacted, FORMAT};
+use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
 use crate::compactor::with_ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
@@ -15,6 +15,7 @@ use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
 use crate::rehydrate::{rehydrate, Reacquire};
+use crate::render::escape_inline;
 use crate::render::{Entry, Renderer, WindowView};
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
@@ -22,6 +23,7 @@ use crate::state::schema::Schema;
 use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
 use crate::tokens::TokenCounter;
 use std::collections::HashMap;
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -284,10 +286,43 @@ impl Compactor {
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
+        let with_window = |plan: Plan| {
+            let (_, window) = self.render(schema, number, &plan);
+            (plan, window)
+        };
+        // The all-verbatim window first: when it fits, it is the plan (nothing evicted).
+        let verbatim = Plan::all_verbatim(&collection, self.budget).map(with_window);
+        let verbatim = match verbatim {
+            Some((plan, window))
+                if self
+                    .counter
+                    .count_till_limit(&window, self.budget)
+                    .is_some() =>
+            {
+                return Ok(Prepared {
+                    schema,
+                    plan,
+                    shapes: collection.shapes,
+                    number,
+                });
+            }
+            other => other,
+        };
         let mut plan = Plan::floor(&collection, &ctx);
         let (_, floor_window) = self.render(schema, number, &plan);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
+            // The smallest window is the floor or, for small states whose pointers cost as
+            // much as their values, the all-verbatim one: report the smaller.
+            // Ruled out by bytes at this budget, it may still be smaller than the floor.
+            let verbatim =
+                verbatim.or_else(|| Plan::all_verbatim(&collection, floor_tokens).map(with_window));
+            if let Some((verbatim, window)) = &verbatim {
+                let tokens = self.counter.count(window);
+                if tokens < floor_tokens {
+                    return Err(verbatim.over_budget(tokens, self.budget, &*self.counter));
+                }
+            }
             return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
         }
         plan.upgrade(&collection, &ctx, self.budget - floor_tokens);
@@ -332,6 +367,7 @@ impl Compactor {
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
+            schema: SchemaFingerprint::of::<S>(),
             budget: self.budget,
             entries,
             shapes: prepared.shapes,
@@ -347,10 +383,13 @@ impl Compactor {
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
         let entries = plan.entries();
+        // Renderers see escaped paths, pointers and keys; the checkpoint keeps the raw ones.
+        let shown: Vec<Cow<'_, Entry>> = entries.iter().map(Entry::for_window).collect();
+        let state_type = escape_inline(schema.type_name());
         let view = WindowView {
             compaction: number,
-            state_type: schema.type_name(),
-            entries: &entries,
+            state_type: &state_type,
+            entries: &shown,
         };
         let window = self.renderer.render(&view);
         (entries, window)

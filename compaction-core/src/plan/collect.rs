@@ -7,12 +7,14 @@ use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
 use crate::plan::collected::{Collected, CollectedField, Collection, SummaryText};
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
+use crate::state::instance::check_instance;
 use crate::state::path::{child_path, push_segment, Segment, Shape};
-use crate::state::schema::{schema_path, FieldClass, Schema};
+use crate::state::schema::{FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
+use crate::store::canonical::{canonical_json, check_round_trip};
 use crate::store::ContentHash;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Runs the state's traversal through a [`Collector`]; the first disagreement with the schema
 /// (or value that cannot be serialized) refuses the whole compaction. `effect_views` replaces
@@ -43,7 +45,6 @@ struct Collector<'a> {
     fields: Vec<CollectedField<'a>>,
     shapes: Vec<(String, Shape)>,
     error: Option<CompactionError>,
-    visited: HashSet<String>,
     /// Records that replace `#[effect]` fields' own, by concrete path (the ledger's, from
     /// `Compactor::compact_with_ledger`).
     effect_views: Option<&'a HashMap<String, EffectLog>>,
@@ -67,7 +68,6 @@ impl<'a> Collector<'a> {
             fields: Vec::new(),
             shapes: Vec::new(),
             error: None,
-            visited: HashSet::new(),
             effect_views: None,
         }
     }
@@ -107,7 +107,6 @@ impl<'a> Collector<'a> {
             _ => false,
         };
         if ok {
-            self.visited.insert(schema_path(&path));
             return declared.map(|class| (path, class));
         }
         // Anything not declared summarizable is treated as protected: refuse before any
@@ -132,22 +131,19 @@ impl<'a> Collector<'a> {
         None
     }
 
-    /// Fails when a field the schema declares unconditionally was never visited.
+    /// Fails when the visited fields are not exactly those the schema and the recorded shapes
+    /// call for: a field never visited (also inside an element of a `Vec` or `Option`), an
+    /// element visited beyond its list's length, or a field visited twice.
     fn check_complete(&mut self) {
         if self.error.is_some() {
             return;
         }
-        let missing = self
-            .schema
-            .fields()
-            .iter()
-            .find(|f| !f.conditional && !self.visited.contains(&f.path));
-        if let Some(field) = missing {
-            let error = CompactionError::SchemaMismatch {
-                field: field.path.clone(),
-                reason: "declared in the schema but never visited".into(),
-            };
-            self.fail(error);
+        let visited = self.fields.iter().map(|f| f.path.as_str());
+        if let Err(m) = check_instance(self.schema, &self.shapes, visited) {
+            self.fail(CompactionError::SchemaMismatch {
+                field: m.path,
+                reason: m.reason,
+            });
         }
     }
 
@@ -160,6 +156,15 @@ impl<'a> Collector<'a> {
         summary: Option<&'a dyn SummaryText>,
     ) {
         if let Some((path, class)) = self.admit(name, claim) {
+            // A value kept verbatim must come back from its JSON: refuse, whatever the plan
+            // would do with it, rather than compact what cannot be restored.
+            if let Err(e) = check_round_trip(value) {
+                self.fail(CompactionError::Serialize {
+                    field: path,
+                    message: e.to_string(),
+                });
+                return;
+            }
             let pointer = pointer.map(|build| {
                 let mut p = String::new();
                 build(&mut p);
@@ -188,12 +193,6 @@ fn claim_name(claim: Claim) -> &'static str {
         Claim::Redundant { summarize: false } => "redundant",
         Claim::Effect { .. } => "effect",
     }
-}
-
-/// Canonical JSON: through `serde_json::Value`, so map keys are sorted and a value that
-/// round-trips through rehydration serializes to the same bytes again (a `HashMap` would not).
-pub(crate) fn canonical_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    serde_json::to_string(&serde_json::to_value(value)?)
 }
 
 impl<'a> Visitor<'a> for Collector<'a> {

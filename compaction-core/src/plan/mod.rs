@@ -73,6 +73,54 @@ impl Plan {
         Plan { slots }
     }
 
+    /// Every field at its richest form (nothing spilled, summarized or evicted), or `None` when
+    /// some value is ruled out by its bytes alone (more than `budget` tokens could hold). Tried
+    /// before the floor: when this window fits, it is the plan, so a state whose whole window
+    /// fits is never refused nor cut, whatever the per-line estimates say (the floor's
+    /// "left the window" line, tokens merging across lines).
+    pub fn all_verbatim(collection: &Collection<'_>, budget: usize) -> Option<Plan> {
+        let mut slots = floor_slots(&collection.fields);
+        for (slot, field) in slots.iter_mut().zip(&collection.fields) {
+            let kept = match (&slot.body, &field.value) {
+                (SlotBody::Protected { .. }, _) => {
+                    set_spill(slot, false);
+                    true
+                }
+                (SlotBody::Effects { .. }, collected) => {
+                    let records = !matches!(
+                        &slot.body,
+                        SlotBody::Effects {
+                            movable: Movable::Spilled { .. },
+                            ..
+                        }
+                    ) || keep_records(slot, budget);
+                    let payloads = !matches!(
+                        &slot.body,
+                        SlotBody::Effects {
+                            payloads: Payloads::Evicted(_),
+                            ..
+                        }
+                    ) || keep_payloads(slot, collected, budget);
+                    records && payloads
+                }
+                (SlotBody::Value { .. }, Collected::Value { value, .. }) => {
+                    match json_within(*value, budget.saturating_mul(MAX_BYTES_PER_TOKEN)) {
+                        Some(json) => {
+                            set_value_plan(slot, ValuePlan::Keep { json });
+                            true
+                        }
+                        None => false,
+                    }
+                }
+                _ => false,
+            };
+            if !kept {
+                return None;
+            }
+        }
+        Some(Plan { slots })
+    }
+
     /// Brings fields back in keep-priority order while they fit in `remaining` tokens (the
     /// budget left after the floor window).
     pub fn upgrade(

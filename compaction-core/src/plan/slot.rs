@@ -279,7 +279,7 @@ impl Slot {
     pub fn line(&self) -> String {
         let entry = self.entry();
         let mut line = String::new();
-        render_field(&mut line, &FieldView::of(&entry));
+        render_field(&mut line, &FieldView::of(&entry.for_window()));
         line
     }
 

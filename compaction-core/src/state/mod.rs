@@ -3,6 +3,7 @@
 //! ([`Schema`]) and what may reach a summarizer ([`Summarizable`]).
 
 pub(crate) mod compactable;
+pub(crate) mod instance;
 pub(crate) mod path;
 pub(crate) mod schema;
 pub(crate) mod summarizable;

@@ -4,6 +4,7 @@
 //! `backend.rs` the [`Store`] trait a backend implements, `memory.rs` the in-process store.
 
 mod backend;
+pub(crate) mod canonical;
 mod memory;
 
 pub use backend::Store;
