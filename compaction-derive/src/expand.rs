@@ -145,11 +145,21 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
     let rebuilds = cont.fields.iter().map(rebuild_field);
     let holds_state = cont.fields.iter().any(|f| f.class.holds_state());
     let carries = holds_state.then(|| carries_state(krate, ident, cont.generics));
+    // A type with no state to keep is plain data, where the impl's bounds hold (so a generic
+    // field of it is checked as its own field is). Not for a field-less type, which may derive
+    // `Summarizable` as well (that derive writes the same impl).
+    let plain = (!holds_state && !cont.fields.is_empty()).then(|| {
+        quote! {
+            #[automatically_derived]
+            impl #impl_generics #krate::__private::PlainData for #ident #ty_generics #where_clause {}
+        }
+    });
 
     let gates = gates(krate);
 
     quote! {
         #carries
+        #plain
 
         #gates
 

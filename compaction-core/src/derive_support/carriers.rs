@@ -9,7 +9,6 @@
 //! the impls never overlap, and a type with several paths to state is a carrier all the same.
 
 use crate::ledger::EffectLog;
-use crate::state::summarizable::Summarizable;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};
@@ -158,29 +157,47 @@ pub fn assert_evictable<Field, Type: ?Sized, T: Evictable<Field, Type>>(_verdict
 /// [`PlainValue`].
 pub fn assert_protectable<Field, Type: ?Sized, T: Protectable<Field, Type>>(_verdict: T) {}
 
-/// The bound the derive puts on a generic `#[redundant]` or `#[derivable]` field, checked where
-/// the type parameter is filled in: its type must be proven plain data. The proof is
-/// `Summarizable` (never implemented for state), or `PhantomData`.
+/// Types proven to carry no protected or effect state: the bound the derive puts on a generic
+/// `#[protected]`, `#[redundant]` or `#[derivable]` field, checked where the type parameter is
+/// filled in (the autoref check above cannot see through a type parameter). The dual of
+/// [`CarriesState`], and as structural: std's plain values, every container of plain data, and
+/// the types the derives prove plain (`#[derive(Summarizable)]`, and `#[derive(Compactable)]`
+/// with no protected, effect or nested field).
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not proven free of `#[protected]` and `#[effect]` state, so a generic `#[redundant]` or `#[derivable]` field cannot hold it",
-    label = "filled in for a type parameter of an evictable field",
-    note = "an evictable field is dropped whole; derive `Summarizable` for plain data (text, numbers, collections of them), or, when the type holds state, classify the field `#[nested]`"
+    message = "`{Self}` is not proven free of `#[protected]` and `#[effect]` state, so a generic field cannot hold it whole",
+    label = "filled in for a type parameter of a `#[protected]`, `#[redundant]` or `#[derivable]` field",
+    note = "such a field is kept, spilled or evicted as one value; for plain data, derive `Summarizable` on the type (or `Compactable` with only `#[redundant]` and `#[derivable]` fields); when it holds state, classify the field `#[nested]`"
 )]
-pub trait EvictableField {}
-// Reported as `EvictableField` not implemented, with its message, not as a missing `Summarizable`.
-#[diagnostic::do_not_recommend]
-impl<T: Summarizable + ?Sized> EvictableField for T {}
-impl<T: ?Sized> EvictableField for PhantomData<T> {}
+pub trait PlainData {}
 
-/// The bound the derive puts on a generic `#[protected]` field, checked where the type parameter
-/// is filled in: its type must be proven plain data, as for [`EvictableField`].
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not proven free of compaction classes of its own, so a generic `#[protected]` field cannot hold it",
-    label = "filled in for a type parameter of a `#[protected]` field",
-    note = "`#[protected]` keeps or spills the value whole; derive `Summarizable` for plain data (text, numbers, collections of them), or, when the type holds state, classify the field `#[nested]`"
-)]
-pub trait ProtectableField {}
-// Reported as `ProtectableField` not implemented, with its message, not as a missing `Summarizable`.
-#[diagnostic::do_not_recommend]
-impl<T: Summarizable + ?Sized> ProtectableField for T {}
-impl<T: ?Sized> ProtectableField for PhantomData<T> {}
+macro_rules! plain_data {
+    (leaves: $($leaf:ty),*; unsized: $($unsized:ty),*; sized: $($sized:ty),*;) => {
+        $(impl PlainData for $leaf {})*
+        $(impl<T: PlainData + ?Sized> PlainData for $unsized {})*
+        $(impl<T: PlainData> PlainData for $sized {})*
+    };
+}
+plain_data!(
+    leaves: bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64,
+        (), str, String, std::path::Path, std::path::PathBuf, std::time::Duration,
+        serde_json::Value;
+    unsized: Box<T>, Rc<T>, Arc<T>, Cell<T>, RefCell<T>, Mutex<T>, RwLock<T>, &T;
+    sized: [T], Option<T>, Vec<T>, VecDeque<T>, LinkedList<T>, BinaryHeap<T>, BTreeSet<T>;
+);
+impl<T: ?Sized> PlainData for PhantomData<T> {}
+impl<T: PlainData, S> PlainData for HashSet<T, S> {}
+impl<T: PlainData, const N: usize> PlainData for [T; N] {}
+impl<B: PlainData + ToOwned + ?Sized> PlainData for Cow<'_, B> {}
+impl<T: PlainData, E: PlainData> PlainData for Result<T, E> {}
+impl<K: PlainData, V: PlainData> PlainData for BTreeMap<K, V> {}
+impl<K: PlainData, V: PlainData, S> PlainData for HashMap<K, V, S> {}
+
+/// A tuple is plain when every element is.
+macro_rules! plain_tuple {
+    ($(($($element:ident)+))*) => {$(
+        impl<$($element: PlainData),+> PlainData for ($($element,)+) {}
+    )*};
+}
+plain_tuple!((A) (A B) (A B C) (A B C D) (A B C D E) (A B C D E F) (A B C D E F G)
+    (A B C D E F G H) (A B C D E F G H I) (A B C D E F G H I J) (A B C D E F G H I J K)
+    (A B C D E F G H I J K L));

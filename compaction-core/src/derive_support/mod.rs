@@ -9,9 +9,8 @@ pub mod gates;
 mod placeholder;
 
 pub use carriers::{
-    assert_evictable, assert_protectable, At, CarriesState, CarriesStateProbe, Evictable,
-    EvictableField, Here, HoldsProtectedState, Inside, PlainProbe, PlainValue, Probe, Protectable,
-    ProtectableField,
+    assert_evictable, assert_protectable, At, CarriesState, CarriesStateProbe, Evictable, Here,
+    HoldsProtectedState, Inside, PlainData, PlainProbe, PlainValue, Probe, Protectable,
 };
 pub use checks::{
     assert_effect_records, assert_nested, assert_redundant_default, assert_summarizable,

@@ -1,7 +1,7 @@
 //! Plain data in every std container stays accepted in every class: only a container of
 //! protected or effect state is refused (`fail/carries_state`, `fail/protected`). A derived type
 //! with only `#[redundant]` fields carries no state either.
-use compaction::{Compactable, Compactor, FieldClass};
+use compaction::{Compactable, Compactor, FieldClass, Summarizable};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -65,6 +65,11 @@ struct State {
     index: BTreeMap<String, (u32, String)>,
 }
 
+#[derive(Summarizable, Serialize, Deserialize, Default)]
+struct Note {
+    text: String,
+}
+
 /// Generic fields filled in with plain data.
 #[derive(Compactable, Serialize, Deserialize, Default)]
 struct Generic<R, P> {
@@ -109,8 +114,19 @@ fn plain_data_in_every_container_is_accepted() {
         schema.field("mutex").unwrap().class,
         FieldClass::Redundant { summarize: false }
     );
-    let generic = Generic::<Vec<String>, (u32, String)>::schema();
-    assert_eq!(generic.fields().len(), 2);
+    // Generic fields filled in with plain data, std's and derived.
+    assert_eq!(
+        Generic::<Mutex<String>, (u32, String)>::schema()
+            .fields()
+            .len(),
+        2
+    );
+    assert_eq!(
+        Generic::<Mutex<Scratch>, Vec<Note>>::schema()
+            .fields()
+            .len(),
+        2
+    );
 }
 
 #[test]
