@@ -86,8 +86,7 @@ carries_in_tuple!(
 
 /// Autoref probe: `(&&Probe::<T>::new()).verdict()` resolves to [`CarriesStateProbe`] when
 /// `T: CarriesState<_>` by any path and to [`PlainProbe`] otherwise. A type parameter resolves
-/// to the plain case here; the bounds [`EvictableField`] and [`ProtectableField`] check it where
-/// the type is filled in.
+/// to the plain case here; the bound [`PlainData`] checks it where the type is filled in.
 pub struct Probe<T: ?Sized>(PhantomData<T>);
 
 impl<T: ?Sized> Probe<T> {
