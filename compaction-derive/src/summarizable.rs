@@ -53,6 +53,10 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
         #[automatically_derived]
         impl #impl_generics #krate::Summarizable for #ident #ty_generics #where_clause {}
 
+        // Summarizable data never carries state, so a generic field may hold it.
+        #[automatically_derived]
+        impl #impl_generics #krate::__private::PlainData for #ident #ty_generics #where_clause {}
+
         const _: () = {
             #[allow(dead_code)]
             fn __summarizable_fields #impl_generics () #where_clause {

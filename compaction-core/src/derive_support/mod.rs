@@ -3,14 +3,18 @@
 //! contract the generated impls name. Not a public API: names may change in any release.
 #![allow(missing_docs)]
 
+mod carriers;
 mod checks;
 pub mod gates;
 mod placeholder;
 
+pub use carriers::{
+    assert_evictable, assert_protectable, At, CarriesState, CarriesStateProbe, Evictable, Here,
+    HoldsProtectedState, Inside, PlainData, PlainProbe, PlainValue, Probe, Protectable,
+};
 pub use checks::{
-    assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
-    assert_summarizable, CarriesState, CarriesStateProbe, Evictable, HoldsProtectedState,
-    PlainProbe, PlainValue, Probe, RedundantDefault,
+    assert_effect_records, assert_nested, assert_redundant_default, assert_summarizable,
+    RedundantDefault,
 };
 pub use placeholder::push_placeholder;
 // The contract's items the generated impls name.

@@ -6,6 +6,7 @@ mod crate_override;
 mod generic;
 mod in_function_body;
 mod nested_option_vec;
+mod plain_carriers;
 mod raw_identifiers;
 mod serde_rename;
 mod summarizable_types;
