@@ -19,6 +19,8 @@ mod json_len;
 pub mod ledger;
 pub mod markers;
 pub mod plan;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod rehydrate;
 pub mod render;
 pub mod report;
@@ -38,6 +40,8 @@ pub use compactor::{Compactor, CompactorBuilder};
 pub use error::{CompactionError, FieldCost};
 pub use ledger::{Effect, EffectError, EffectLog, EffectRecords, EffectStatus};
 pub use markers::Summarizable;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgError, PgErrorKind, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{DefaultRenderer, EffectsView, FieldView, FormView, Renderer, WindowView};
 pub use report::{CompactionReport, FieldOutcome, FieldReport};
