@@ -357,7 +357,7 @@ impl TypedAgent {
                     self.migrate(step, world)?;
                 }
                 // The state's ledger field mirrors the durable ledger.
-                self.state.migrations = self.ledger.load_log()?;
+                self.state.migrations = self.ledger.load_log("")?;
             }
             Action::VerifyConfig => {
                 let path = self.state.config_path.clone();

@@ -139,7 +139,7 @@ fn an_effect_log_field_is_backed_by_the_ledger() {
         .unwrap();
     let summary = ledger.sync_log(&log).unwrap();
     assert_eq!(summary.inserted, 2);
-    assert_eq!(ledger.load_log().unwrap(), log);
+    assert_eq!(ledger.load_log("").unwrap(), log);
 
     // Another process claims m2 in the ledger; this process's log is now stale.
     ledger.begin("m2").unwrap();
@@ -154,7 +154,7 @@ fn an_effect_log_field_is_backed_by_the_ledger() {
     );
     assert_eq!(ledger.status("m2").unwrap(), Some(EffectStatus::Unknown));
     // The view is refreshed from the ledger, the source of truth.
-    let log = ledger.load_log().unwrap();
+    let log = ledger.load_log("").unwrap();
     assert_eq!(log.status("m2"), Some(EffectStatus::Unknown));
     assert_eq!(log.get("m2").unwrap().depends_on, ["m1"]);
     assert_eq!(
@@ -183,7 +183,7 @@ fn a_corrupt_row_is_a_typed_error_not_a_panic() {
         .unwrap()
         .execute("UPDATE effects SET depends_on = '[\"j' WHERE key = 'k'", [])
         .unwrap();
-    let err = ledger.load_log().unwrap_err();
+    let err = ledger.load_log("").unwrap_err();
     let backend = err.as_backend().expect("backend error");
     assert_eq!(backend.kind(), SqliteErrorKind::Corrupt);
     assert!(

@@ -13,10 +13,10 @@ mod block_on;
 pub mod compactable;
 mod compacted;
 mod compactor;
+pub mod effects;
 pub mod error;
 mod gates;
 mod json_len;
-pub mod ledger;
 pub mod markers;
 pub mod plan;
 #[cfg(feature = "postgres")]
@@ -37,8 +37,10 @@ pub use compactable::{
 };
 pub use compacted::{Compacted, Section};
 pub use compactor::{Compactor, CompactorBuilder};
+pub use effects::{
+    Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
+};
 pub use error::{CompactionError, FieldCost};
-pub use ledger::{Effect, EffectError, EffectLog, EffectRecords, EffectStatus};
 pub use markers::Summarizable;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgStore};

@@ -1,13 +1,19 @@
 //! `SqliteLedger`: the effect guard of [`EffectLog`], durable and shared between processes.
 
+use super::db::Db;
 use super::error::{SqliteError, SqliteErrorKind};
-use super::schema::Db;
-use super::{now_ms, SqliteOptions, SyncMode};
-use crate::{Effect, EffectError, EffectLog, EffectStatus};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
+use super::options::{SqliteOptions, SyncMode};
+use crate::effects::error::EffectError;
+use crate::effects::ledger::{EffectLedger, Transition};
+use crate::effects::log::EffectLog;
+use crate::effects::machine::{self, Change, SyncSummary};
+use crate::effects::record::{Effect, EffectStatus};
+use crate::BoxFuture;
+use rusqlite::{Connection, TransactionBehavior};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
@@ -38,55 +44,6 @@ impl LedgerError {
             LedgerError::Backend(e) => Some(e),
             LedgerError::Effect(_) => None,
         }
-    }
-}
-
-/// One recorded status transition of an effect (the `effect_events` table, append-only).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transition {
-    /// The idempotency key.
-    pub key: String,
-    /// What caused it: `record`, `begin`, `commit`, `fail`, `reconcile` or `sync`.
-    pub op: String,
-    /// The status before (`None` when the operation created the key).
-    pub from: Option<EffectStatus>,
-    /// The status after.
-    pub to: EffectStatus,
-    /// When.
-    pub at: SystemTime,
-    /// The id of the process that made it.
-    pub pid: u32,
-}
-
-/// What [`SqliteLedger::sync_log`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SyncSummary {
-    /// Records the ledger did not have, inserted with the log's status.
-    pub inserted: usize,
-    /// Records whose status moved forward to the log's (`not_started -> unknown`,
-    /// `not_started -> committed`, `unknown -> committed`).
-    pub advanced: usize,
-    /// Records where the log's status would move the ledger backwards (e.g. the log says
-    /// `not_started`, the ledger `unknown`): the ledger kept its status. `(key, ledger, log)`.
-    pub kept: Vec<(String, EffectStatus, EffectStatus)>,
-}
-
-/// Failure inside a ledger transaction, before the path is attached.
-enum TxError {
-    Effect(EffectError),
-    Sql(rusqlite::Error),
-    Corrupt(String),
-}
-
-impl From<rusqlite::Error> for TxError {
-    fn from(e: rusqlite::Error) -> Self {
-        TxError::Sql(e)
-    }
-}
-
-impl From<EffectError> for TxError {
-    fn from(e: EffectError) -> Self {
-        TxError::Effect(e)
     }
 }
 
@@ -122,8 +79,8 @@ impl From<EffectError> for TxError {
 ///     Err(LedgerError::Effect(EffectError::AlreadyCommitted { .. }))
 /// ));
 ///
-/// // An `#[effect]` field reads its records from the ledger.
-/// let log = reopened.load_log()?;
+/// // An `#[effect]` field reads its records from the ledger (here: the default scope "").
+/// let log = reopened.load_log("")?;
 /// assert_eq!(log.status("mig-0042"), Some(EffectStatus::Committed));
 /// # drop((ledger, reopened));
 /// # for suffix in ["", "-wal", "-shm"] {
@@ -135,20 +92,28 @@ impl From<EffectError> for TxError {
 /// # Backing an `EffectLog` field
 ///
 /// The ledger is the source of truth; the `EffectLog` in the agent's state is a view of it.
-/// On start, `state.migrations = ledger.load_log()?`. Run each effect through the ledger
-/// (`begin`, do it, `commit` or `fail`), and refresh the view with `load_log` before
-/// compacting. An agent that changed its in-memory log instead can push it with
-/// [`sync_log`](Self::sync_log), which only ever moves a status forward.
+/// Records live in *scopes* (one per `#[effect]` field: its path, or
+/// `#[effect(scope = "...")]`); a key is unique within its scope. A handle works in one scope
+/// (`""` for [`open`](Self::open); [`scope`](Self::scope) gives a handle on another). Run each
+/// effect through the ledger (`begin`, do it, `commit` or `fail`) and compact with
+/// [`Compactor::compact_with_ledger`](crate::Compactor::compact_with_ledger), which reads every
+/// `#[effect]` field from its scope, so the window cannot show a stale view. Without it:
+/// `state.migrations = ledger.load_log("migrations")?` before compacting. An agent that
+/// changed its in-memory log instead can push it with [`sync_log`](Self::sync_log), which
+/// only ever adds information.
+///
+/// The same operations are available through the [`EffectLedger`] trait (async, with the
+/// scope as an argument), which every ledger backend implements.
 #[derive(Debug, Clone)]
 pub struct SqliteLedger {
     db: Arc<Db>,
+    scope: Arc<str>,
 }
-
-const EFFECT_COLUMNS: &str = "action, target, key, status, depends_on, payload";
 
 impl SqliteLedger {
     /// Opens the ledger in the database at `path`, creating the file and schema when missing.
-    /// The file may be the one a [`SqliteStore`](super::SqliteStore) uses.
+    /// The file may be the one a [`SqliteStore`](super::SqliteStore) uses. The handle works in
+    /// the default scope `""`.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
         Self::open_with(path, &SqliteOptions::default())
     }
@@ -159,7 +124,24 @@ impl SqliteLedger {
         options: &SqliteOptions,
     ) -> Result<SqliteLedger, LedgerError> {
         let db = Db::open(path.as_ref(), options, SyncMode::Full)?;
-        Ok(SqliteLedger { db: Arc::new(db) })
+        Ok(SqliteLedger {
+            db: Arc::new(db),
+            scope: Arc::from(""),
+        })
+    }
+
+    /// A handle on the same database working in `scope` (an `#[effect]` field's scope): its
+    /// operations see and change only that scope's records.
+    pub fn scope(&self, scope: &str) -> SqliteLedger {
+        SqliteLedger {
+            db: self.db.clone(),
+            scope: Arc::from(scope),
+        }
+    }
+
+    /// The scope this handle works in.
+    pub fn scope_name(&self) -> &str {
+        &self.scope
     }
 
     /// The database file.
@@ -173,29 +155,7 @@ impl SqliteLedger {
     /// [`EffectError::DuplicateKey`]. A key that `begin` created on the spot (empty action and
     /// target) takes the recorded details, keeping its status.
     pub fn record(&self, effect: &Effect) -> Result<(), LedgerError> {
-        let key = effect.idempotency_key.as_str();
-        self.write(format!("recording effect `{key}`"), |tx| {
-            match load_one(tx, key)? {
-                None => {
-                    insert(tx, effect, effect.status)?;
-                    event(tx, key, "record", None, effect.status)?;
-                }
-                Some(existing) => {
-                    let same = existing.action == effect.action
-                        && existing.target == effect.target
-                        && existing.depends_on == effect.depends_on;
-                    let placeholder = existing.action.is_empty()
-                        && existing.target.is_empty()
-                        && existing.depends_on.is_empty();
-                    if placeholder && !same {
-                        update_details(tx, effect)?;
-                    } else if !same {
-                        return Err(EffectError::DuplicateKey { key: key.into() }.into());
-                    }
-                }
-            }
-            Ok(())
-        })
+        self.record_in(&self.scope, effect)
     }
 
     /// Claims `key` before running its effect: `NotStarted -> Unknown` (a key not yet recorded
@@ -208,195 +168,190 @@ impl SqliteLedger {
     /// [`begin`](Self::begin) that also records the effect's action, target and edges when
     /// the key is new (one transaction).
     pub fn begin_effect(&self, effect: &Effect) -> Result<(), LedgerError> {
-        let key = effect.idempotency_key.as_str();
-        self.write(format!("claiming effect `{key}`"), |tx| {
-            match status_of(tx, key)? {
-                None => {
-                    insert(tx, effect, EffectStatus::Unknown)?;
-                    event(tx, key, "begin", None, EffectStatus::Unknown)?;
-                    Ok(())
-                }
-                Some(EffectStatus::NotStarted) => {
-                    set_status(tx, key, EffectStatus::Unknown)?;
-                    event(
-                        tx,
-                        key,
-                        "begin",
-                        Some(EffectStatus::NotStarted),
-                        EffectStatus::Unknown,
-                    )?;
-                    Ok(())
-                }
-                Some(EffectStatus::Committed) => {
-                    Err(EffectError::AlreadyCommitted { key: key.into() }.into())
-                }
-                Some(EffectStatus::Unknown) => {
-                    Err(EffectError::OutcomeUnknown { key: key.into() }.into())
-                }
-            }
-        })
+        self.begin_in(&self.scope, effect)
     }
 
     /// Settles an in-flight effect as done: `Unknown -> Committed`.
     pub fn commit(&self, key: &str) -> Result<(), LedgerError> {
-        self.settle(key, "commit", EffectStatus::Committed)
+        self.commit_in(&self.scope, key)
     }
 
     /// Records that an in-flight effect certainly did not happen: `Unknown -> NotStarted`, so
     /// it may be retried.
     pub fn fail(&self, key: &str) -> Result<(), LedgerError> {
-        self.settle(key, "fail", EffectStatus::NotStarted)
-    }
-
-    fn settle(&self, key: &str, op: &'static str, to: EffectStatus) -> Result<(), LedgerError> {
-        self.write(
-            format!("settling effect `{key}` ({op})"),
-            |tx| match status_of(tx, key)? {
-                None => Err(EffectError::NotFound { key: key.into() }.into()),
-                Some(EffectStatus::Unknown) => {
-                    set_status(tx, key, to)?;
-                    event(tx, key, op, Some(EffectStatus::Unknown), to)?;
-                    Ok(())
-                }
-                Some(status) => Err(EffectError::NotInFlight {
-                    key: key.into(),
-                    status,
-                }
-                .into()),
-            },
-        )
+        self.fail_in(&self.scope, key)
     }
 
     /// Sets the status an operator established by checking the outside world (any status to
     /// any status; recorded in the history as `reconcile`).
     pub fn reconcile(&self, key: &str, status: EffectStatus) -> Result<(), LedgerError> {
-        self.write(format!("reconciling effect `{key}`"), |tx| {
-            let from =
-                status_of(tx, key)?.ok_or_else(|| EffectError::NotFound { key: key.into() })?;
-            set_status(tx, key, status)?;
-            event(tx, key, "reconcile", Some(from), status)?;
-            Ok(())
-        })
+        self.reconcile_in(&self.scope, key, status)
     }
 
     /// Sets the payload (a tool's result) of `key`.
     pub fn set_payload(&self, key: &str, payload: &serde_json::Value) -> Result<(), LedgerError> {
-        self.write(format!("setting the payload of effect `{key}`"), |tx| {
-            let n = tx.execute(
-                "UPDATE effects SET payload = ?2, updated_at_ms = ?3 WHERE key = ?1",
-                rusqlite::params![key, payload.to_string(), now_ms()],
-            )?;
-            if n == 0 {
-                return Err(EffectError::NotFound { key: key.into() }.into());
-            }
-            Ok(())
-        })
+        self.set_payload_in(&self.scope, key, payload)
     }
 
     /// The status of `key`, if recorded.
     pub fn status(&self, key: &str) -> Result<Option<EffectStatus>, LedgerError> {
-        self.read(format!("reading the status of effect `{key}`"), |conn| {
-            status_of(conn, key)
-        })
+        Ok(self.get(key)?.map(|e| e.status))
     }
 
     /// The effect under `key`, if recorded.
     pub fn get(&self, key: &str) -> Result<Option<Effect>, LedgerError> {
-        self.read(format!("reading effect `{key}`"), |conn| {
-            load_one(conn, key)
-        })
+        self.get_in(&self.scope, key)
     }
 
-    /// The effects with `status`, in record order. `list(EffectStatus::Unknown)` is the
-    /// operator's to-do list after a crash.
+    /// The effects of this handle's scope with `status`, in record order.
+    /// `list(EffectStatus::Unknown)` is the operator's to-do list after a crash (see
+    /// [`load_all`](Self::load_all) for every scope's).
     pub fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, LedgerError> {
         self.read(format!("listing {status} effects"), |conn| {
-            load_where(conn, Some(status))
+            load_scope(conn, &self.scope, Some(status))
         })
     }
 
-    /// Every effect, in record order.
+    /// Every effect of this handle's scope, in record order.
     pub fn effects(&self) -> Result<Vec<Effect>, LedgerError> {
-        self.read("listing effects", |conn| load_where(conn, None))
+        self.read("listing effects", |conn| {
+            load_scope(conn, &self.scope, None)
+        })
     }
 
-    /// The ledger as an [`EffectLog`] (records in order, with payloads): the value of an
-    /// `#[effect]` field backed by this ledger.
-    pub fn load_log(&self) -> Result<EffectLog, LedgerError> {
-        let effects = self.effects()?;
+    /// The records of `scope` as an [`EffectLog`] (in order, with payloads): the value of the
+    /// `#[effect]` field with that scope. Other scopes' records are not in it.
+    pub fn load_log(&self, scope: &str) -> Result<EffectLog, LedgerError> {
+        let effects = self.read(format!("loading effect scope `{scope}`"), |conn| {
+            load_scope(conn, scope, None)
+        })?;
         EffectLog::from_effects(effects).map_err(LedgerError::from)
     }
 
-    /// Writes an in-memory [`EffectLog`] into the ledger, in one transaction: records the
-    /// ledger lacks are inserted with their status; for known keys, action, target, edges and
-    /// payload are updated and the status moves *forward* only (`not_started -> unknown`,
-    /// `not_started -> committed`, `unknown -> committed`). A log status that would move the
-    /// ledger backwards (it may be stale: another process claimed the key since) is not
-    /// applied and is reported in [`SyncSummary::kept`]; use [`fail`](Self::fail) or
-    /// [`reconcile`](Self::reconcile) for those transitions.
+    /// Every non-empty scope's log, by scope name.
+    pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, LedgerError> {
+        let rows = self.read("loading every effect scope", load_every)?;
+        let mut scopes: BTreeMap<String, Vec<Effect>> = BTreeMap::new();
+        for (scope, effect) in rows {
+            scopes.entry(scope).or_default().push(effect);
+        }
+        scopes
+            .into_iter()
+            .map(|(scope, effects)| Ok((scope, EffectLog::from_effects(effects)?)))
+            .collect()
+    }
+
+    /// Merges an in-memory [`EffectLog`] into this handle's scope, in one transaction, never
+    /// erasing anything the ledger knows: records the ledger lacks are inserted with their
+    /// status; for known keys the status moves *forward* only (`not_started -> unknown`,
+    /// `not_started -> committed`, `unknown -> committed`), a placeholder's empty action,
+    /// target and edges are filled in and a missing payload is added, while stored details
+    /// and payloads are kept (the log may be stale: another process may know more). A status
+    /// that would move the ledger backwards is reported in [`SyncSummary::kept`]; use
+    /// [`fail`](Self::fail) or [`reconcile`](Self::reconcile) for those transitions.
     pub fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, LedgerError> {
+        self.sync_in(&self.scope, log)
+    }
+
+    /// Every recorded transition of `key` in this handle's scope, oldest first.
+    pub fn history(&self, key: &str) -> Result<Vec<Transition>, LedgerError> {
+        self.history_in(&self.scope, key)
+    }
+
+    fn record_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+        let key = &effect.idempotency_key;
+        self.transition(format!("recording effect `{key}`"), scope, key, |current| {
+            machine::record(current, effect)
+        })
+    }
+
+    fn begin_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+        let key = &effect.idempotency_key;
+        self.transition(format!("claiming effect `{key}`"), scope, key, |current| {
+            machine::begin(current, effect)
+        })
+    }
+
+    fn commit_in(&self, scope: &str, key: &str) -> Result<(), LedgerError> {
+        self.transition(
+            format!("committing effect `{key}`"),
+            scope,
+            key,
+            |current| machine::commit(current, key),
+        )
+    }
+
+    fn fail_in(&self, scope: &str, key: &str) -> Result<(), LedgerError> {
+        self.transition(format!("failing effect `{key}`"), scope, key, |current| {
+            machine::fail(current, key)
+        })
+    }
+
+    fn reconcile_in(
+        &self,
+        scope: &str,
+        key: &str,
+        status: EffectStatus,
+    ) -> Result<(), LedgerError> {
+        self.transition(
+            format!("reconciling effect `{key}`"),
+            scope,
+            key,
+            |current| machine::reconcile(current, key, status),
+        )
+    }
+
+    fn set_payload_in(
+        &self,
+        scope: &str,
+        key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), LedgerError> {
+        let context = format!("setting the payload of effect `{key}`");
+        self.transition(context, scope, key, |current| {
+            machine::set_payload(current, key, payload)
+        })
+    }
+
+    fn get_in(&self, scope: &str, key: &str) -> Result<Option<Effect>, LedgerError> {
+        self.read(format!("reading effect `{key}`"), |conn| {
+            load_one(conn, scope, key)
+        })
+    }
+
+    fn sync_in(&self, scope: &str, log: &EffectLog) -> Result<SyncSummary, LedgerError> {
         self.write("syncing an effect log", |tx| {
             let mut summary = SyncSummary::default();
             for effect in log {
                 let key = effect.idempotency_key.as_str();
-                match status_of(tx, key)? {
-                    None => {
-                        insert(tx, effect, effect.status)?;
-                        event(tx, key, "sync", None, effect.status)?;
-                        summary.inserted += 1;
-                    }
-                    Some(current) => {
-                        update_details(tx, effect)?;
-                        let forward = matches!(
-                            (current, effect.status),
-                            (EffectStatus::NotStarted, EffectStatus::Unknown)
-                                | (EffectStatus::NotStarted, EffectStatus::Committed)
-                                | (EffectStatus::Unknown, EffectStatus::Committed)
-                        );
-                        if forward {
-                            set_status(tx, key, effect.status)?;
-                            event(tx, key, "sync", Some(current), effect.status)?;
-                            summary.advanced += 1;
-                        } else if current != effect.status {
-                            summary.kept.push((key.to_string(), current, effect.status));
-                        }
-                    }
-                }
+                let current = load_one(tx, scope, key)?;
+                let (change, verdict) = machine::sync(current.as_ref(), effect);
+                store_change(tx, scope, key, current.is_some(), change)?;
+                summary.add(key, verdict);
             }
             Ok(summary)
         })
     }
 
-    /// Every recorded transition of `key`, oldest first.
-    pub fn history(&self, key: &str) -> Result<Vec<Transition>, LedgerError> {
+    fn history_in(&self, scope: &str, key: &str) -> Result<Vec<Transition>, LedgerError> {
         self.read(format!("reading the history of effect `{key}`"), |conn| {
-            let mut stmt = conn.prepare(
-                "SELECT key, op, from_status, to_status, at_ms, pid FROM effect_events
-                 WHERE key = ?1 ORDER BY id",
-            )?;
-            let rows = stmt.query_map([key], |row| {
-                Ok((
-                    row.get::<_, String>(0)?,
-                    row.get::<_, String>(1)?,
-                    row.get::<_, Option<String>>(2)?,
-                    row.get::<_, String>(3)?,
-                    row.get::<_, i64>(4)?,
-                    row.get::<_, i64>(5)?,
-                ))
-            })?;
-            let mut out = Vec::new();
-            for row in rows {
-                let (key, op, from, to, at, pid) = row?;
-                out.push(Transition {
-                    key,
-                    op,
-                    from: from.as_deref().map(parse_status).transpose()?,
-                    to: parse_status(&to)?,
-                    at: UNIX_EPOCH + Duration::from_millis(at.max(0) as u64),
-                    pid: pid as u32,
-                });
-            }
-            Ok(out)
+            load_history(conn, scope, key)
+        })
+    }
+
+    /// One state machine transition of `key` in `scope`, in one `BEGIN IMMEDIATE` transaction:
+    /// read the stored record, let the machine decide, store what it decided.
+    fn transition(
+        &self,
+        context: String,
+        scope: &str,
+        key: &str,
+        decide: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
+    ) -> Result<(), LedgerError> {
+        self.write(context, |tx| {
+            let current = load_one(tx, scope, key)?;
+            let change = decide(current.as_ref())?;
+            store_change(tx, scope, key, current.is_some(), change)
         })
     }
 
@@ -437,150 +392,94 @@ impl SqliteLedger {
     }
 }
 
-fn parse_status(text: &str) -> Result<EffectStatus, TxError> {
-    match text {
-        "not_started" => Ok(EffectStatus::NotStarted),
-        "committed" => Ok(EffectStatus::Committed),
-        "unknown" => Ok(EffectStatus::Unknown),
-        other => Err(TxError::Corrupt(format!("unknown effect status `{other}`"))),
+/// The async trait form, for code written against any ledger backend. Each call runs the
+/// synchronous operation (one short local transaction) and returns a ready future.
+impl EffectLedger for SqliteLedger {
+    type Error = LedgerError;
+
+    fn refusal(error: &LedgerError) -> Option<&EffectError> {
+        error.as_effect()
+    }
+
+    fn record<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.record_in(scope, effect))
+    }
+
+    fn begin_effect<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.begin_in(scope, effect))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.commit_in(scope, key))
+    }
+
+    fn fail<'a>(&'a self, scope: &'a str, key: &'a str) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.fail_in(scope, key))
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        status: EffectStatus,
+    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.reconcile_in(scope, key, status))
+    }
+
+    fn set_payload<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        payload: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+        ready(self.set_payload_in(scope, key, payload))
+    }
+
+    fn get<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Effect>, LedgerError>> {
+        ready(self.get_in(scope, key))
+    }
+
+    fn load_log<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<EffectLog, LedgerError>> {
+        ready(SqliteLedger::load_log(self, scope))
+    }
+
+    fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, LedgerError>> {
+        ready(SqliteLedger::load_all(self))
+    }
+
+    fn sync_log<'a>(
+        &'a self,
+        scope: &'a str,
+        log: &'a EffectLog,
+    ) -> BoxFuture<'a, Result<SyncSummary, LedgerError>> {
+        ready(self.sync_in(scope, log))
+    }
+
+    fn history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Transition>, LedgerError>> {
+        ready(self.history_in(scope, key))
     }
 }
 
-fn status_of(conn: &Connection, key: &str) -> Result<Option<EffectStatus>, TxError> {
-    let status: Option<String> = conn
-        .query_row("SELECT status FROM effects WHERE key = ?1", [key], |row| {
-            row.get(0)
-        })
-        .optional()?;
-    status.as_deref().map(parse_status).transpose()
-}
-
-type Row = (String, String, String, String, String, Option<String>);
-
-fn effect_from_row(row: Row) -> Result<Effect, TxError> {
-    let (action, target, key, status, depends_on, payload) = row;
-    let corrupt =
-        |what: &str| TxError::Corrupt(format!("effect `{key}`: {what} is not valid JSON"));
-    let depends_on: Vec<String> =
-        serde_json::from_str(&depends_on).map_err(|_| corrupt("depends_on"))?;
-    let payload = match payload {
-        Some(p) => Some(serde_json::from_str(&p).map_err(|_| corrupt("payload"))?),
-        None => None,
-    };
-    Ok(Effect {
-        status: parse_status(&status)?,
-        action,
-        target,
-        idempotency_key: key,
-        depends_on,
-        payload,
-    })
-}
-
-fn read_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok((
-        row.get(0)?,
-        row.get(1)?,
-        row.get(2)?,
-        row.get(3)?,
-        row.get(4)?,
-        row.get(5)?,
-    ))
-}
-
-fn load_one(conn: &Connection, key: &str) -> Result<Option<Effect>, TxError> {
-    let row = conn
-        .query_row(
-            &format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?1"),
-            [key],
-            read_row,
-        )
-        .optional()?;
-    row.map(effect_from_row).transpose()
-}
-
-fn load_where(conn: &Connection, status: Option<EffectStatus>) -> Result<Vec<Effect>, TxError> {
-    let mut stmt = match status {
-        Some(_) => conn.prepare(&format!(
-            "SELECT {EFFECT_COLUMNS} FROM effects WHERE status = ?1 ORDER BY id"
-        ))?,
-        None => conn.prepare(&format!("SELECT {EFFECT_COLUMNS} FROM effects ORDER BY id"))?,
-    };
-    let rows: Vec<Row> = match status {
-        Some(s) => stmt
-            .query_map([s.as_str()], read_row)?
-            .collect::<Result<_, _>>()?,
-        None => stmt.query_map([], read_row)?.collect::<Result<_, _>>()?,
-    };
-    rows.into_iter().map(effect_from_row).collect()
-}
-
-fn json_of<T: serde::Serialize>(value: &T) -> Result<String, TxError> {
-    serde_json::to_string(value).map_err(|e| TxError::Corrupt(e.to_string()))
-}
-
-fn insert(conn: &Connection, effect: &Effect, status: EffectStatus) -> Result<(), TxError> {
-    let payload = effect.payload.as_ref().map(json_of).transpose()?;
-    conn.execute(
-        "INSERT INTO effects (key, action, target, status, depends_on, payload, updated_at_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        rusqlite::params![
-            effect.idempotency_key,
-            effect.action,
-            effect.target,
-            status.as_str(),
-            json_of(&effect.depends_on)?,
-            payload,
-            now_ms()
-        ],
-    )?;
-    Ok(())
-}
-
-fn update_details(conn: &Connection, effect: &Effect) -> Result<(), TxError> {
-    let payload = effect.payload.as_ref().map(json_of).transpose()?;
-    conn.execute(
-        "UPDATE effects SET action = ?2, target = ?3, depends_on = ?4,
-             payload = coalesce(?5, payload), updated_at_ms = ?6
-         WHERE key = ?1",
-        rusqlite::params![
-            effect.idempotency_key,
-            effect.action,
-            effect.target,
-            json_of(&effect.depends_on)?,
-            payload,
-            now_ms()
-        ],
-    )?;
-    Ok(())
-}
-
-fn set_status(conn: &Connection, key: &str, status: EffectStatus) -> Result<(), TxError> {
-    conn.execute(
-        "UPDATE effects SET status = ?2, updated_at_ms = ?3 WHERE key = ?1",
-        rusqlite::params![key, status.as_str(), now_ms()],
-    )?;
-    Ok(())
-}
-
-fn event(
-    conn: &Connection,
-    key: &str,
-    op: &str,
-    from: Option<EffectStatus>,
-    to: EffectStatus,
-) -> Result<(), TxError> {
-    conn.execute(
-        "INSERT INTO effect_events (key, op, from_status, to_status, at_ms, pid)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        rusqlite::params![
-            key,
-            op,
-            from.map(EffectStatus::as_str),
-            to.as_str(),
-            now_ms(),
-            std::process::id()
-        ],
-    )?;
-    Ok(())
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
 }

@@ -38,108 +38,25 @@
 //! [`LedgerError::Backend`], checkpoints in `CompactionError::Store`.
 
 mod checkpoint;
+mod db;
 mod error;
 mod ledger;
-mod schema;
+mod ledger_rows;
+mod options;
 mod store;
 
+pub use crate::effects::ledger::Transition;
+pub use crate::effects::machine::SyncSummary;
 pub use checkpoint::CheckpointInfo;
+pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{LedgerError, SqliteLedger, SyncSummary, Transition};
-pub use schema::SCHEMA_VERSION;
+pub use ledger::{LedgerError, SqliteLedger};
+pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 
 /// The `rusqlite` this module is built on, for callers who need raw access to the database
 /// (inspection, their own tables next to ours, tests that tamper with stored bytes).
 pub use rusqlite;
-
-use std::time::Duration;
-
-/// How often SQLite flushes to disk (`PRAGMA synchronous`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyncMode {
-    /// Sync at WAL checkpoints only: a process crash loses nothing; a power loss may roll back
-    /// the most recent transactions (never corrupting the file). The store's default.
-    Normal,
-    /// Sync the WAL on every commit: a committed transaction survives a power loss. The
-    /// ledger's default.
-    Full,
-}
-
-impl SyncMode {
-    fn pragma(self) -> &'static str {
-        match self {
-            SyncMode::Normal => "NORMAL",
-            SyncMode::Full => "FULL",
-        }
-    }
-}
-
-/// Options for opening a [`SqliteStore`] or [`SqliteLedger`].
-///
-/// ```
-/// use compaction_core::sqlite::{SqliteOptions, SyncMode};
-/// use std::time::Duration;
-///
-/// let options = SqliteOptions::new()
-///     .busy_timeout(Duration::from_millis(250))
-///     .sync_mode(SyncMode::Full);
-/// # let _ = options;
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqliteOptions {
-    busy_timeout: Duration,
-    read_only: bool,
-    sync_mode: Option<SyncMode>,
-}
-
-impl Default for SqliteOptions {
-    fn default() -> Self {
-        SqliteOptions {
-            busy_timeout: Duration::from_secs(5),
-            read_only: false,
-            sync_mode: None,
-        }
-    }
-}
-
-impl SqliteOptions {
-    /// The defaults: 5 s busy timeout, read-write (the file and schema are created when
-    /// missing), the component's own sync mode.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// How long a write waits for another connection's lock before failing with
-    /// [`SqliteErrorKind::Locked`].
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.busy_timeout = timeout;
-        self
-    }
-
-    /// Opens the file read-only: it must exist and carry the schema; every write fails with
-    /// [`SqliteErrorKind::ReadOnly`]. For inspecting a database another process writes.
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
-    }
-
-    /// Overrides the sync mode (store default [`SyncMode::Normal`], ledger [`SyncMode::Full`]).
-    pub fn sync_mode(mut self, mode: SyncMode) -> Self {
-        self.sync_mode = Some(mode);
-        self
-    }
-
-    /// The busy timeout.
-    pub fn get_busy_timeout(&self) -> Duration {
-        self.busy_timeout
-    }
-
-    /// Whether the file is opened read-only.
-    pub fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-}
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn now_ms() -> i64 {

@@ -1,8 +1,9 @@
 //! `SqliteStore`: content-addressed blobs in a SQLite file.
 
+use super::db::Db;
 use super::error::SqliteError;
-use super::schema::Db;
-use super::{now_ms, SqliteOptions, SyncMode};
+use super::now_ms;
+use super::options::{SqliteOptions, SyncMode};
 use crate::{ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;

@@ -1,19 +1,21 @@
-//! Opening the database file: pragmas, the schema and its migrations.
+//! The database file: opening it (pragmas), its schema and the migrations between versions.
 
 use super::error::{SqliteError, SqliteErrorKind};
-use super::{now_ms, SqliteOptions, SyncMode};
+use super::now_ms;
+use super::options::{SqliteOptions, SyncMode};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "blobs, checkpoints, effects and their event history",
-    r#"
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "blobs, checkpoints, effects and their event history",
+        r#"
     CREATE TABLE IF NOT EXISTS blobs (
         hash          TEXT    PRIMARY KEY NOT NULL,  -- 64 lowercase hex digits of SHA-256(bytes)
         bytes         BLOB    NOT NULL,
@@ -49,7 +51,37 @@ const MIGRATIONS: &[(&str, &str)] = &[(
     );
     CREATE INDEX IF NOT EXISTS effect_events_by_key ON effect_events (key);
     "#,
-)];
+    ),
+    (
+        "effect scopes: a key is unique within its scope; older records get the scope ''",
+        // SQLite cannot change a UNIQUE constraint in place: the table is rebuilt, keeping
+        // every row and its id (the record order).
+        r#"
+    CREATE TABLE effects_scoped (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,  -- record order
+        scope         TEXT    NOT NULL DEFAULT '',        -- the #[effect] field's scope
+        key           TEXT    NOT NULL,                   -- idempotency key, unique per scope
+        action        TEXT    NOT NULL DEFAULT '',
+        target        TEXT    NOT NULL DEFAULT '',
+        status        TEXT    NOT NULL CHECK (status IN ('not_started', 'committed', 'unknown')),
+        depends_on    TEXT    NOT NULL DEFAULT '[]',      -- JSON array of keys
+        payload       TEXT,                                -- JSON, or NULL
+        updated_at_ms INTEGER NOT NULL,
+        UNIQUE (scope, key)
+    );
+    INSERT INTO effects_scoped
+        (id, scope, key, action, target, status, depends_on, payload, updated_at_ms)
+        SELECT id, '', key, action, target, status, depends_on, payload, updated_at_ms
+        FROM effects;
+    DROP TABLE effects;
+    ALTER TABLE effects_scoped RENAME TO effects;
+    CREATE INDEX effects_by_status ON effects (scope, status);
+    ALTER TABLE effect_events ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+    DROP INDEX IF EXISTS effect_events_by_key;
+    CREATE INDEX effect_events_by_key ON effect_events (scope, key);
+    "#,
+    ),
+];
 
 /// One open connection to a database file, shared by the clones of a handle.
 pub(crate) struct Db {

@@ -1,0 +1,43 @@
+//! Why the effect guard refused a transition.
+
+use crate::effects::record::EffectStatus;
+
+/// Why the effect guard refused a transition.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EffectError {
+    /// `begin` on a key that already committed: running it again would duplicate the effect.
+    #[error("effect `{key}` already committed; do not run it again")]
+    AlreadyCommitted {
+        /// The idempotency key.
+        key: String,
+    },
+    /// `begin` on a key whose outcome is unknown: the outside world must be checked first.
+    #[error(
+        "effect `{key}` has an unknown outcome; reconcile it against the outside world \
+         (reconcile(key, status)) before retrying"
+    )]
+    OutcomeUnknown {
+        /// The idempotency key.
+        key: String,
+    },
+    /// `commit`/`fail` on a key that was never begun.
+    #[error("effect `{key}` is not in flight (status {status}); call begin first")]
+    NotInFlight {
+        /// The idempotency key.
+        key: String,
+        /// Its current status.
+        status: EffectStatus,
+    },
+    /// The key is not in the log.
+    #[error("no effect with idempotency key `{key}`")]
+    NotFound {
+        /// The idempotency key.
+        key: String,
+    },
+    /// `record` with a key that is already present.
+    #[error("an effect with idempotency key `{key}` is already recorded")]
+    DuplicateKey {
+        /// The idempotency key.
+        key: String,
+    },
+}

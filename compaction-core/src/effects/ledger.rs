@@ -1,0 +1,166 @@
+//! [`EffectLedger`]: the trait every durable effect ledger implements (SQLite, PostgreSQL, the
+//! in-memory [`MemoryLedger`](crate::effects::memory::MemoryLedger)), with the history record
+//! ([`Transition`]) they keep.
+//!
+//! A ledger holds effects in *scopes*: each `#[effect]` field of a state has its own (its field
+//! path, or `#[effect(scope = "...")]`), and an idempotency key is unique within its scope.
+//! Every implementation applies the transitions of [`machine`](crate::effects::machine), so all
+//! of them answer every operation alike; `tests/conformance_ledger.rs` proves it on random
+//! operation sequences.
+
+use crate::effects::error::EffectError;
+use crate::effects::log::EffectLog;
+use crate::effects::machine::{EffectOp, Event, SyncSummary};
+use crate::effects::record::{Effect, EffectStatus};
+use crate::BoxFuture;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// One recorded status transition of an effect (a ledger's append-only history).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// The idempotency key.
+    pub key: String,
+    /// What caused it: `record`, `begin`, `commit`, `fail`, `reconcile` or `sync`.
+    pub op: String,
+    /// The status before (`None` when the operation created the key).
+    pub from: Option<EffectStatus>,
+    /// The status after.
+    pub to: EffectStatus,
+    /// When.
+    pub at: SystemTime,
+    /// The id of the process that made it.
+    pub pid: u32,
+}
+
+impl Transition {
+    /// The transition a state machine [`Event`] describes, made now by this process.
+    pub fn now(key: &str, event: Event) -> Self {
+        Transition {
+            key: key.to_string(),
+            op: event.op.as_str().to_string(),
+            from: event.from,
+            to: event.to,
+            at: SystemTime::now(),
+            pid: std::process::id(),
+        }
+    }
+
+    /// The operation, when `op` names one of the state machine's.
+    pub fn effect_op(&self) -> Option<EffectOp> {
+        [
+            EffectOp::Record,
+            EffectOp::Begin,
+            EffectOp::Commit,
+            EffectOp::Fail,
+            EffectOp::Reconcile,
+            EffectOp::Sync,
+        ]
+        .into_iter()
+        .find(|op| op.as_str() == self.op)
+    }
+}
+
+/// A durable effect ledger: the source of truth that `#[effect]` fields are views of.
+///
+/// Every method works in one `scope` (an `#[effect]` field's scope; `""` is the default scope
+/// of a ledger used without scopes) and applies the transitions of
+/// [`machine`](crate::effects::machine), atomically: of any number of callers racing to
+/// [`begin`](Self::begin) one key, exactly one wins. The methods return boxed `Send` futures
+/// (like [`Store`](crate::store::Store)'s object-safe form) so network backends can be async
+/// and the trait stays usable as `dyn EffectLedger<Error = E>`.
+///
+/// A new backend applies the machine inside one transaction per operation and joins the
+/// conformance suite (`tests/conformance_ledger.rs`) with one line.
+pub trait EffectLedger: Send + Sync {
+    /// The backend's error: a guard refusal ([`EffectError`]) or a backend failure.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The guard's refusal inside `error`, or `None` when the backend failed.
+    fn refusal(error: &Self::Error) -> Option<&EffectError>;
+
+    /// Records an effect ([`machine::record`](crate::effects::machine::record): an identical
+    /// re-record is a no-op, different details are [`EffectError::DuplicateKey`], a
+    /// placeholder `begin` created takes the details).
+    fn record<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Claims `effect`'s key before it runs (`NotStarted -> Unknown`; a new key is created
+    /// `Unknown` with the effect's details). Refuses a committed or unknown key.
+    fn begin_effect<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// [`begin_effect`](Self::begin_effect) for a bare key (a new key gets empty details).
+    fn begin<'a>(&'a self, scope: &'a str, key: &'a str) -> BoxFuture<'a, Result<(), Self::Error>> {
+        Box::pin(async move {
+            let placeholder = Effect::new("", "", key);
+            self.begin_effect(scope, &placeholder).await
+        })
+    }
+
+    /// Settles an in-flight key as done (`Unknown -> Committed`).
+    fn commit<'a>(&'a self, scope: &'a str, key: &'a str)
+        -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Records that an in-flight effect did not happen (`Unknown -> NotStarted`).
+    fn fail<'a>(&'a self, scope: &'a str, key: &'a str) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Sets the status an operator established by checking the outside world.
+    fn reconcile<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        status: EffectStatus,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Sets the payload (a tool's result) of a recorded key.
+    fn set_payload<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        payload: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// The effect under `key` in `scope`, if recorded.
+    fn get<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Effect>, Self::Error>>;
+
+    /// The status of `key` in `scope`, if recorded.
+    fn status<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<EffectStatus>, Self::Error>> {
+        Box::pin(async move { Ok(self.get(scope, key).await?.map(|e| e.status)) })
+    }
+
+    /// The records of `scope`, in record order, as the value of the `#[effect]` field it backs.
+    fn load_log<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<EffectLog, Self::Error>>;
+
+    /// Every non-empty scope's log, by scope name.
+    fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, Self::Error>>;
+
+    /// Merges an in-memory log into `scope`, forward only and never erasing
+    /// ([`machine::sync`](crate::effects::machine::sync)), in one transaction.
+    fn sync_log<'a>(
+        &'a self,
+        scope: &'a str,
+        log: &'a EffectLog,
+    ) -> BoxFuture<'a, Result<SyncSummary, Self::Error>>;
+
+    /// Every recorded transition of `key` in `scope`, oldest first.
+    fn history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Transition>, Self::Error>>;
+}

@@ -1,0 +1,213 @@
+//! [`MemoryLedger`]: an [`EffectLedger`] in process memory, for tests and single-process agents
+//! that need scopes and history but no durability.
+
+use crate::effects::error::EffectError;
+use crate::effects::ledger::{EffectLedger, Transition};
+use crate::effects::log::EffectLog;
+use crate::effects::machine::{self, Change, SyncSummary, SyncVerdict};
+use crate::effects::record::{Effect, EffectStatus};
+use crate::BoxFuture;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An in-memory effect ledger: one [`EffectLog`] per scope behind a mutex, with the same state
+/// machine and history as the durable ledgers, and nothing that survives the process.
+///
+/// Clones share the same records.
+///
+/// ```
+/// use compaction::{Effect, EffectError, EffectLedger, EffectStatus, MemoryLedger};
+///
+/// let ledger = MemoryLedger::new();
+/// compaction::block_on(async {
+///     ledger.record("charges", &Effect::new("charge", "stripe://cus_42", "pay-1")).await?;
+///     ledger.begin("charges", "pay-1").await?;
+///     assert_eq!(ledger.status("charges", "pay-1").await?, Some(EffectStatus::Unknown));
+///     // The same key in another scope is another effect.
+///     assert_eq!(ledger.status("refunds", "pay-1").await?, None);
+///     Ok::<(), EffectError>(())
+/// })?;
+/// # Ok::<(), EffectError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct MemoryLedger {
+    inner: Arc<Mutex<Scopes>>,
+}
+
+#[derive(Debug, Default)]
+struct Scopes {
+    logs: BTreeMap<String, EffectLog>,
+    history: BTreeMap<(String, String), Vec<Transition>>,
+}
+
+impl MemoryLedger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The records. A panic elsewhere cannot leave a half-applied transition (each one is a
+    /// single assignment), so a poisoned lock is reused.
+    fn lock(&self) -> MutexGuard<'_, Scopes> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn apply(
+        &self,
+        scope: &str,
+        key: &str,
+        transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
+    ) -> Result<(), EffectError> {
+        self.lock().apply(scope, key, transition)
+    }
+
+    fn ready<T: Send + 'static>(
+        value: Result<T, EffectError>,
+    ) -> BoxFuture<'static, Result<T, EffectError>> {
+        Box::pin(std::future::ready(value))
+    }
+}
+
+impl Scopes {
+    fn apply(
+        &mut self,
+        scope: &str,
+        key: &str,
+        transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
+    ) -> Result<(), EffectError> {
+        let Scopes { logs, history } = self;
+        let mut fresh = EffectLog::new();
+        let log = logs.get_mut(scope).unwrap_or(&mut fresh);
+        let (_, event) = log.apply(key, transition)?;
+        if !fresh.is_empty() {
+            logs.insert(scope.to_string(), fresh);
+        }
+        if let Some(event) = event {
+            history
+                .entry((scope.to_string(), key.to_string()))
+                .or_default()
+                .push(Transition::now(key, event));
+        }
+        Ok(())
+    }
+}
+
+impl EffectLedger for MemoryLedger {
+    type Error = EffectError;
+
+    fn refusal(error: &EffectError) -> Option<&EffectError> {
+        Some(error)
+    }
+
+    fn record<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        let key = &effect.idempotency_key;
+        Self::ready(self.apply(scope, key, |current| machine::record(current, effect)))
+    }
+
+    fn begin_effect<'a>(
+        &'a self,
+        scope: &'a str,
+        effect: &'a Effect,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        let key = &effect.idempotency_key;
+        Self::ready(self.apply(scope, key, |current| machine::begin(current, effect)))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        Self::ready(self.apply(scope, key, |current| machine::commit(current, key)))
+    }
+
+    fn fail<'a>(&'a self, scope: &'a str, key: &'a str) -> BoxFuture<'a, Result<(), EffectError>> {
+        Self::ready(self.apply(scope, key, |current| machine::fail(current, key)))
+    }
+
+    fn reconcile<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        status: EffectStatus,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        Self::ready(self.apply(scope, key, |current| {
+            machine::reconcile(current, key, status)
+        }))
+    }
+
+    fn set_payload<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        payload: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        Self::ready(self.apply(scope, key, |current| {
+            machine::set_payload(current, key, payload)
+        }))
+    }
+
+    fn get<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Effect>, EffectError>> {
+        let found = self
+            .lock()
+            .logs
+            .get(scope)
+            .and_then(|log| log.get(key).cloned());
+        Self::ready(Ok(found))
+    }
+
+    fn load_log<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<EffectLog, EffectError>> {
+        let log = self.lock().logs.get(scope).cloned().unwrap_or_default();
+        Self::ready(Ok(log))
+    }
+
+    fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, EffectError>> {
+        Self::ready(Ok(self.lock().logs.clone()))
+    }
+
+    fn sync_log<'a>(
+        &'a self,
+        scope: &'a str,
+        log: &'a EffectLog,
+    ) -> BoxFuture<'a, Result<SyncSummary, EffectError>> {
+        let mut summary = SyncSummary::default();
+        // One lock for the whole log: a sync is one atomic step, as in the durable ledgers.
+        let mut scopes = self.lock();
+        for effect in log {
+            let key = effect.idempotency_key.as_str();
+            let mut verdict = SyncVerdict::Unchanged;
+            let applied = scopes.apply(scope, key, |current| {
+                let (change, v) = machine::sync(current, effect);
+                verdict = v;
+                Ok(change)
+            });
+            if let Err(e) = applied {
+                return Self::ready(Err(e));
+            }
+            summary.add(key, verdict);
+        }
+        Self::ready(Ok(summary))
+    }
+
+    fn history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<Transition>, EffectError>> {
+        let history = self
+            .lock()
+            .history
+            .get(&(scope.to_string(), key.to_string()))
+            .cloned()
+            .unwrap_or_default();
+        Self::ready(Ok(history))
+    }
+}
