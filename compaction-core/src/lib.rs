@@ -43,7 +43,7 @@ pub use effects::{
 pub use error::{CompactionError, FieldCost};
 pub use markers::Summarizable;
 #[cfg(feature = "postgres")]
-pub use postgres::{PgError, PgErrorKind, PgStore};
+pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{DefaultRenderer, EffectsView, FieldView, FormView, Renderer, WindowView};
 pub use report::{CompactionReport, FieldOutcome, FieldReport};

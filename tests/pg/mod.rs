@@ -40,3 +40,40 @@ pub fn store(url: &str, namespace: &str) -> PgStore {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// One database for the whole test binary, for suites that isolate by namespace instead.
+pub fn shared_db() -> &'static harness::TestDb {
+    static DB: std::sync::OnceLock<harness::TestDb> = std::sync::OnceLock::new();
+    DB.get_or_init(|| harness::TestDb::new("shared"))
+}
+
+/// A namespace no other handle of this process has used.
+pub fn fresh_namespace(tag: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{tag}-{}-{n}", std::process::id())
+}
+
+/// A ledger in a fresh namespace of the shared database: a new, empty backend.
+pub fn fresh_ledger() -> compaction::PgLedger {
+    let namespace = fresh_namespace("ledger");
+    compaction::PgLedger::connect(shared_db().url(), &namespace)
+        .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", harness::cluster().log()))
+}
+
+/// A store in a fresh namespace of the shared database, with the conformance suite's tamper
+/// hook: raw SQL that overwrites the bytes of one of its blobs.
+pub fn fresh_store() -> (PgStore, impl Fn(&compaction::ContentHash, &[u8]) + 'static) {
+    let namespace = fresh_namespace("store");
+    let store = store(shared_db().url(), &namespace);
+    let overwrite = move |hash: &compaction::ContentHash, bytes: &[u8]| {
+        let updated = shared_db().sql(&format!(
+            "UPDATE compaction.blobs SET bytes = decode('{}', 'hex')
+             WHERE namespace = '{namespace}' AND hash = '{}' RETURNING 1",
+            hex(bytes),
+            hash.to_hex()
+        ));
+        assert_eq!(updated.len(), 1, "tamper hook found no blob {hash}");
+    };
+    (store, overwrite)
+}

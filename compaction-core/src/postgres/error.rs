@@ -23,7 +23,8 @@ pub enum PgErrorKind {
     /// A row holds something this crate never writes (an unknown status, JSON that does not
     /// parse, bytes that are not UTF-8).
     Corrupt,
-    /// Another transaction conflicted (deadlock or serialization failure) on every retry.
+    /// Another transaction conflicted (deadlock, serialization failure, a concurrent insert of
+    /// the same key) on every retry.
     Conflict,
     /// The server accepts only reads (a hot standby, or `default_transaction_read_only`).
     ReadOnly,
@@ -86,6 +87,8 @@ impl PgErrorKind {
             PgErrorKind::CannotConnect
         } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
             || *code == SqlState::T_R_DEADLOCK_DETECTED
+            // Two transactions inserting the same new key: the loser retries and finds it.
+            || *code == SqlState::UNIQUE_VIOLATION
         {
             PgErrorKind::Conflict
         } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {

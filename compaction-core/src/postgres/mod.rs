@@ -1,6 +1,6 @@
-//! The fleet backend: [`PgStore`] (content-addressed blobs and checkpoints) and the effect
-//! ledger on a PostgreSQL server that many agent processes on many machines share, each
-//! handle confined to one namespace (a tenant).
+//! The fleet backend: [`PgStore`] (content-addressed blobs and checkpoints) and [`PgLedger`]
+//! (the effect ledger) on a PostgreSQL server that many agent processes on many machines
+//! share, each handle confined to one namespace (a tenant).
 //!
 //! Enabled by the `postgres` feature. Built on `tokio-postgres` with a `deadpool-postgres`
 //! connection pool; the handles drive their connections on a small runtime of their own, so
@@ -16,7 +16,7 @@
 //! | `schema_version` | one row per applied schema migration                               |
 //! | `blobs`          | spilled values: `namespace`, `hash` (hex SHA-256), `bytes`         |
 //! | `checkpoints`    | the latest `Compacted<S>` per `namespace` and `agent_id`, its hash |
-//! | `effects`        | one row per `namespace` and idempotency `key`: `status`, ...       |
+//! | `effects`        | one row per `namespace`, `scope` and idempotency `key`: `status`, ... |
 //! | `effect_events`  | append-only history of every status transition (a trigger refuses `UPDATE`/`DELETE`) |
 //!
 //! # Namespaces
@@ -44,11 +44,14 @@
 mod checkpoint;
 mod db;
 mod error;
+mod ledger;
+mod ledger_rows;
 mod schema;
 mod store;
 
 pub use checkpoint::CheckpointInfo;
 pub use error::{PgError, PgErrorKind};
+pub use ledger::{PgLedger, PgLedgerError};
 pub use schema::SCHEMA_VERSION;
 pub use store::PgStore;
 
@@ -58,7 +61,7 @@ pub use tokio_postgres;
 
 use std::time::Duration;
 
-/// Options for connecting a [`PgStore`] or a ledger.
+/// Options for connecting a [`PgStore`] or a [`PgLedger`].
 ///
 /// ```
 /// use compaction::postgres::PgOptions;

@@ -40,7 +40,7 @@ const MIGRATIONS: &[(&str, &str)] = &[(
     CREATE TABLE compaction.effects (
         id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,  -- record order
         namespace     TEXT   NOT NULL,
-        scope         TEXT   NOT NULL DEFAULT '',
+        scope         TEXT   NOT NULL,                                  -- the #[effect] field's
         key           TEXT   NOT NULL,                                  -- idempotency key
         action        TEXT   NOT NULL DEFAULT '',
         target        TEXT   NOT NULL DEFAULT '',
@@ -48,12 +48,13 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         depends_on    TEXT   NOT NULL DEFAULT '[]',                     -- JSON array of keys
         payload       TEXT,                                             -- JSON, or NULL
         updated_at_ms BIGINT NOT NULL,
-        UNIQUE (namespace, key)
+        UNIQUE (namespace, scope, key)
     );
-    CREATE INDEX effects_by_scope ON compaction.effects (namespace, scope, id);
+    CREATE INDEX effects_in_order ON compaction.effects (namespace, scope, id);
     CREATE TABLE compaction.effect_events (
         id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         namespace   TEXT   NOT NULL,
+        scope       TEXT   NOT NULL,
         key         TEXT   NOT NULL,
         op          TEXT   NOT NULL,     -- record, begin, commit, fail, reconcile, sync
         from_status TEXT,                -- NULL when the key was new
@@ -61,7 +62,7 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         at_ms       BIGINT NOT NULL,
         pid         BIGINT NOT NULL
     );
-    CREATE INDEX effect_events_by_key ON compaction.effect_events (namespace, key, id);
+    CREATE INDEX effect_events_by_key ON compaction.effect_events (namespace, scope, key, id);
     -- The history is append-only: the database itself refuses to change or delete an event.
     CREATE FUNCTION compaction.refuse_event_change() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
