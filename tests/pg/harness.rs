@@ -338,3 +338,77 @@ pub fn scalar(url: &str, query: &str) -> Option<String> {
     assert_eq!(rows.len(), 1, "`{query}` returned {} rows", rows.len());
     rows[0][0].clone()
 }
+
+/// A transaction held open on its own connection (locks stay taken) until the guard drops,
+/// which rolls it back.
+pub struct Held {
+    release: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Runs `BEGIN; <statements>` on a new connection to `url` and keeps the transaction open.
+pub fn hold(url: &str, statements: &str) -> Held {
+    let (url, statements) = (url.to_string(), statements.to_string());
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let driver = tokio::spawn(connection);
+            client
+                .batch_execute(&format!("BEGIN; {statements}"))
+                .await
+                .unwrap();
+            ready_tx.send(()).unwrap();
+            // Blocking this thread is fine: nothing needs the connection until the rollback.
+            let _ = release_rx.recv();
+            let _ = client.batch_execute("ROLLBACK").await;
+            drop(client);
+            let _ = driver.await;
+        });
+    });
+    ready_rx.recv().expect("the held transaction did not start");
+    Held {
+        release: Some(release_tx),
+        thread: Some(thread),
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(self.release.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Waits until a backend of the crate (`application_name = 'compaction'`) waits for a lock in
+/// database `db_url`, terminates it from another session (`pg_terminate_backend`), and returns
+/// its pid.
+pub fn terminate_lock_waiter(db_url: &str) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let rows = sql(
+            db_url,
+            "SELECT pid FROM pg_stat_activity
+             WHERE application_name = 'compaction' AND wait_event_type = 'Lock'
+               AND datname = current_database()",
+        );
+        if let Some(pid) = rows.first().and_then(|r| r[0].clone()) {
+            sql(db_url, &format!("SELECT pg_terminate_backend({pid})"));
+            return pid.parse().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no backend of the crate ever waited for the held lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
