@@ -1,6 +1,7 @@
 //! The engine: state -> plan -> (summarize / spill) -> render -> report.
 
 use crate::compacted::{Entry, FORMAT};
+use crate::effects::log::EffectLog;
 use crate::plan::{
     floor_slots, upgrade, Collector, Movable, Payloads, PlanContext, Slot, SlotBody, ValuePlan,
 };
@@ -12,7 +13,7 @@ use crate::{
     FieldCost, FieldOutcome, FieldReport, MemoryStore, Pointer, Schema, Shape, Store, Summarizer,
     SummarizerError, SummaryRequest, TokenCounter, Tokenizer,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -215,8 +216,18 @@ impl Compactor {
         &self,
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
+        self.compact_with_views(state, None).await
+    }
+
+    /// [`compact`](Self::compact) with the records of some `#[effect]` fields (by concrete
+    /// path) replaced: the hook of [`compact_with_ledger`](Self::compact_with_ledger).
+    pub(crate) async fn compact_with_views<S: Compactable + Sync>(
+        &self,
+        state: &S,
+        effect_views: Option<&HashMap<String, EffectLog>>,
+    ) -> Result<Compacted<S>, CompactionError> {
         let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
-        let prepared = self.prepare(state, number)?;
+        let prepared = self.prepare(state, number, effect_views)?;
         self.finish(prepared).await
     }
 
@@ -247,9 +258,14 @@ impl Compactor {
         crate::block_on(self.resolve(pointer))
     }
 
-    fn prepare<S: Compactable>(&self, state: &S, number: u64) -> Result<Prepared, CompactionError> {
+    fn prepare<S: Compactable>(
+        &self,
+        state: &S,
+        number: u64,
+        effect_views: Option<&HashMap<String, EffectLog>>,
+    ) -> Result<Prepared, CompactionError> {
         let schema = S::schema();
-        let mut collector = Collector::new(schema);
+        let mut collector = Collector::new(schema).with_effect_views(effect_views);
         state.visit(&mut collector);
         collector.check_complete();
         if let Some(error) = collector.error.take() {

@@ -100,6 +100,32 @@ pub enum CompactionError {
     /// The compactor was configured wrongly.
     #[error("invalid compactor configuration: {0}")]
     Config(String),
+    /// `compact_with_ledger` could not read an `#[effect]` field's scope from the ledger.
+    #[error("reading effect scope `{scope}` of `{field}` from the ledger failed: {source}")]
+    Ledger {
+        /// The effect field.
+        field: String,
+        /// Its scope in the ledger.
+        scope: String,
+        /// The ledger's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `compact_with_ledger`: the state's view of an `#[effect]` field holds a record the
+    /// ledger does not, so compacting from the ledger would drop it. Record it through the
+    /// ledger (or `sync_log` the view) first.
+    #[error(
+        "effect `{key}` in `{field}` is not in the ledger (scope `{scope}`); record it through \
+         the ledger or sync_log the field's log before compacting with the ledger"
+    )]
+    EffectNotInLedger {
+        /// The effect field.
+        field: String,
+        /// Its scope in the ledger.
+        scope: String,
+        /// The idempotency key the ledger lacks.
+        key: String,
+    },
     /// A checkpoint of another state type was handed to `rehydrate`.
     #[error("checkpoint holds a `{found}`, not a `{expected}`")]
     WrongStateType {

@@ -69,6 +69,18 @@ pub struct FieldSchema {
     /// True when the field sits under an `Option` or `Vec` of nested state, so a given state
     /// may hold it zero or many times.
     pub conditional: bool,
+    /// For an `#[effect]` field: the scope the author named with `#[effect(scope = "...")]`,
+    /// its records' scope in a durable ledger. `None`: the field's concrete path is its scope.
+    pub effect_scope: Option<&'static str>,
+}
+
+impl FieldSchema {
+    /// The ledger scope of this `#[effect]` field at `concrete_path` (e.g. `charges`,
+    /// `subtasks[2].effects`): the named scope, or the path itself.
+    pub fn ledger_scope(&self, concrete_path: &str) -> String {
+        self.effect_scope
+            .map_or_else(|| concrete_path.to_string(), str::to_string)
+    }
 }
 
 /// The classification of every field of a [`Compactable`](crate::Compactable) type, flattened
@@ -146,7 +158,17 @@ impl SchemaBuilder {
             class,
             rust_type,
             conditional: false,
+            effect_scope: None,
         });
+        self
+    }
+
+    /// Names the ledger scope of the field added last (an `#[effect]` field); without it the
+    /// field's path is its scope. Written by `#[effect(scope = "...")]`.
+    pub fn effect_scope(mut self, scope: &'static str) -> Self {
+        if let Some(field) = self.schema.fields.last_mut() {
+            field.effect_scope = Some(scope);
+        }
         self
     }
 
@@ -170,6 +192,7 @@ impl SchemaBuilder {
                 class: f.class,
                 rust_type: f.rust_type,
                 conditional: f.conditional || conditional || repeated,
+                effect_scope: f.effect_scope,
             });
         }
         self

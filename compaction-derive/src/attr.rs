@@ -24,6 +24,8 @@ pub enum Class {
     },
     Effect {
         idempotent: bool,
+        /// `scope = "..."`: the field's scope in a durable ledger (default: its path).
+        scope: Option<syn::LitStr>,
     },
     Nested,
 }
@@ -114,13 +116,14 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
     let mut summarize = false;
     let mut pointer: Option<syn::LitStr> = None;
     let mut idempotent: Option<bool> = None;
+    let mut scope: Option<syn::LitStr> = None;
     let mut ok = true;
     if has_list {
         let valid: &[&str] = match name {
             "protected" => &["pin"],
             "derivable" => &["pointer", "summarize"],
             "redundant" => &["summarize"],
-            "effect" => &["idempotent"],
+            "effect" => &["idempotent", "scope"],
             _ => &[],
         };
         let result = attr.parse_nested_meta(|meta| {
@@ -168,6 +171,12 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                         ));
                     };
                     idempotent.replace(b.value).is_some()
+                }
+                "scope" if name == "effect" => {
+                    let lit: syn::LitStr = meta.value()?.parse().map_err(|_| {
+                        meta.error("`scope` takes a string, e.g. scope = \"charges\"")
+                    })?;
+                    scope.replace(lit).is_some()
                 }
                 _ if valid.is_empty() => {
                     return Err(meta.error(format!(
@@ -227,7 +236,7 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
             }
         },
         "effect" => match idempotent {
-            Some(idempotent) => Some(Class::Effect { idempotent }),
+            Some(idempotent) => Some(Class::Effect { idempotent, scope }),
             None => {
                 cx.error_spanned_by(
                     attr,

@@ -219,7 +219,7 @@ fn class_tokens(krate: &syn::Path, class: &Class) -> TokenStream {
             quote!(#path::Derivable { pointer_template: #pointer, summarize: #summarize })
         }
         Class::Redundant { summarize } => quote!(#path::Redundant { summarize: #summarize }),
-        Class::Effect { idempotent } => quote!(#path::Effect { idempotent: #idempotent }),
+        Class::Effect { idempotent, .. } => quote!(#path::Effect { idempotent: #idempotent }),
         Class::Nested => quote!(),
     }
 }
@@ -240,9 +240,15 @@ fn schema_field(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     }
     let class = class_tokens(krate, &field.class);
     let ty_name = quote!(#ty).to_string().replace(' ', "");
+    let scope = match &field.class {
+        Class::Effect {
+            scope: Some(scope), ..
+        } => quote!(.effect_scope(#scope)),
+        _ => quote!(),
+    };
     quote! {
         #(#cfgs)*
-        let __builder = __builder.field(#name, #class, #ty_name);
+        let __builder = __builder.field(#name, #class, #ty_name)#scope;
     }
 }
 
@@ -326,7 +332,7 @@ fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>)
             (&&__Gate::<#ty>::NEW).__redundant_summarizable(__visitor, #name, &self.#member);
         },
         Class::Redundant { summarize: false } => quote!(__visitor.redundant(#name, &self.#member);),
-        Class::Effect { idempotent } => quote! {
+        Class::Effect { idempotent, .. } => quote! {
             (&&__Gate::<#ty>::NEW).__effect(__visitor, #name, #idempotent, &self.#member);
         },
         Class::Nested => quote! {

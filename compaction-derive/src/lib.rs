@@ -18,7 +18,8 @@ use proc_macro::TokenStream;
 /// Derives `compaction::Compactable`. Every named field must carry exactly one of
 /// `#[protected]`, `#[protected(pin)]`, `#[derivable(pointer = "...")]` (with optional
 /// `summarize`), `#[redundant]` (with optional `summarize`), `#[effect(idempotent = true|false)]`
-/// or `#[nested]`. See the `compaction` crate for what each class guarantees.
+/// (with an optional `scope = "..."`: its scope in a durable ledger, default its path) or
+/// `#[nested]`. See the `compaction` crate for what each class guarantees.
 #[proc_macro_derive(
     Compactable,
     attributes(protected, derivable, redundant, effect, nested, compaction)

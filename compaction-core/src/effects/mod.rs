@@ -8,6 +8,7 @@
 //! which idempotency key, and whether it committed, never started, or timed out with an unknown
 //! outcome. Records are never summarized, and an `Unknown` status is never collapsed.
 
+mod binding;
 pub mod error;
 pub mod ledger;
 pub mod log;

@@ -7,7 +7,7 @@ use crate::{
 };
 use serde::Serialize;
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
 
 /// A serializable value behind a trait object (serde's `Serialize` is not object safe).
@@ -74,6 +74,9 @@ pub(crate) struct Collector<'a> {
     pub shapes: Vec<(String, Shape)>,
     pub error: Option<CompactionError>,
     visited: HashSet<String>,
+    /// Records that replace `#[effect]` fields' own, by concrete path (the ledger's, from
+    /// `Compactor::compact_with_ledger`).
+    effect_views: Option<&'a HashMap<String, EffectLog>>,
 }
 
 /// What a visitor call claims about a field.
@@ -95,7 +98,15 @@ impl<'a> Collector<'a> {
             shapes: Vec::new(),
             error: None,
             visited: HashSet::new(),
+            effect_views: None,
         }
+    }
+
+    /// Collects the `#[effect]` fields at these concrete paths with these records instead of
+    /// the state's own.
+    pub fn with_effect_views(mut self, views: Option<&'a HashMap<String, EffectLog>>) -> Self {
+        self.effect_views = views;
+        self
     }
 
     fn fail(&mut self, error: CompactionError) {
@@ -294,12 +305,13 @@ impl<'a> Visitor<'a> for Collector<'a> {
 
     fn effect<E: EffectRecords>(&mut self, name: &'static str, idempotent: bool, value: &'a E) {
         if let Some((path, class)) = self.admit(name, Claim::Effect { idempotent }) {
+            let view = self.effect_views.and_then(|views| views.get(&path));
             self.fields.push(CollectedField {
                 path,
                 class,
                 value: Collected::Effects {
                     idempotent,
-                    log: value.effect_log(),
+                    log: view.unwrap_or_else(|| value.effect_log()),
                 },
             });
         }

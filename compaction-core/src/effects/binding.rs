@@ -1,0 +1,153 @@
+//! Compaction bound to a ledger: [`Compactor::compact_with_ledger`] reads every `#[effect]`
+//! field's records from its scope in an [`EffectLedger`], so the window cannot show a stale
+//! view of the ledger.
+
+use crate::compactable::{
+    child_path, push_segment, Compactable, PointerFn, Segment, Shape, Visitor,
+};
+use crate::compacted::Compacted;
+use crate::compactor::Compactor;
+use crate::effects::ledger::EffectLedger;
+use crate::effects::log::{EffectLog, EffectRecords};
+use crate::error::CompactionError;
+use crate::markers::Summarizable;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+impl Compactor {
+    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
+    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
+    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
+    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
+    /// effect logs are only checked, never trusted.
+    ///
+    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
+    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
+    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
+    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
+    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
+    /// a record the view holds and the ledger lacks is refused with
+    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
+    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Default)]
+    /// struct Agent {
+    ///     #[effect(idempotent = false)]
+    ///     charges: EffectLog,
+    ///     #[effect(idempotent = false, scope = "refunds")]
+    ///     refunds: EffectLog,
+    /// }
+    ///
+    /// let ledger = MemoryLedger::new();
+    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
+    /// let agent = Agent::default(); // its views were never refreshed
+    ///
+    /// let compactor = Compactor::builder().budget(400).build()?;
+    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
+    /// assert!(compacted.render().contains("pay-1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn compact_with_ledger<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        let mut fields = EffectFields::default();
+        state.visit(&mut fields);
+        let schema = S::schema();
+        let mut scopes: BTreeMap<String, EffectLog> = BTreeMap::new();
+        let mut views = HashMap::with_capacity(fields.found.len());
+        for (path, own) in fields.found {
+            let scope = match schema.field_for_instance(&path) {
+                Some(field) => field.ledger_scope(&path),
+                // Not in the schema: `compact` refuses it with `SchemaMismatch`.
+                None => continue,
+            };
+            if !scopes.contains_key(&scope) {
+                let log = ledger
+                    .load_log(&scope)
+                    .await
+                    .map_err(|e| CompactionError::Ledger {
+                        field: path.clone(),
+                        scope: scope.clone(),
+                        source: Box::new(e),
+                    })?;
+                scopes.insert(scope.clone(), log);
+            }
+            let from_ledger = &scopes[&scope];
+            if let Some(missing) = own
+                .iter()
+                .find(|e| from_ledger.get(&e.idempotency_key).is_none())
+            {
+                return Err(CompactionError::EffectNotInLedger {
+                    field: path,
+                    scope,
+                    key: missing.idempotency_key.clone(),
+                });
+            }
+            views.insert(path, from_ledger.clone());
+        }
+        self.compact_with_views(state, Some(&views)).await
+    }
+
+    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
+    pub fn compact_with_ledger_blocking<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        crate::block_on(self.compact_with_ledger(state, ledger))
+    }
+}
+
+/// Finds every `#[effect]` field of a state: its concrete path and its own records.
+#[derive(Default)]
+struct EffectFields<'a> {
+    path: String,
+    marks: Vec<usize>,
+    found: Vec<(String, &'a EffectLog)>,
+}
+
+impl<'a> Visitor<'a> for EffectFields<'a> {
+    fn protected<T: Serialize>(&mut self, _: &'static str, _: bool, _: &'a T) {}
+    fn derivable<T: Serialize>(&mut self, _: &'static str, _: PointerFn<'_>, _: &'a T) {}
+    fn derivable_summarizable<T: Summarizable>(
+        &mut self,
+        _: &'static str,
+        _: PointerFn<'_>,
+        _: &'a T,
+    ) {
+    }
+    fn redundant<T: Serialize>(&mut self, _: &'static str, _: &'a T) {}
+    fn redundant_summarizable<T: Summarizable>(&mut self, _: &'static str, _: &'a T) {}
+
+    fn effect<E: EffectRecords>(&mut self, name: &'static str, _: bool, value: &'a E) {
+        self.found
+            .push((child_path(&self.path, name), value.effect_log()));
+    }
+
+    fn enter(&mut self, segment: Segment) {
+        self.marks.push(self.path.len());
+        push_segment(&mut self.path, segment);
+    }
+
+    fn leave(&mut self) {
+        if let Some(len) = self.marks.pop() {
+            self.path.truncate(len);
+        }
+    }
+
+    fn shape(&mut self, _: &'static str, _: Shape) {}
+}
