@@ -139,14 +139,20 @@ impl Cluster {
         // A port can be taken between finding it free and the server binding it: try again.
         for attempt in 0..5 {
             cluster.port = free_port();
+            // fsync=off: the tests crash clients, never the server; durability across a
+            // power loss is PostgreSQL's promise, not what these tests check. A benchmark sets
+            // COMPACTION_PG_DURABLE to measure with the server's default (fsync on).
+            let durability = if std::env::var_os("COMPACTION_PG_DURABLE").is_some() {
+                ""
+            } else {
+                " -c fsync=off -c full_page_writes=off"
+            };
             let options = format!(
                 "-c listen_addresses=127.0.0.1 -p {} -k {} -c max_connections=300 \
-                 -c shared_buffers=32MB -c fsync=off -c full_page_writes=off",
+                 -c shared_buffers=32MB{durability}",
                 cluster.port,
                 cluster.dir.join("socket").display()
             );
-            // fsync=off: the tests crash clients, never the server; durability across a
-            // power loss is PostgreSQL's promise, not what these tests check.
             let status = cluster
                 .pg("pg_ctl")
                 .arg("-D")
