@@ -3,6 +3,8 @@
 
 mod common;
 mod conformance;
+#[cfg(feature = "postgres")]
+mod pg;
 
 use common::TempDir;
 use compaction::sqlite::{SqliteOptions, SyncMode};
@@ -23,4 +25,10 @@ fn sqlite_ledger_conforms() {
         let ledger = SqliteLedger::open_with(dir.db("ledger.db"), &options).unwrap();
         Fixture::new(ledger, dir)
     });
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_ledger_conforms() {
+    check(|| Fixture::new(pg::fresh_ledger(), ()));
 }

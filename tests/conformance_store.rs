@@ -3,6 +3,8 @@
 
 mod common;
 mod conformance;
+#[cfg(feature = "postgres")]
+mod pg;
 
 use common::TempDir;
 use compaction::sqlite::rusqlite::Connection;
@@ -34,5 +36,14 @@ fn sqlite_store_conforms() {
             assert_eq!(conn.execute(sql, (bytes, hash.to_hex())).unwrap(), 1);
         };
         Fixture::new(store, tamper, dir)
+    });
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_store_conforms() {
+    check(|| {
+        let (store, tamper) = pg::fresh_store();
+        Fixture::new(store, tamper, ())
     });
 }

@@ -3,6 +3,8 @@
 //! on one ledger never see each other's records. Run on the in-memory and the SQLite ledger.
 
 mod common;
+#[cfg(feature = "postgres")]
+mod pg;
 
 use common::TempDir;
 use compaction::{
@@ -122,6 +124,12 @@ fn memory_ledger_stale_view_cannot_reach_the_window() {
 fn sqlite_ledger_stale_view_cannot_reach_the_window() {
     let dir = TempDir::new("binding");
     stale_view_cannot_reach_the_window(SqliteLedger::open(dir.db("ledger.db")).unwrap());
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_ledger_stale_view_cannot_reach_the_window() {
+    stale_view_cannot_reach_the_window(pg::fresh_ledger());
 }
 
 #[test]

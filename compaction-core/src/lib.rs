@@ -17,6 +17,8 @@ pub mod effects;
 pub mod error;
 mod future;
 pub mod plan;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod rehydrate;
 pub mod render;
 pub mod report;
@@ -35,6 +37,8 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
 pub use render::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,

@@ -1,8 +1,8 @@
 //! What collection hands the planner: each field as its traversal handed it over, checked
 //! against the schema (protected values in canonical form, the rest still borrowed).
 
-use crate::error::CompactionError;
 use crate::effects::record::{EffectLog, EffectStatus};
+use crate::error::CompactionError;
 use crate::plan::json_size::JsonValue;
 use crate::state::path::Shape;
 use crate::state::schema::FieldClass;

@@ -1,0 +1,190 @@
+//! Checkpoints in PostgreSQL: the latest `Compacted<S>` of each agent of a namespace, so an
+//! agent killed on one machine resumes from it on another.
+
+use super::error::Cause;
+use super::store::PgStore;
+use crate::compacted::Compacted;
+use crate::error::CompactionError;
+use crate::store::{ContentHash, StoreError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What is known about a saved checkpoint without loading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The agent id it was saved under.
+    pub agent_id: String,
+    /// The Rust type of the compacted state.
+    pub state_type: String,
+    /// When it was saved (the server's clock).
+    pub saved_at: SystemTime,
+    /// Size of its JSON, in bytes.
+    pub size: usize,
+}
+
+const CHECKPOINT: &str = "<checkpoint>";
+
+fn integrity() -> CompactionError {
+    CompactionError::Integrity {
+        field: CHECKPOINT.into(),
+    }
+}
+
+/// How a save ended inside its transaction: done, or refused because a blob is missing.
+enum Saved {
+    Done,
+    MissingBlob(ContentHash),
+}
+
+impl PgStore {
+    /// Saves `compacted` as the latest checkpoint of `agent_id` in this namespace (replacing
+    /// the previous one) in one transaction.
+    ///
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// points at a blob this namespace does not hold (`Store(NotFound)`; a blob another
+    /// namespace holds does not count): such a checkpoint could not be rehydrated after a
+    /// restart, so compact with this store (`Compactor::builder().store(store.clone())`)
+    /// before checkpointing into it.
+    pub fn save_checkpoint<S>(
+        &self,
+        agent_id: &str,
+        compacted: &Compacted<S>,
+    ) -> Result<(), CompactionError> {
+        if !compacted.verify_seal() {
+            return Err(integrity());
+        }
+        let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
+            field: CHECKPOINT.into(),
+            message: e.to_string(),
+        })?;
+        let sha256 = ContentHash::of(json.as_bytes()).to_hex();
+        let mut hashes: Vec<String> = compacted
+            .pointers()
+            .iter()
+            .map(|p| p.hash().to_hex())
+            .collect();
+        hashes.sort();
+        hashes.dedup();
+        let agent = agent_id.to_string();
+        let state_type = compacted.state_type.clone();
+        let context = format!("saving the checkpoint of agent `{agent_id}`");
+        let saved = crate::future::block_on(self.run(context, move |db| async move {
+            let mut client = db.client().await?;
+            let tx = client.transaction().await?;
+            // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits.
+            let present = tx
+                .query(
+                    "SELECT hash FROM compaction.blobs
+                     WHERE namespace = $1 AND hash = ANY($2) FOR KEY SHARE",
+                    &[&db.namespace(), &hashes],
+                )
+                .await?;
+            let present: Vec<String> = present
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<Result<_, _>>()?;
+            if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
+                let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
+                return Ok(Saved::MissingBlob(hash)); // dropping `tx` rolls back
+            }
+            tx.execute(
+                "INSERT INTO compaction.checkpoints
+                     (namespace, agent_id, state_type, json, sha256, saved_at_ms)
+                 VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
+                 ON CONFLICT (namespace, agent_id) DO UPDATE SET
+                     state_type = excluded.state_type, json = excluded.json,
+                     sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+                &[&db.namespace(), &agent, &state_type, &json, &sha256],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Saved::Done)
+        }))
+        .map_err(CompactionError::Store)?;
+        match saved {
+            Saved::Done => Ok(()),
+            Saved::MissingBlob(hash) => Err(CompactionError::Store(StoreError::NotFound { hash })),
+        }
+    }
+
+    /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
+    /// none (also when another namespace has one under the same agent id).
+    ///
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
+    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
+    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
+    pub fn load_checkpoint<S>(
+        &self,
+        agent_id: &str,
+    ) -> Result<Option<Compacted<S>>, CompactionError> {
+        let agent = agent_id.to_string();
+        let context = format!("loading the checkpoint of agent `{agent_id}`");
+        let row = crate::future::block_on(self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT json, sha256 FROM compaction.checkpoints
+                     WHERE namespace = $1 AND agent_id = $2",
+                    &[&db.namespace(), &agent],
+                )
+                .await?;
+            Ok(match row {
+                Some(row) => Some((row.try_get::<_, String>(0)?, row.try_get::<_, String>(1)?)),
+                None => None,
+            })
+        }))
+        .map_err(CompactionError::Store)?;
+        let Some((json, sha256)) = row else {
+            return Ok(None);
+        };
+        let mut compacted: Compacted<S> = serde_json::from_str(&json).map_err(|_| integrity())?;
+        if ContentHash::from_hex(&sha256) != Some(ContentHash::of(json.as_bytes())) {
+            // The seal covers the content but not its spelling (hex case, escapes): the row
+            // checksum does. Break the seal so every consumer refuses this checkpoint.
+            compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
+        }
+        Ok(Some(compacted))
+    }
+
+    /// The saved checkpoints of this namespace, by agent id.
+    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        crate::future::block_on(self.run("listing checkpoints".into(), |db| async move {
+            let client = db.client().await?;
+            let rows = client
+                .query(
+                    "SELECT agent_id, state_type, saved_at_ms, octet_length(json)
+                     FROM compaction.checkpoints WHERE namespace = $1 ORDER BY agent_id",
+                    &[&db.namespace()],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(CheckpointInfo {
+                        agent_id: row.try_get(0)?,
+                        state_type: row.try_get(1)?,
+                        saved_at: UNIX_EPOCH
+                            + Duration::from_millis(row.try_get::<_, i64>(2)?.max(0) as u64),
+                        size: row.try_get::<_, i32>(3)?.max(0) as usize,
+                    })
+                })
+                .collect::<Result<_, Cause>>()
+        }))
+    }
+
+    /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
+    /// The blobs it pointed at stay (other checkpoints may share them).
+    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        let agent = agent_id.to_string();
+        let context = format!("deleting the checkpoint of agent `{agent_id}`");
+        crate::future::block_on(self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let n = client
+                .execute(
+                    "DELETE FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2",
+                    &[&db.namespace(), &agent],
+                )
+                .await?;
+            Ok(n > 0)
+        }))
+    }
+}

@@ -1,0 +1,258 @@
+//! The typed error of the PostgreSQL backend: what went wrong, on which server and namespace.
+
+use deadpool_postgres::PoolError;
+use std::fmt;
+use tokio_postgres::error::SqlState;
+
+/// What kind of failure a [`PgError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PgErrorKind {
+    /// The connection string or the namespace is not valid (nothing was sent to a server).
+    Config,
+    /// No connection could be made: the server is down or unreachable, refuses the login, the
+    /// database does not exist, or every pooled connection stayed busy past the wait timeout.
+    CannotConnect,
+    /// The connection broke during the operation (network cut, server restart, the backend was
+    /// terminated). The operation's transaction did not commit, except when the break fell
+    /// between the server's commit and its reply: then it committed whole. Never half of it.
+    ConnectionLost,
+    /// The database was written by a newer version of this crate (schema version too high).
+    Schema,
+    /// A row holds something this crate never writes (an unknown status, JSON that does not
+    /// parse, bytes that are not UTF-8).
+    Corrupt,
+    /// Another transaction conflicted (deadlock, serialization failure, a concurrent insert of
+    /// the same key) on every retry.
+    Conflict,
+    /// The server accepts only reads (a hot standby, or `default_transaction_read_only`).
+    ReadOnly,
+    /// The server cancelled the statement (`statement_timeout`, `lock_timeout`, or an operator).
+    Timeout,
+    /// The role may not read or write the tables (`permission denied`).
+    PermissionDenied,
+    /// Anything else the server or the client reports.
+    Other,
+}
+
+impl PgErrorKind {
+    fn describe(self) -> &'static str {
+        match self {
+            PgErrorKind::Config => "invalid connection string or namespace",
+            PgErrorKind::CannotConnect => "cannot connect to the server",
+            PgErrorKind::ConnectionLost => "connection lost during the operation",
+            PgErrorKind::Schema => "database schema is not one this version can use",
+            PgErrorKind::Corrupt => "a stored row is not what this crate wrote",
+            PgErrorKind::Conflict => "conflicting concurrent transaction",
+            PgErrorKind::ReadOnly => "server is read-only",
+            PgErrorKind::Timeout => "statement cancelled or timed out",
+            PgErrorKind::PermissionDenied => "permission denied",
+            PgErrorKind::Other => "database error",
+        }
+    }
+
+    /// The kind of a client error. A server `FATAL` that ends the session (an operator's
+    /// `pg_terminate_backend`, a shutdown) counts as a lost connection.
+    pub(crate) fn of(error: &tokio_postgres::Error) -> PgErrorKind {
+        if error.is_closed() {
+            return PgErrorKind::ConnectionLost;
+        }
+        if let Some(code) = error.code() {
+            return PgErrorKind::of_code(code);
+        }
+        let mut source = std::error::Error::source(error);
+        while let Some(cause) = source {
+            if cause.is::<std::io::Error>() {
+                return PgErrorKind::ConnectionLost;
+            }
+            source = cause.source();
+        }
+        PgErrorKind::Other
+    }
+
+    fn of_code(code: &SqlState) -> PgErrorKind {
+        let class = &code.code()[..2];
+        if *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::IDLE_SESSION_TIMEOUT
+            || class == "08"
+        {
+            PgErrorKind::ConnectionLost
+        } else if *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::INVALID_CATALOG_NAME
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+            || class == "28"
+        {
+            PgErrorKind::CannotConnect
+        } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+            // Two transactions inserting the same new key: the loser retries and finds it.
+            || *code == SqlState::UNIQUE_VIOLATION
+        {
+            PgErrorKind::Conflict
+        } else if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+            PgErrorKind::ReadOnly
+        } else if *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE {
+            PgErrorKind::Timeout
+        } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+            PgErrorKind::PermissionDenied
+        } else if *code == SqlState::CHARACTER_NOT_IN_REPERTOIRE
+            || *code == SqlState::UNTRANSLATABLE_CHARACTER
+            || *code == SqlState::CHECK_VIOLATION
+        {
+            PgErrorKind::Corrupt
+        } else {
+            PgErrorKind::Other
+        }
+    }
+}
+
+impl fmt::Display for PgErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// What failed inside an operation, before the server and namespace are attached.
+#[derive(Debug)]
+pub(crate) enum Cause {
+    /// The client or the server reported an error.
+    Client(tokio_postgres::Error),
+    /// The pool could not hand out a connection.
+    Pool(PoolError),
+    /// Found without an error from below (a corrupt row, a newer schema).
+    Found(PgErrorKind, String),
+}
+
+impl From<tokio_postgres::Error> for Cause {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Cause::Client(e)
+    }
+}
+
+impl From<PoolError> for Cause {
+    fn from(e: PoolError) -> Self {
+        Cause::Pool(e)
+    }
+}
+
+impl Cause {
+    pub(crate) fn kind(&self) -> PgErrorKind {
+        match self {
+            Cause::Client(e) => PgErrorKind::of(e),
+            Cause::Pool(PoolError::Backend(e)) => match PgErrorKind::of(e) {
+                // A connection that could not be made was never established, so it was not
+                // lost mid-operation.
+                PgErrorKind::ConnectionLost | PgErrorKind::Other => PgErrorKind::CannotConnect,
+                kind => kind,
+            },
+            Cause::Pool(_) => PgErrorKind::CannotConnect,
+            Cause::Found(kind, _) => *kind,
+        }
+    }
+}
+
+/// A failure of the PostgreSQL backend, naming the server, the database and the namespace
+/// (never the password).
+///
+/// `Display` reads like `postgres `127.0.0.1:5432/agents` namespace `acme`: connection lost
+/// during the operation (while claiming effect `charge-7`): db error: FATAL: terminating
+/// connection due to administrator command`.
+#[derive(Debug)]
+pub struct PgError {
+    target: String,
+    namespace: String,
+    kind: PgErrorKind,
+    context: String,
+    detail: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PgError {
+    pub(crate) fn new(
+        target: &str,
+        namespace: &str,
+        context: impl Into<String>,
+        cause: Cause,
+    ) -> PgError {
+        let kind = cause.kind();
+        let (detail, source): (_, Option<Box<dyn std::error::Error + Send + Sync>>) = match cause {
+            Cause::Client(e) => (None, Some(Box::new(e))),
+            Cause::Pool(e) => (None, Some(Box::new(e))),
+            Cause::Found(_, detail) => (Some(detail), None),
+        };
+        PgError {
+            target: target.to_string(),
+            namespace: namespace.to_string(),
+            kind,
+            context: context.into(),
+            detail,
+            source,
+        }
+    }
+
+    /// The server and database, as `host:port/dbname` (no user, no password).
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The namespace the handle was opened for.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> PgErrorKind {
+        self.kind
+    }
+
+    /// What the backend was doing (`connecting`, `storing blob sha256:...`, ...).
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The SQLSTATE the server reported, when it reported one (e.g. `57P01` for a terminated
+    /// backend).
+    pub fn sql_state(&self) -> Option<&str> {
+        let source = self.source.as_deref()?;
+        let client = source
+            .downcast_ref::<tokio_postgres::Error>()
+            .or_else(|| match source.downcast_ref::<PoolError>() {
+                Some(PoolError::Backend(e)) => Some(e),
+                _ => None,
+            })?;
+        client.code().map(SqlState::code)
+    }
+}
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "postgres `{}` namespace `{}`: {} (while {})",
+            self.target, self.namespace, self.kind, self.context
+        )?;
+        if let Some(detail) = &self.detail {
+            write!(f, ": {detail}")?;
+        }
+        // The client's errors print only their class ("db error"); the server's message and
+        // the I/O error are their sources, so print the chain.
+        let mut source = self
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

@@ -1,0 +1,221 @@
+//! `PgStore`: content-addressed blobs of one namespace in a shared PostgreSQL database.
+
+use super::db::{spawn, Db};
+use super::error::{Cause, PgError};
+use super::PgOptions;
+use crate::store::{ContentHash, Store, StoreError};
+use std::future::Future;
+use std::sync::Arc;
+
+/// A durable [`Store`] for a fleet: spilled values as content-addressed blobs in PostgreSQL,
+/// plus the latest checkpoint of each agent
+/// ([`save_checkpoint`](Self::save_checkpoint), [`load_checkpoint`](Self::load_checkpoint)),
+/// all confined to the namespace the handle was opened for.
+///
+/// - `put` is idempotent (the same content is stored once per namespace), one statement; it
+///   refuses bytes that do not hash to the given address, and repairs a stored blob that no
+///   longer matches its address.
+/// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
+///   `StoreError::NotFound` when this namespace holds nothing under the hash (whether or not
+///   another namespace does).
+/// - Clones share one connection pool. The futures are `Send` and run on any executor.
+///
+/// ```no_run
+/// use compaction::{ContentHash, PgStore, Store, StoreError};
+///
+/// let store = PgStore::connect("postgres://agent@db.internal/agents", "acme")?;
+/// let bytes = b"[\"never touch /etc/prod\"]";
+/// let hash = ContentHash::of(bytes);
+/// compaction::block_on(store.put(&hash, bytes))?;
+/// assert_eq!(compaction::block_on(store.get(&hash))?, bytes);
+///
+/// // Another tenant on the same database sees nothing of it.
+/// let other = PgStore::connect("postgres://agent@db.internal/agents", "globex")?;
+/// assert!(!other.contains(&hash)?);
+/// # Ok::<(), StoreError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pub(super) db: Arc<Db>,
+}
+
+impl PgStore {
+    /// Connects to the database `url` names (`postgres://user@host:port/dbname` or
+    /// `host=... dbname=...`) for `namespace`, creating the schema when missing, with the
+    /// default [`PgOptions`]. A bad connection string or namespace, an unreachable server or
+    /// a schema written by a newer version gives `StoreError::Backend` whose message names the
+    /// server and namespace and whose source is a [`PgError`].
+    pub fn connect(url: &str, namespace: &str) -> Result<PgStore, StoreError> {
+        Self::connect_with(url, namespace, &PgOptions::default())
+    }
+
+    /// [`connect`](Self::connect) with options (pool size, timeouts).
+    pub fn connect_with(
+        url: &str,
+        namespace: &str,
+        options: &PgOptions,
+    ) -> Result<PgStore, StoreError> {
+        let db = Db::connect(url, namespace, options).map_err(PgError::into_store_error)?;
+        Ok(PgStore { db })
+    }
+
+    /// The namespace this handle reads and writes.
+    pub fn namespace(&self) -> &str {
+        self.db.namespace()
+    }
+
+    /// The server and database, as `host:port/dbname`.
+    pub fn target(&self) -> &str {
+        self.db.target()
+    }
+
+    /// Whether this namespace holds a blob under `hash` (without reading or verifying it).
+    pub fn contains(&self, hash: &ContentHash) -> Result<bool, StoreError> {
+        let hex = hash.to_hex();
+        crate::future::block_on(
+            self.run(format!("looking up blob {hash}"), |db| async move {
+                let client = db.client().await?;
+                let stmt = client
+                    .prepare_cached(
+                        "SELECT 1 FROM compaction.blobs WHERE namespace = $1 AND hash = $2",
+                    )
+                    .await?;
+                Ok(client
+                    .query_opt(&stmt, &[&db.namespace(), &hex])
+                    .await?
+                    .is_some())
+            }),
+        )
+    }
+
+    /// Number of blobs this namespace holds.
+    pub fn blob_count(&self) -> Result<usize, StoreError> {
+        crate::future::block_on(self.run("counting blobs".into(), |db| async move {
+            let client = db.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM compaction.blobs WHERE namespace = $1",
+                    &[&db.namespace()],
+                )
+                .await?;
+            Ok(row.try_get::<_, i64>(0)?.max(0) as usize)
+        }))
+    }
+
+    /// Runs `op` on the backend's runtime with this handle's pool; a failure becomes a
+    /// `StoreError::Backend` naming what the store was doing.
+    pub(super) fn run<T, Op, Fut>(
+        &self,
+        context: String,
+        op: Op,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send
+    where
+        T: Send + 'static,
+        Op: FnOnce(Arc<Db>) -> Fut,
+        Fut: Future<Output = Result<T, Cause>> + Send + 'static,
+    {
+        let db = Arc::clone(&self.db);
+        let task = op(Arc::clone(&db));
+        // Spawned when first polled: a future dropped unpolled writes nothing.
+        async move {
+            spawn(async move {
+                task.await
+                    .map_err(|cause| db.error(context, cause).into_store_error())
+            })
+            .await
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn put(
+        &self,
+        hash: &ContentHash,
+        bytes: &[u8],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let verified = hash.matches(bytes);
+        let hash = *hash;
+        let bytes = bytes.to_vec();
+        let write = self.run(format!("storing blob {hash}"), move |db| async move {
+            let client = db.client().await?;
+            // Same content: nothing to write. A stored blob that no longer matches its hash
+            // (altered in the database) is replaced by the good bytes.
+            let stmt = client
+                .prepare_cached(
+                    "INSERT INTO compaction.blobs (namespace, hash, bytes, size, created_at_ms)
+                     VALUES ($1, $2, $3, $4, compaction.now_ms())
+                     ON CONFLICT (namespace, hash) DO UPDATE
+                         SET bytes = excluded.bytes, size = excluded.size
+                         WHERE compaction.blobs.bytes IS DISTINCT FROM excluded.bytes",
+                )
+                .await?;
+            client
+                .execute(
+                    &stmt,
+                    &[
+                        &db.namespace(),
+                        &hash.to_hex(),
+                        &bytes,
+                        &(bytes.len() as i64),
+                    ],
+                )
+                .await?;
+            Ok(())
+        });
+        async move {
+            if !verified {
+                return Err(StoreError::Integrity { hash });
+            }
+            write.await
+        }
+    }
+
+    fn get(&self, hash: &ContentHash) -> impl Future<Output = Result<Vec<u8>, StoreError>> + Send {
+        let hash = *hash;
+        let read = self.run(format!("reading blob {hash}"), move |db| async move {
+            let client = db.client().await?;
+            let stmt = client
+                .prepare_cached(
+                    "SELECT bytes FROM compaction.blobs WHERE namespace = $1 AND hash = $2",
+                )
+                .await?;
+            let row = client
+                .query_opt(&stmt, &[&db.namespace(), &hash.to_hex()])
+                .await?;
+            Ok(match row {
+                Some(row) => Some(row.try_get::<_, Vec<u8>>(0)?),
+                None => None,
+            })
+        });
+        async move {
+            let bytes = read.await?.ok_or(StoreError::NotFound { hash })?;
+            if !hash.matches(&bytes) {
+                return Err(StoreError::Integrity { hash });
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+// How a `PgError` crosses the `Store` trait: here, not in error.rs, so the error type stays
+// below the store vocabulary in the module graph.
+impl PgError {
+    /// The `PgError` inside a store error, if the store is a [`PgStore`](super::PgStore).
+    pub fn from_store_error(error: &StoreError) -> Option<&PgError> {
+        match error {
+            StoreError::Backend {
+                source: Some(source),
+                ..
+            } => source.downcast_ref::<PgError>(),
+            _ => None,
+        }
+    }
+
+    /// Wraps this error as a store error whose message names the server and namespace.
+    pub(crate) fn into_store_error(self) -> StoreError {
+        StoreError::Backend {
+            message: self.to_string(),
+            source: Some(Box::new(self)),
+        }
+    }
+}
