@@ -28,6 +28,7 @@ pub mod sqlite;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
+pub mod transcript;
 
 pub use block_on::block_on;
 pub use compactable::{
@@ -49,6 +50,7 @@ pub use sqlite::{
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
+pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
 
 /// A boxed `Send` future, as the object-safe forms of the async traits return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

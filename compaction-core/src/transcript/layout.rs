@@ -1,0 +1,102 @@
+//! The shape of a transcript as the planner sees it: turns, tool-call units, and which
+//! messages must stay verbatim whatever the budget.
+
+use crate::transcript::message::{Message, Role, ToolCall};
+use crate::transcript::plan::TranscriptPolicy;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+/// What the rules fix before any budget is looked at.
+pub(crate) struct Layout<'a> {
+    /// Messages from here on are the last `keep_recent` user turns and what followed them.
+    pub(crate) recent_start: usize,
+    /// Messages that stay verbatim in every plan: pinned roles, the recent turns, and every
+    /// unit (assistant message and its results) with a live effect or a call still in flight.
+    pub(crate) locked: Vec<bool>,
+    /// Turns: from a user message (or the start) to the next user message.
+    pub(crate) turns: Vec<Range<usize>>,
+    /// Each call by id, for tombstones to name their tool and arguments.
+    pub(crate) calls: HashMap<&'a str, &'a ToolCall>,
+}
+
+impl<'a> Layout<'a> {
+    /// Reads a validated transcript.
+    pub(crate) fn of(
+        messages: &'a [Message],
+        policy: &TranscriptPolicy,
+        live_effects: &HashSet<String>,
+    ) -> Self {
+        let users: Vec<usize> = (0..messages.len())
+            .filter(|&i| messages[i].role == Role::User)
+            .collect();
+        let recent_start = match policy.keep_recent {
+            0 => messages.len(),
+            keep if keep <= users.len() => users[users.len() - keep],
+            _ => 0,
+        };
+        let mut locked: Vec<bool> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| m.role.is_pinned() || i >= recent_start)
+            .collect();
+        let mut calls = HashMap::new();
+        for (index, message) in messages.iter().enumerate() {
+            if message.tool_calls.is_empty() {
+                continue;
+            }
+            for call in &message.tool_calls {
+                calls.insert(call.id.as_str(), call);
+            }
+            // Validated: a call's results come after it and before the next user or assistant
+            // message, so the unit is this message and the tool messages up to there.
+            let ids: HashSet<&str> = message.tool_calls.iter().map(|c| c.id.as_str()).collect();
+            let results: Vec<usize> = (index + 1..messages.len())
+                .take_while(|&j| !matches!(messages[j].role, Role::User | Role::Assistant))
+                .filter(|&j| {
+                    messages[j].role == Role::Tool
+                        && messages[j]
+                            .tool_call_id
+                            .as_deref()
+                            .is_some_and(|id| ids.contains(id))
+                })
+                .collect();
+            let in_flight = results.len() < ids.len();
+            let live = message.tool_calls.iter().any(|call| {
+                call.effect
+                    .as_ref()
+                    .is_some_and(|key| live_effects.contains(key))
+            });
+            if in_flight || live {
+                locked[index] = true;
+                for j in results {
+                    locked[j] = true;
+                }
+            }
+        }
+        let mut starts: Vec<usize> = users.clone();
+        if starts.first() != Some(&0) {
+            starts.insert(0, 0);
+        }
+        let turns = starts
+            .iter()
+            .enumerate()
+            .map(|(t, &start)| start..starts.get(t + 1).copied().unwrap_or(messages.len()))
+            .filter(|range| !range.is_empty())
+            .collect();
+        Layout {
+            recent_start,
+            locked,
+            turns,
+            calls,
+        }
+    }
+
+    /// Whether turn `t` may be folded: old, nothing locked in it, and something besides its
+    /// user message to fold.
+    pub(crate) fn foldable(&self, messages: &[Message], t: usize) -> bool {
+        let turn = &self.turns[t];
+        turn.end <= self.recent_start
+            && turn.clone().all(|i| !self.locked[i])
+            && turn.clone().any(|i| messages[i].role != Role::User)
+    }
+}
