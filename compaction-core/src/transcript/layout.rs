@@ -13,8 +13,10 @@ pub(crate) struct Layout<'a> {
     /// Messages that stay verbatim in every plan: pinned roles, the recent turns, and every
     /// unit (assistant message and its results) with a live effect or a call still in flight.
     pub(crate) locked: Vec<bool>,
-    /// Turns: from a user message (or the start) to the next user message.
-    pub(crate) turns: Vec<Range<usize>>,
+    /// Foldable pieces of turns, in order: each starts at a user message, at the start, or
+    /// right after a locked message, and ends before the next of these. Locked messages are in
+    /// no piece; two pieces with nothing locked between them touch (`a.end == b.start`).
+    pub(crate) pieces: Vec<Range<usize>>,
     /// Each call by id, for tombstones to name their tool and arguments.
     pub(crate) calls: HashMap<&'a str, &'a ToolCall>,
 }
@@ -66,37 +68,34 @@ impl<'a> Layout<'a> {
                     .as_ref()
                     .is_some_and(|key| live_effects.contains(key))
             });
-            if in_flight || live {
+            // A pinned message between a call and its last result would split the unit across
+            // two pieces: the unit stays whole instead.
+            let last = results.last().copied().unwrap_or(index);
+            let pinned_inside = (index..=last).any(|j| messages[j].role.is_pinned());
+            if in_flight || live || pinned_inside || locked[index] {
                 locked[index] = true;
                 for j in results {
                     locked[j] = true;
                 }
             }
         }
-        let mut starts: Vec<usize> = users.clone();
-        if starts.first() != Some(&0) {
-            starts.insert(0, 0);
+        let mut pieces: Vec<Range<usize>> = Vec::new();
+        let mut open: Option<usize> = None;
+        for (index, message) in messages.iter().enumerate() {
+            if locked[index] {
+                pieces.extend(open.take().map(|start| start..index));
+            } else if message.role == Role::User {
+                pieces.extend(open.replace(index).map(|start| start..index));
+            } else if open.is_none() {
+                open = Some(index);
+            }
         }
-        let turns = starts
-            .iter()
-            .enumerate()
-            .map(|(t, &start)| start..starts.get(t + 1).copied().unwrap_or(messages.len()))
-            .filter(|range| !range.is_empty())
-            .collect();
+        pieces.extend(open.map(|start| start..messages.len()));
         Layout {
             recent_start,
             locked,
-            turns,
+            pieces,
             calls,
         }
-    }
-
-    /// Whether turn `t` may be folded: old, nothing locked in it, and something besides its
-    /// user message to fold.
-    pub(crate) fn foldable(&self, messages: &[Message], t: usize) -> bool {
-        let turn = &self.turns[t];
-        turn.end <= self.recent_start
-            && turn.clone().all(|i| !self.locked[i])
-            && turn.clone().any(|i| messages[i].role != Role::User)
     }
 }

@@ -18,11 +18,13 @@
 //!    the pointer. The call itself (name and arguments) stays verbatim.
 //! 4. Then whole old turns are folded, oldest first, into one message per run of consecutive
 //!    turns: a summary when a summarizer is configured, else a stub. A run starts at a user
-//!    turn; its calls and results leave together; the fold message carries a pointer to the
-//!    stored span and lists the calls it folded. A call whose `effect` is live in its ledger
-//!    (`not_started` or `unknown`), or that still waits for its result, is never folded: its
-//!    turn stays, as a verbatim pair. User messages of a folded run are not summarized: they
-//!    stay in place (kept or stubbed per rule 2), just above the fold message.
+//!    turn (or right after a message that must stay); its calls and results leave together;
+//!    the fold message carries a pointer to the stored span and lists the calls it folded. A
+//!    call whose `effect` is live in its ledger (`not_started` or `unknown`), or that still
+//!    waits for its result, is never folded: it stays in place as a verbatim pair, and the
+//!    turn folds around it. User messages of a folded run are not summarized: they stay in
+//!    place (kept or stubbed per rule 2), just above the fold message. A fold that would cost
+//!    more than what it replaces is not made.
 //! 5. Newer is kept before older: each step takes the oldest candidates first.
 //! 6. The budget covers the whole request, counted the way chat APIs count it (see
 //!    [`chat_tokens`] for the formula).

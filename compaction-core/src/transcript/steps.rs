@@ -22,7 +22,6 @@ pub(crate) enum Form {
 
 /// A run of consecutive folded turns, standing as one message after its user messages.
 pub(crate) struct Run<'m> {
-    last_turn: usize,
     /// First input message of the run.
     pub(crate) start: usize,
     /// One past its last input message.
@@ -41,6 +40,10 @@ pub(crate) struct Run<'m> {
     pub(crate) cost: usize,
     /// Tokens of the fold message without summary.
     pub(crate) plain_cost: usize,
+    /// What the folded messages were before, to undo a fold that does not pay for itself.
+    undo: Vec<(usize, usize, Form)>,
+    /// Tokens the folded messages cost before.
+    replaced_cost: usize,
 }
 
 impl Run<'_> {
@@ -147,21 +150,21 @@ impl<'m, 'c> Work<'m, 'c> {
         }
     }
 
-    /// Folds old turns, oldest first, joining consecutive ones into one run.
+    /// Folds old turns, oldest first, joining consecutive ones into one run (a turn with a
+    /// locked unit folds around it: the unit stays in place, between two runs). A run whose fold
+    /// message costs more than the messages it replaced is undone when it closes; one that pays
+    /// for itself only without its summary loses the summary.
     fn fold_turns(&mut self, budget: usize) {
         let messages = self.messages;
-        for t in 0..self.layout.turns.len() {
+        for turn in &self.layout.pieces {
             if self.total <= budget {
-                return;
+                break;
             }
-            if !self.layout.foldable(messages, t) {
-                continue;
-            }
-            let turn = self.layout.turns[t].clone();
-            let extends = self.runs.last().is_some_and(|run| run.last_turn + 1 == t);
+            let turn = turn.clone();
+            let extends = self.runs.last().is_some_and(|run| run.end == turn.start);
             if !extends {
+                self.close_last_run();
                 self.runs.push(Run {
-                    last_turn: t,
                     start: turn.start,
                     end: turn.start,
                     hasher: SpanHasher::default(),
@@ -174,6 +177,8 @@ impl<'m, 'c> Work<'m, 'c> {
                     summary_allowed: self.summary_tokens.is_some(),
                     cost: 0,
                     plain_cost: 0,
+                    undo: Vec::new(),
+                    replaced_cost: 0,
                 });
             }
             let r = self.runs.len() - 1;
@@ -189,13 +194,33 @@ impl<'m, 'c> Work<'m, 'c> {
                 run.folded_messages += 1;
                 run.source_tokens += self.kept_costs[index];
                 run.calls.extend(&message.tool_calls);
+                run.replaced_cost += self.costs[index];
+                let before = std::mem::replace(&mut self.forms[index], Form::Folded);
+                run.undo.push((index, self.costs[index], before));
                 self.total -= self.costs[index];
                 self.costs[index] = 0;
-                self.forms[index] = Form::Folded;
             }
-            let run = &mut self.runs[r];
-            run.last_turn = t;
-            run.end = turn.end;
+            self.runs[r].end = turn.end;
+            self.recost(r);
+        }
+        self.close_last_run();
+    }
+
+    /// Keeps the last run only if it saves tokens (without its summary if need be).
+    fn close_last_run(&mut self) {
+        let Some(run) = self.runs.last() else {
+            return;
+        };
+        if run.plain_cost >= run.replaced_cost {
+            let run = self.runs.pop().expect("checked above");
+            self.total = self.total - run.cost + run.replaced_cost;
+            for (index, cost, form) in run.undo {
+                self.costs[index] = cost;
+                self.forms[index] = form;
+            }
+        } else if run.cost >= run.replaced_cost {
+            let r = self.runs.len() - 1;
+            self.runs[r].summary_allowed = false;
             self.recost(r);
         }
     }

@@ -303,3 +303,57 @@ fn replanning_after_an_append_counts_only_what_is_new() {
         "first {first} bytes counted, then {second}"
     );
 }
+
+/// The failures of the field, each checked at every budget from nothing to everything: a
+/// request is never built with an orphaned call or result, a pending call is never removed, a
+/// constraint stated once is always visible or pointed to, and an old instruction never comes
+/// back as the newest message.
+#[test]
+fn regressions_of_the_failures_chat_compaction_is_known_for() {
+    let mut chat = session();
+    let pending = ToolCall::new("pending", "run_tests", json!({"suite": "all"}));
+    chat.push(Message::assistant_with_tools("running", vec![pending]));
+    let constraint = chat.messages()[1].clone();
+    let full = tokens(chat.messages());
+    let planner = planner();
+    let mut folded_at_least_once = false;
+    for budget in (0..=full).step_by(7) {
+        let Ok(planned) = planner.plan_without_summaries(
+            &chat,
+            &TranscriptPolicy::default(),
+            budget,
+            &HashSet::new(),
+        ) else {
+            continue;
+        };
+        let out = planned.messages();
+        // Orphaned call / orphaned result: the request always validates.
+        let sent: Transcript = out.iter().cloned().collect();
+        assert_eq!(sent.validate(), Ok(()), "budget {budget}");
+        // Pending call removed: the in-flight call is still the last message.
+        assert_eq!(out.last(), chat.messages().last(), "budget {budget}");
+        // Constraint stated once then lost: verbatim, or a stub pointing to its exact bytes.
+        let pointer = crate::store::Pointer::for_hash(crate::store::ContentHash::of(
+            constraint.content.as_bytes(),
+        ))
+        .to_string();
+        assert!(
+            out.iter()
+                .any(|m| *m == constraint || (m.role == Role::User && m.content.contains(&pointer))),
+            "budget {budget}"
+        );
+        // Old instruction replayed as if new: the newest user message is the newest request,
+        // and the old ones of a folded run sit above a fold that says they were answered.
+        let last_user = out.iter().rev().find(|m| m.role == Role::User).unwrap();
+        assert_eq!(last_user.content, "now run the tests");
+        if let Some(fold) = out
+            .iter()
+            .find(|m| m.content.starts_with("⟦compaction:folded"))
+        {
+            folded_at_least_once = true;
+            assert!(fold.content.contains("were answered"), "{}", fold.content);
+        }
+        assert_eq!(&rehydrated(&planned), &chat);
+    }
+    assert!(folded_at_least_once);
+}
