@@ -1,93 +1,12 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
-use crate::{CompactionReport, ContentHash, Effect, Fingerprint, Pointer, Shape};
+use crate::render::{Entry, Form};
+use crate::report::CompactionReport;
+use crate::state::path::Shape;
+use crate::store::{ContentHash, Pointer};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
-
-/// An effect record with its position in its log, so window and spilled records merge back in
-/// their original order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct IndexedRecord {
-    pub index: usize,
-    pub record: Effect,
-}
-
-/// Effect records that moved to the store, with the engine's own count of their statuses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct SpilledRecords {
-    pub pointer: Pointer,
-    pub count: usize,
-    pub committed: usize,
-    pub not_started: usize,
-    pub unknown: usize,
-}
-
-/// A payload kept in the window, tied to its record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct KeptPayload {
-    pub index: usize,
-    pub key: String,
-    pub value: serde_json::Value,
-}
-
-/// How one field is preserved.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "form", rename_all = "snake_case")]
-pub(crate) enum Form {
-    /// A protected value, verbatim in the window.
-    Protected {
-        pin: bool,
-        json: String,
-        fingerprint: Fingerprint,
-    },
-    /// A protected value in the store; its pointer's hash is its fingerprint.
-    ProtectedSpilled { pointer: Pointer },
-    /// A derivable or redundant value, verbatim.
-    Value { json: String },
-    /// A summary standing in for a derivable or redundant value.
-    Summary {
-        text: String,
-        source: Pointer,
-        origin: Option<String>,
-        from_tokens: usize,
-    },
-    /// A derivable value evicted behind its pointer.
-    Evicted { pointer: String },
-    /// A redundant value evicted for good.
-    Tombstone,
-    /// An effect ledger.
-    Effects {
-        idempotent: bool,
-        total: usize,
-        records: Vec<IndexedRecord>,
-        spilled: Option<SpilledRecords>,
-        payloads: Vec<KeptPayload>,
-        payloads_evicted: usize,
-    },
-}
-
-/// The class a preserved field belongs to, which decides its section in the window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Section {
-    /// `#[protected]` fields.
-    Protected,
-    /// `#[effect]` ledgers.
-    Effects,
-    /// `#[derivable]` fields.
-    Derivable,
-    /// `#[redundant]` fields.
-    Redundant,
-}
-
-/// One preserved field.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Entry {
-    pub path: String,
-    pub section: Section,
-    pub form: Form,
-}
 
 /// A compacted state: the window text for the model, and a sealed checkpoint of everything
 /// needed to rehydrate it.

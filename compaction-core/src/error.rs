@@ -1,7 +1,9 @@
 //! The typed errors of compaction and rehydration. Every one leaves the caller's state untouched:
 //! `compact` only borrows it.
 
-use crate::{RebuildError, StoreError, SummarizerError};
+use crate::state::path::RebuildError;
+use crate::store::StoreError;
+use crate::summarize::SummarizerError;
 
 /// The verbatim cost of one field that had to stay in the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,14 +112,22 @@ pub enum CompactionError {
     },
 }
 
-impl From<StoreError> for CompactionError {
-    fn from(e: StoreError) -> Self {
-        match e {
+impl CompactionError {
+    /// The one mapping of a store failure: a blob that does not match its hash is `Integrity`
+    /// (named after `field`, or after the blob when no field is given), anything else `Store`.
+    pub(crate) fn from_store(error: StoreError, field: Option<&str>) -> Self {
+        match error {
             StoreError::Integrity { hash } => CompactionError::Integrity {
-                field: format!("store blob {hash}"),
+                field: field.map_or_else(|| format!("store blob {hash}"), str::to_owned),
             },
             other => CompactionError::Store(other),
         }
+    }
+}
+
+impl From<StoreError> for CompactionError {
+    fn from(e: StoreError) -> Self {
+        CompactionError::from_store(e, None)
     }
 }
 

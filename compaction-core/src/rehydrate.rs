@@ -2,13 +2,13 @@
 //! byte-identical (fingerprint-verified), derivable ones through the author's [`Reacquire`],
 //! redundant ones as `Default`, effect records verbatim.
 
-use crate::compactable::{Part, Parts};
-use crate::compacted::{Form, IndexedRecord, Section};
-use crate::store::get_verified;
-use crate::{
-    BoxFuture, Compactable, Compacted, CompactionError, Compactor, ContentHash, EffectLog,
-    StoreError,
-};
+use crate::compacted::Compacted;
+use crate::error::CompactionError;
+use crate::future::BoxFuture;
+use crate::ledger::{Effect, EffectLog};
+use crate::render::{Form, IndexedRecord, Section};
+use crate::state::compactable::{Compactable, Part, Parts};
+use crate::store::{get_verified, ContentHash, DynStore};
 use std::future::Future;
 
 /// The author's error when re-acquiring a value.
@@ -78,7 +78,7 @@ where
 }
 
 /// Object-safe form of [`Reacquire`].
-trait DynReacquire: Send + Sync {
+pub(crate) trait DynReacquire: Send + Sync {
     fn reacquire_dyn<'a>(
         &'a self,
         field: &'a str,
@@ -96,135 +96,114 @@ impl<T: Reacquire> DynReacquire for T {
     }
 }
 
-impl Compactor {
-    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
-    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
-    /// spilled value cannot be read.
-    pub async fn rehydrate<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        self.rehydrate_dyn(compacted, reacquirer).await
+/// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
+/// `Compactor::rehydrate` runs).
+pub(crate) async fn rehydrate<S: Compactable>(
+    store: &dyn DynStore,
+    compacted: &Compacted<S>,
+    reacquirer: &dyn DynReacquire,
+) -> Result<S, CompactionError> {
+    if !compacted.verify_seal() {
+        return Err(CompactionError::Integrity {
+            field: "<checkpoint>".into(),
+        });
     }
-
-    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
-    pub fn rehydrate_blocking<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        crate::block_on(self.rehydrate(compacted, reacquirer))
+    let expected = S::schema().type_name();
+    if compacted.state_type != expected {
+        return Err(CompactionError::WrongStateType {
+            expected: expected.into(),
+            found: compacted.state_type.clone(),
+        });
     }
-
-    async fn rehydrate_dyn<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &dyn DynReacquire,
-    ) -> Result<S, CompactionError> {
-        if !compacted.verify_seal() {
-            return Err(CompactionError::Integrity {
-                field: "<checkpoint>".into(),
-            });
-        }
-        let expected = S::schema().type_name();
-        if compacted.state_type != expected {
-            return Err(CompactionError::WrongStateType {
-                expected: expected.into(),
-                found: compacted.state_type.clone(),
-            });
-        }
-        let mut parts = Parts::new();
-        for (path, shape) in &compacted.shapes {
-            parts.insert_shape(path, *shape);
-        }
-        for entry in &compacted.entries {
-            let path = entry.path.as_str();
-            let part = match &entry.form {
-                Form::Protected {
-                    json, fingerprint, ..
-                } => {
-                    if !fingerprint.matches(json.as_bytes()) {
+    let mut parts = Parts::new();
+    for (path, shape) in &compacted.shapes {
+        parts.insert_shape(path, *shape);
+    }
+    for entry in &compacted.entries {
+        let path = entry.path.as_str();
+        let part = match &entry.form {
+            Form::Protected {
+                json, fingerprint, ..
+            } => {
+                if !fingerprint.matches(json.as_bytes()) {
+                    return Err(integrity(path));
+                }
+                Part::Json(json.clone())
+            }
+            Form::ProtectedSpilled { pointer } => {
+                let bytes = fetch(store, path, &pointer.hash()).await?;
+                Part::Json(String::from_utf8(bytes).map_err(|_| integrity(path))?)
+            }
+            Form::Value { json } => Part::Json(json.clone()),
+            Form::Summary { origin, .. } if entry.section == Section::Derivable => {
+                let pointer = origin.as_deref().unwrap_or_default();
+                Part::Json(reacquire(reacquirer, path, pointer).await?)
+            }
+            Form::Evicted { pointer } => Part::Json(reacquire(reacquirer, path, pointer).await?),
+            Form::Summary { .. } | Form::Tombstone => Part::Default,
+            Form::Effects {
+                total,
+                records,
+                spilled,
+                payloads,
+                ..
+            } => {
+                let mut all = records.clone();
+                if let Some(spilled) = spilled {
+                    let bytes = fetch(store, path, &spilled.pointer.hash()).await?;
+                    let more: Vec<IndexedRecord> =
+                        serde_json::from_slice(&bytes).map_err(|_| integrity(path))?;
+                    if more.len() != spilled.count {
                         return Err(integrity(path));
                     }
-                    Part::Json(json.clone())
+                    all.extend(more);
                 }
-                Form::ProtectedSpilled { pointer } => {
-                    let bytes = self.fetch(path, &pointer.hash()).await?;
-                    Part::Json(String::from_utf8(bytes).map_err(|_| integrity(path))?)
+                all.sort_by_key(|r| r.index);
+                let in_order = all.iter().enumerate().all(|(i, r)| r.index == i);
+                if all.len() != *total || !in_order {
+                    return Err(integrity(path));
                 }
-                Form::Value { json } => Part::Json(json.clone()),
-                Form::Summary { origin, .. } if entry.section == Section::Derivable => {
-                    let pointer = origin.as_deref().unwrap_or_default();
-                    Part::Json(self.reacquire(reacquirer, path, pointer).await?)
-                }
-                Form::Evicted { pointer } => {
-                    Part::Json(self.reacquire(reacquirer, path, pointer).await?)
-                }
-                Form::Summary { .. } | Form::Tombstone => Part::Default,
-                Form::Effects {
-                    total,
-                    records,
-                    spilled,
-                    payloads,
-                    ..
-                } => {
-                    let mut all = records.clone();
-                    if let Some(spilled) = spilled {
-                        let bytes = self.fetch(path, &spilled.pointer.hash()).await?;
-                        let more: Vec<IndexedRecord> =
-                            serde_json::from_slice(&bytes).map_err(|_| integrity(path))?;
-                        if more.len() != spilled.count {
-                            return Err(integrity(path));
+                let mut effects: Vec<Effect> = all.into_iter().map(|r| r.record).collect();
+                for payload in payloads {
+                    match effects.get_mut(payload.index) {
+                        Some(e) if e.idempotency_key == payload.key => {
+                            e.payload = Some(payload.value.clone())
                         }
-                        all.extend(more);
+                        _ => return Err(integrity(path)),
                     }
-                    all.sort_by_key(|r| r.index);
-                    let in_order = all.iter().enumerate().all(|(i, r)| r.index == i);
-                    if all.len() != *total || !in_order {
-                        return Err(integrity(path));
-                    }
-                    let mut effects: Vec<crate::Effect> =
-                        all.into_iter().map(|r| r.record).collect();
-                    for payload in payloads {
-                        match effects.get_mut(payload.index) {
-                            Some(e) if e.idempotency_key == payload.key => {
-                                e.payload = Some(payload.value.clone())
-                            }
-                            _ => return Err(integrity(path)),
-                        }
-                    }
-                    Part::Effects(EffectLog::from_effects(effects).map_err(|_| integrity(path))?)
                 }
-            };
-            parts.insert(path, part);
-        }
-        Ok(S::rebuild(&mut parts)?)
+                Part::Effects(EffectLog::from_effects(effects).map_err(|_| integrity(path))?)
+            }
+        };
+        parts.insert(path, part);
     }
+    Ok(S::rebuild(&mut parts)?)
+}
 
-    async fn fetch(&self, field: &str, hash: &ContentHash) -> Result<Vec<u8>, CompactionError> {
-        get_verified(&*self.store, hash).await.map_err(|e| match e {
-            StoreError::Integrity { .. } => integrity(field),
-            other => CompactionError::Store(other),
-        })
-    }
+async fn fetch(
+    store: &dyn DynStore,
+    field: &str,
+    hash: &ContentHash,
+) -> Result<Vec<u8>, CompactionError> {
+    get_verified(store, hash)
+        .await
+        .map_err(|e| CompactionError::from_store(e, Some(field)))
+}
 
-    async fn reacquire(
-        &self,
-        reacquirer: &dyn DynReacquire,
-        field: &str,
-        pointer: &str,
-    ) -> Result<String, CompactionError> {
-        let value = reacquirer
-            .reacquire_dyn(field, pointer)
-            .await
-            .map_err(|source| CompactionError::Reacquire {
-                field: field.into(),
-                pointer: pointer.into(),
-                source,
-            })?;
-        Ok(value.to_string())
-    }
+async fn reacquire(
+    reacquirer: &dyn DynReacquire,
+    field: &str,
+    pointer: &str,
+) -> Result<String, CompactionError> {
+    let value = reacquirer
+        .reacquire_dyn(field, pointer)
+        .await
+        .map_err(|source| CompactionError::Reacquire {
+            field: field.into(),
+            pointer: pointer.into(),
+            source,
+        })?;
+    Ok(value.to_string())
 }
 
 fn integrity(field: &str) -> CompactionError {

@@ -1,6 +1,6 @@
 //! What a compaction did to each field, for logs and for the agent's own bookkeeping.
 
-use crate::{Fingerprint, Pointer};
+use crate::store::{Fingerprint, Pointer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

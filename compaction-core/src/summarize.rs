@@ -3,7 +3,6 @@
 //! Only values whose type is [`Summarizable`](crate::Summarizable) and whose field allows it ever
 //! reach a summarizer; the engine checks every request against the schema first.
 
-use crate::BoxFuture;
 use std::future::Future;
 
 /// What the engine asks a summarizer for.
@@ -76,23 +75,6 @@ pub trait Summarizer: Send + Sync {
         &self,
         request: SummaryRequest<'_>,
     ) -> impl Future<Output = Result<String, SummarizerError>> + Send;
-}
-
-/// Object-safe form of [`Summarizer`].
-pub(crate) trait DynSummarizer: Send + Sync {
-    fn summarize_dyn<'a>(
-        &'a self,
-        request: SummaryRequest<'a>,
-    ) -> BoxFuture<'a, Result<String, SummarizerError>>;
-}
-
-impl<T: Summarizer> DynSummarizer for T {
-    fn summarize_dyn<'a>(
-        &'a self,
-        request: SummaryRequest<'a>,
-    ) -> BoxFuture<'a, Result<String, SummarizerError>> {
-        Box::pin(self.summarize(request))
-    }
 }
 
 /// Adapts a synchronous closure into a [`Summarizer`].
@@ -189,7 +171,7 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{TokenCounter, Tokenizer};
+    use crate::tokens::{TokenCounter, Tokenizer};
 
     #[test]
     fn extract_fits_its_target_and_keeps_ends() {

@@ -1,29 +1,53 @@
 //! Collect: the visitor that receives a state's fields by class and checks every call against
 //! the schema. Protected values are put in canonical form here; the rest stays borrowed.
 
-use crate::compactable::{child_path, push_segment, PointerFn, Segment, Shape, Visitor};
-use crate::{
-    CompactionError, ContentHash, EffectLog, EffectRecords, FieldClass, Schema, Summarizable,
-};
+use crate::error::CompactionError;
+use crate::ledger::{EffectLog, EffectRecords, EffectStatus};
+use crate::plan::json_size::JsonValue;
+use crate::state::compactable::{Compactable, PointerFn, Visitor};
+use crate::state::path::{child_path, push_segment, Segment, Shape};
+use crate::state::schema::{schema_path, FieldClass, Schema};
+use crate::state::summarizable::Summarizable;
+use crate::store::ContentHash;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io;
 
-/// A serializable value behind a trait object (serde's `Serialize` is not object safe).
-pub(crate) trait JsonValue {
-    fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()>;
-    /// Whether the compact JSON is certainly longer than `cap` bytes (a lower-bound walk: no
-    /// writing, no escaping, stops at the cap).
-    fn json_exceeds(&self, cap: usize) -> bool;
+/// A state's fields as its traversal handed them over, checked against its schema.
+pub(crate) struct Collection<'a> {
+    pub(super) fields: Vec<CollectedField<'a>>,
+    pub shapes: Vec<(String, Shape)>,
 }
 
-impl<T: Serialize> JsonValue for T {
-    fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()> {
-        serde_json::to_writer(out, self)
+/// Runs the state's traversal through a [`Collector`]; the first disagreement with the schema
+/// (or value that cannot be serialized) refuses the whole compaction.
+pub(crate) fn collect<S: Compactable>(state: &S) -> Result<Collection<'_>, CompactionError> {
+    let mut collector = Collector::new(S::schema());
+    state.visit(&mut collector);
+    collector.check_complete();
+    if let Some(error) = collector.error.take() {
+        return Err(error);
     }
-    fn json_exceeds(&self, cap: usize) -> bool {
-        crate::json_len::exceeds(self, cap)
+    Ok(Collection {
+        fields: collector.fields,
+        shapes: collector.shapes,
+    })
+}
+
+impl Collection<'_> {
+    /// `UnknownEffect` for the first effect whose outcome is unknown.
+    pub fn refuse_unknown_effects(&self) -> Result<(), CompactionError> {
+        for field in &self.fields {
+            if let Collected::Effects { log, .. } = &field.value {
+                if let Some(e) = log.with_status(EffectStatus::Unknown).next() {
+                    return Err(CompactionError::UnknownEffect {
+                        field: field.path.clone(),
+                        key: e.idempotency_key.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -66,13 +90,13 @@ pub(crate) struct CollectedField<'a> {
 
 /// The visitor the engine hands to `Compactable::visit`. It checks every call against the
 /// schema, so a hand-written traversal cannot route a protected value anywhere it should not go.
-pub(crate) struct Collector<'a> {
+struct Collector<'a> {
     schema: &'static Schema,
     path: String,
     marks: Vec<usize>,
-    pub fields: Vec<CollectedField<'a>>,
-    pub shapes: Vec<(String, Shape)>,
-    pub error: Option<CompactionError>,
+    fields: Vec<CollectedField<'a>>,
+    shapes: Vec<(String, Shape)>,
+    error: Option<CompactionError>,
     visited: HashSet<String>,
 }
 
@@ -86,7 +110,7 @@ enum Claim {
 }
 
 impl<'a> Collector<'a> {
-    pub fn new(schema: &'static Schema) -> Self {
+    fn new(schema: &'static Schema) -> Self {
         Collector {
             schema,
             path: String::new(),
@@ -126,7 +150,7 @@ impl<'a> Collector<'a> {
             _ => false,
         };
         if ok {
-            self.visited.insert(crate::schema::schema_path(&path));
+            self.visited.insert(schema_path(&path));
             return declared.map(|class| (path, class));
         }
         // Anything not declared summarizable is treated as protected: refuse before any
@@ -152,7 +176,7 @@ impl<'a> Collector<'a> {
     }
 
     /// Fails when a field the schema declares unconditionally was never visited.
-    pub fn check_complete(&mut self) {
+    fn check_complete(&mut self) {
         if self.error.is_some() {
             return;
         }

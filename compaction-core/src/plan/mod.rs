@@ -23,17 +23,24 @@
 //! on, until the window fits.
 
 mod collect;
+mod json_size;
 mod slot;
 
-pub(crate) use collect::{Collected, CollectedField, Collector, JsonValue};
-pub(crate) use slot::{
+pub(crate) use collect::{collect, Collection};
+
+use crate::error::{CompactionError, FieldCost};
+use crate::ledger::Effect;
+use crate::plan::collect::{Collected, CollectedField};
+use crate::plan::json_size::json_within;
+use crate::plan::slot::{
     spill_kept, spill_records, FloorForm, Movable, Payloads, Slot, SlotBody, Stage, ValuePlan,
 };
-
-use crate::compacted::{IndexedRecord, KeptPayload, Section};
-use crate::render::{render_field, FieldView};
-use crate::{ContentHash, FieldClass, Pointer, TokenCounter};
-use std::io;
+use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
+use crate::report::{CompactionReport, FieldOutcome};
+use crate::state::schema::FieldClass;
+use crate::store::{ContentHash, Pointer};
+use crate::tokens::TokenCounter;
+use std::collections::BTreeMap;
 
 /// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
 /// counting it. Real text runs at 3-5 bytes a token; a value denser than this is judged by its
@@ -43,53 +50,6 @@ const MAX_BYTES_PER_TOKEN: usize = 16;
 /// A summary target below this is not worth a summarizer call: the field is evicted instead.
 const MIN_SUMMARY_TOKENS: usize = 8;
 
-/// A `Write` that refuses to grow past a cap, so a value too big for the window costs at most
-/// the cap to find out. Without a buffer it only measures.
-struct CappedBuffer {
-    bytes: Option<Vec<u8>>,
-    len: usize,
-    cap: usize,
-}
-
-impl io::Write for CappedBuffer {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.len + buf.len() > self.cap {
-            return Err(io::Error::other("over cap"));
-        }
-        self.len += buf.len();
-        if let Some(bytes) = &mut self.bytes {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Serializes `value` unless it is longer than `cap` bytes. It is measured first without being
-/// stored, so a value over the cap costs no memory to rule out (only one that fits is buffered,
-/// at its exact size).
-fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
-    // Strings alone already over the cap: ruled out in a few steps, nothing serialized.
-    if value.json_exceeds(cap) {
-        return None;
-    }
-    let mut measure = CappedBuffer {
-        bytes: None,
-        len: 0,
-        cap,
-    };
-    value.write_json(&mut measure).ok()?;
-    let mut buffer = CappedBuffer {
-        bytes: Some(Vec::with_capacity(measure.len)),
-        len: 0,
-        cap,
-    };
-    value.write_json(&mut buffer).ok()?;
-    String::from_utf8(buffer.bytes?).ok()
-}
-
 /// Inputs the planner needs besides the state.
 pub(crate) struct PlanContext<'c> {
     pub counter: &'c dyn TokenCounter,
@@ -97,8 +57,119 @@ pub(crate) struct PlanContext<'c> {
     pub max_summary_tokens: usize,
 }
 
+/// Every field's planned form, owning all it needs (nothing borrowed from the state), so the
+/// async part of compaction holds no borrow of the state.
+pub(crate) struct Plan {
+    slots: Vec<Slot>,
+}
+
+impl Plan {
+    /// The floor: the smallest window that keeps every guarantee (see the module docs).
+    pub fn floor(collection: &Collection<'_>, ctx: &PlanContext<'_>) -> Plan {
+        let mut slots = floor_slots(&collection.fields);
+        upgrade(&mut slots, &collection.fields, ctx, 0, false);
+        Plan { slots }
+    }
+
+    /// Brings fields back in keep-priority order while they fit in `remaining` tokens (the
+    /// budget left after the floor window).
+    pub fn upgrade(
+        &mut self,
+        collection: &Collection<'_>,
+        ctx: &PlanContext<'_>,
+        remaining: usize,
+    ) {
+        upgrade(&mut self.slots, &collection.fields, ctx, remaining, true);
+    }
+
+    /// The window entries for the current plan, in traversal order.
+    pub fn entries(&self) -> Vec<Entry> {
+        self.slots.iter().map(Slot::entry).collect()
+    }
+
+    /// Demotes the lowest-priority field still above its floor. `false` when none is left.
+    pub fn demote_one(&mut self) -> bool {
+        let slots = &mut self.slots;
+        let mut order: Vec<usize> = (0..slots.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse((slots[i].stage(), i)));
+        order.into_iter().any(|i| slots[i].demote())
+    }
+
+    /// The fields still waiting for a summary: each answers
+    /// [`pending_summary`](Slot::pending_summary) and takes [`set_summary`](Slot::set_summary)
+    /// or [`evict_value`](Slot::evict_value).
+    pub fn pending_summaries(&mut self) -> impl Iterator<Item = &mut Slot> {
+        self.slots
+            .iter_mut()
+            .filter(|slot| slot.pending_summary().is_some())
+    }
+
+    /// Everything the plan moves to the store, under its address.
+    pub fn spills(&self) -> impl Iterator<Item = (ContentHash, &[u8])> {
+        self.slots.iter().filter_map(Slot::spill_blob)
+    }
+
+    /// `ProtectedOverBudget`: what had to stay verbatim, with its tokens, and what already left.
+    pub fn over_budget(
+        &self,
+        required_tokens: usize,
+        budget: usize,
+        counter: &dyn TokenCounter,
+    ) -> CompactionError {
+        let mut fields = Vec::new();
+        let mut evicted = Vec::new();
+        for slot in &self.slots {
+            if slot.is_verbatim() {
+                fields.push(FieldCost {
+                    field: slot.path.clone(),
+                    tokens: slot.line_tokens(counter),
+                });
+            } else {
+                evicted.push(slot.path.clone());
+            }
+        }
+        CompactionError::ProtectedOverBudget {
+            fields,
+            required_tokens,
+            budget,
+            evicted,
+        }
+    }
+
+    /// What this plan did to each field, once its window of `tokens_after` tokens fits.
+    pub fn report(
+        &self,
+        compaction: u64,
+        budget: usize,
+        tokens_after: usize,
+        counter: &dyn TokenCounter,
+    ) -> CompactionReport {
+        let mut fields = Vec::new();
+        let mut fingerprints = BTreeMap::new();
+        let mut tokens_before = tokens_after;
+        for slot in &self.slots {
+            if let Some(fingerprint) = slot.fingerprint() {
+                fingerprints.insert(slot.path.clone(), fingerprint);
+            }
+            tokens_before += slot.tokens_left_at_least(counter);
+            fields.extend(slot.outcomes(counter));
+        }
+        let exact = fields.iter().all(|f| f.outcome == FieldOutcome::Kept);
+        CompactionReport {
+            compaction,
+            budget,
+            tokens_after,
+            tokens_before,
+            tokens_before_exact: exact,
+            counter: counter.name().to_owned(),
+            fields,
+            fingerprints,
+        }
+    }
+}
+
 /// Turns collected fields into slots at their floor form.
-pub(crate) fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
+fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
     fields
         .iter()
         .map(|field| {
@@ -134,7 +205,7 @@ pub(crate) fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                 Collected::Effects { idempotent, log } => {
                     let effects = log.effects();
                     // Live records of a non-idempotent ledger are obligations: they never move.
-                    let pins = |e: &crate::Effect| !*idempotent && e.status.is_live();
+                    let pins = |e: &Effect| !*idempotent && e.status.is_live();
                     let pinned = effects
                         .iter()
                         .enumerate()
@@ -189,7 +260,7 @@ enum Step {
 /// With `remaining == 0` and `summaries == false` it makes the floor minimal: a field whose
 /// verbatim form is no longer than its pointer or tombstone (a small protected number, say) is
 /// kept, because spilling it would only cost tokens.
-pub(crate) fn upgrade(
+fn upgrade(
     slots: &mut [Slot],
     fields: &[CollectedField<'_>],
     ctx: &PlanContext<'_>,
@@ -247,7 +318,7 @@ pub(crate) fn upgrade(
         if !kept {
             continue;
         }
-        match ctx.counter.count_till_limit(&slot_text(slot), limit) {
+        match ctx.counter.count_till_limit(&slot.line(), limit) {
             Some(rich) => {
                 slot.whole_tokens_at_least = rich;
                 remaining = limit - rich;
@@ -262,13 +333,6 @@ pub(crate) fn upgrade(
         slots.iter_mut().for_each(Slot::mark_floor);
     }
     remaining
-}
-
-fn slot_text(slot: &Slot) -> String {
-    let entry = slot.entry();
-    let mut line = String::new();
-    render_field(&mut line, &FieldView::of(&entry));
-    line
 }
 
 fn set_spill(slot: &mut Slot, to: bool) {
@@ -365,7 +429,7 @@ fn plan_value(
     let limit = remaining + floor;
     if let Some(json) = json_within(*value, limit.saturating_mul(MAX_BYTES_PER_TOKEN)) {
         set_value_plan(slot, ValuePlan::Keep { json });
-        match ctx.counter.count_till_limit(&slot_text(slot), limit) {
+        match ctx.counter.count_till_limit(&slot.line(), limit) {
             Some(rich) => {
                 slot.whole_tokens_at_least = rich;
                 return limit - rich;

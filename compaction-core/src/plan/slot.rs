@@ -1,9 +1,13 @@
 //! Slots: one field on its way into the window, owning everything it needs, with its current
 //! form, how to render it, and how to demote it.
 
-use crate::compacted::{Entry, Form, IndexedRecord, KeptPayload, Section, SpilledRecords};
-use crate::render::{render_field, FieldView};
-use crate::{ContentHash, EffectStatus, Pointer, TokenCounter};
+use crate::ledger::{Effect, EffectStatus};
+use crate::render::{
+    render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
+};
+use crate::report::{FieldOutcome, FieldReport};
+use crate::store::{ContentHash, Pointer};
+use crate::tokens::TokenCounter;
 use serde::Serialize;
 
 /// Keep priority: lower stages come back into the window first and leave it last.
@@ -75,13 +79,13 @@ pub(crate) enum SlotBody {
 /// state survives planning, so the async part of compaction holds no borrow of it).
 #[derive(Debug)]
 pub(crate) struct Slot {
-    pub path: String,
-    pub section: Section,
-    pub body: SlotBody,
+    pub(super) path: String,
+    pub(super) section: Section,
+    pub(super) body: SlotBody,
     /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).
-    pub whole_tokens_at_least: usize,
+    pub(super) whole_tokens_at_least: usize,
     /// What demotion may do without going below the floor form.
-    pub floor: FloorForm,
+    pub(super) floor: FloorForm,
 }
 
 /// The demotions a slot allows: a form the floor pass kept (verbatim because it is no longer
@@ -123,9 +127,7 @@ struct RecordFields<'a> {
     depends_on: &'a [String],
 }
 
-pub(crate) fn spill_records<'e>(
-    records: impl Iterator<Item = (usize, &'e crate::Effect)>,
-) -> Movable {
+pub(crate) fn spill_records<'e>(records: impl Iterator<Item = (usize, &'e Effect)>) -> Movable {
     let mut summary = SpilledRecords {
         pointer: Pointer::for_hash(ContentHash::of(b"")),
         count: 0,
@@ -169,6 +171,11 @@ pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
 }
 
 impl Slot {
+    /// The field's concrete path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
     pub fn stage(&self) -> Stage {
         match &self.body {
             SlotBody::Protected { pin: true, .. } => Stage::Pinned,
@@ -266,12 +273,180 @@ impl Slot {
         }
     }
 
-    /// Tokens of this slot's line(s) in the default format: the planning estimate.
-    pub fn line_tokens(&self, counter: &dyn TokenCounter) -> usize {
+    /// This slot's line(s) in the default format, as the window shows its current plan.
+    pub fn line(&self) -> String {
         let entry = self.entry();
         let mut line = String::new();
         render_field(&mut line, &FieldView::of(&entry));
-        counter.count(&line)
+        line
+    }
+
+    /// Tokens of [`line`](Self::line): the planning estimate.
+    pub fn line_tokens(&self, counter: &dyn TokenCounter) -> usize {
+        counter.count(&self.line())
+    }
+
+    /// Whether the field's value (for effects: any record) is verbatim in the window.
+    pub fn is_verbatim(&self) -> bool {
+        match &self.body {
+            SlotBody::Protected { spill, .. } => !spill,
+            SlotBody::Value { plan, .. } => matches!(plan, ValuePlan::Keep { .. }),
+            SlotBody::Effects {
+                pinned, movable, ..
+            } => !pinned.is_empty() || matches!(movable, Movable::Kept(_)),
+        }
+    }
+
+    /// The bytes this slot moves to the store, under their address (a spilled protected value,
+    /// a summary's source, spilled effect records).
+    pub fn spill_blob(&self) -> Option<(ContentHash, &[u8])> {
+        match &self.body {
+            SlotBody::Protected {
+                json,
+                fingerprint,
+                spill: true,
+                ..
+            } => Some((*fingerprint, json.as_bytes())),
+            SlotBody::Value {
+                plan:
+                    ValuePlan::Summarize {
+                        source,
+                        done: Some((_, pointer, _)),
+                        ..
+                    },
+                ..
+            } => Some((pointer.hash(), source.as_bytes())),
+            SlotBody::Effects {
+                movable: Movable::Spilled { bytes, summary },
+                ..
+            } => Some((summary.pointer.hash(), bytes.as_slice())),
+            _ => None,
+        }
+    }
+
+    /// The fingerprint of a protected value.
+    pub fn fingerprint(&self) -> Option<ContentHash> {
+        match &self.body {
+            SlotBody::Protected { fingerprint, .. } => Some(*fingerprint),
+            _ => None,
+        }
+    }
+
+    /// The report's rows for this slot: one per field, and for an effect ledger with payloads
+    /// a second row for `<path>.payloads`.
+    pub fn outcomes(&self, counter: &dyn TokenCounter) -> Vec<FieldReport> {
+        let row = |field: String, outcome| FieldReport { field, outcome };
+        let outcome = match &self.body {
+            SlotBody::Protected {
+                fingerprint, spill, ..
+            } => {
+                if *spill {
+                    FieldOutcome::Spilled {
+                        pointer: Pointer::for_hash(*fingerprint),
+                    }
+                } else {
+                    FieldOutcome::Kept
+                }
+            }
+            SlotBody::Value {
+                redundant,
+                pointer,
+                plan,
+            } => match plan {
+                ValuePlan::Keep { .. } => FieldOutcome::Kept,
+                ValuePlan::Summarize {
+                    done: Some((text, source, from_tokens)),
+                    ..
+                } => FieldOutcome::Summarized {
+                    from_tokens: *from_tokens,
+                    to_tokens: counter.count(text),
+                    source: source.clone(),
+                },
+                _ => match (redundant, pointer) {
+                    (false, Some(p)) => FieldOutcome::Evicted { pointer: p.clone() },
+                    _ => FieldOutcome::Tombstoned,
+                },
+            },
+            SlotBody::Effects {
+                movable, payloads, ..
+            } => {
+                let records = match movable {
+                    Movable::Spilled { summary, .. } => FieldOutcome::Spilled {
+                        pointer: summary.pointer.clone(),
+                    },
+                    _ => FieldOutcome::Kept,
+                };
+                let mut rows = vec![row(self.path.clone(), records)];
+                let payloads = match payloads {
+                    Payloads::None => None,
+                    Payloads::Kept(_) => Some(FieldOutcome::Kept),
+                    Payloads::Evicted(_) => Some(FieldOutcome::Tombstoned),
+                };
+                if let Some(outcome) = payloads {
+                    rows.push(row(format!("{}.payloads", self.path), outcome));
+                }
+                return rows;
+            }
+        };
+        vec![row(self.path.clone(), outcome)]
+    }
+
+    /// Tokens the field's value took beyond its line, known at least, when it left the window
+    /// (0 for a field kept, and for effect ledgers, whose records are counted exactly).
+    pub fn tokens_left_at_least(&self, counter: &dyn TokenCounter) -> usize {
+        if matches!(self.body, SlotBody::Effects { .. }) || self.is_verbatim() {
+            return 0;
+        }
+        self.whole_tokens_at_least
+            .saturating_sub(self.line_tokens(counter))
+    }
+
+    /// The summary this slot still waits for: its source text and its target in tokens.
+    pub fn pending_summary(&self) -> Option<(&str, usize)> {
+        match &self.body {
+            SlotBody::Value {
+                plan:
+                    ValuePlan::Summarize {
+                        source,
+                        target,
+                        done: None,
+                    },
+                ..
+            } => Some((source, *target)),
+            _ => None,
+        }
+    }
+
+    /// Puts the summarizer's text in place of the pending summary.
+    pub fn set_summary(&mut self, summary: String, counter: &dyn TokenCounter) {
+        let whole_at_least = self.whole_tokens_at_least;
+        if let SlotBody::Value {
+            plan:
+                ValuePlan::Summarize {
+                    source,
+                    target,
+                    done,
+                },
+            ..
+        } = &mut self.body
+        {
+            // The source is never rendered, so it is never counted whole (for a large source
+            // that would cost more than the rest of the compaction): counted only until it is
+            // known to exceed the target, it gives the report a lower bound.
+            let from_tokens = counter
+                .count_till_limit(source, *target)
+                .unwrap_or(*target + 1)
+                .max(whole_at_least);
+            let pointer = Pointer::for_hash(ContentHash::of(source.as_bytes()));
+            *done = Some((summary, pointer, from_tokens));
+        }
+    }
+
+    /// Evicts a derivable or redundant value (pointer or tombstone).
+    pub fn evict_value(&mut self) {
+        if let SlotBody::Value { plan, .. } = &mut self.body {
+            *plan = ValuePlan::Evict;
+        }
     }
 
     /// Whether the slot is at its richest planned form and may be demoted one step.

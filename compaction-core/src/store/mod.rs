@@ -1,12 +1,18 @@
 //! Where spilled state lives: content-addressed blobs behind verifiable pointers.
+//!
+//! This file holds the vocabulary every layer names (hashes, pointers, the store's error);
+//! `backend.rs` the [`Store`] trait a backend implements, `memory.rs` the in-process store.
 
-use crate::BoxFuture;
+mod backend;
+mod memory;
+
+pub use backend::Store;
+pub(crate) use backend::{get_verified, DynStore};
+pub use memory::MemoryStore;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
-use std::sync::{Arc, Mutex};
 
 /// SHA-256 of a value's canonical bytes: the fingerprint of protected state and the address of
 /// spilled state.
@@ -220,148 +226,6 @@ impl StoreError {
     }
 }
 
-/// Durable storage for spilled protected state and summary sources.
-///
-/// Blobs are content-addressed: `put` stores bytes under their SHA-256, `get` returns them. The
-/// engine verifies every blob it reads against its hash, so a store that returns wrong bytes is
-/// caught (`Integrity`), but a store should verify too. Both methods return `Send` futures so
-/// compaction can run on any executor.
-pub trait Store: Send + Sync {
-    /// Stores `bytes` under `hash` (which the caller computed as `ContentHash::of(bytes)`).
-    /// Storing the same content twice is not an error.
-    fn put(
-        &self,
-        hash: &ContentHash,
-        bytes: &[u8],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Returns the bytes stored under `hash`.
-    fn get(&self, hash: &ContentHash) -> impl Future<Output = Result<Vec<u8>, StoreError>> + Send;
-}
-
-impl<T: Store + ?Sized> Store for Arc<T> {
-    fn put(
-        &self,
-        hash: &ContentHash,
-        bytes: &[u8],
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        (**self).put(hash, bytes)
-    }
-    fn get(&self, hash: &ContentHash) -> impl Future<Output = Result<Vec<u8>, StoreError>> + Send {
-        (**self).get(hash)
-    }
-}
-
-/// Object-safe form of [`Store`], so a `Compactor` needs no type parameter.
-pub(crate) trait DynStore: Send + Sync {
-    fn put_dyn<'a>(
-        &'a self,
-        hash: &'a ContentHash,
-        bytes: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
-    fn get_dyn<'a>(&'a self, hash: &'a ContentHash) -> BoxFuture<'a, Result<Vec<u8>, StoreError>>;
-}
-
-impl<T: Store> DynStore for T {
-    fn put_dyn<'a>(
-        &'a self,
-        hash: &'a ContentHash,
-        bytes: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.put(hash, bytes))
-    }
-    fn get_dyn<'a>(&'a self, hash: &'a ContentHash) -> BoxFuture<'a, Result<Vec<u8>, StoreError>> {
-        Box::pin(self.get(hash))
-    }
-}
-
-/// Reads a blob and proves it is the one the pointer names.
-pub(crate) async fn get_verified(
-    store: &dyn DynStore,
-    hash: &ContentHash,
-) -> Result<Vec<u8>, StoreError> {
-    let bytes = store.get_dyn(hash).await?;
-    if !hash.matches(&bytes) {
-        return Err(StoreError::Integrity { hash: *hash });
-    }
-    Ok(bytes)
-}
-
-/// An in-process store. Fast and simple, but gone when the process exits: use a durable store
-/// (SQLite) for anything an agent must survive a restart with.
-///
-/// Clones share the same blobs.
-#[derive(Debug, Clone, Default)]
-pub struct MemoryStore {
-    blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
-}
-
-impl MemoryStore {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Number of blobs.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether the store holds no blob.
-    pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
-    }
-
-    /// Every stored address.
-    pub fn hashes(&self) -> Vec<ContentHash> {
-        self.lock().keys().copied().collect()
-    }
-
-    /// Overwrites the bytes under `hash` without checking them: for tests that tamper with
-    /// stored state to prove it is detected.
-    pub fn overwrite_unchecked(&self, hash: ContentHash, bytes: Vec<u8>) {
-        self.lock().insert(hash, bytes);
-    }
-
-    /// The raw bytes under `hash`, unverified.
-    pub fn raw(&self, hash: &ContentHash) -> Option<Vec<u8>> {
-        self.lock().get(hash).cloned()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Vec<u8>>> {
-        // A panic while holding the lock cannot leave a half-written blob: insert is atomic.
-        self.blobs.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Store for MemoryStore {
-    async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
-        // Content-addressed: an address already held has nothing to write, and an agent that
-        // compacts every turn re-spills the same blobs, so skip re-hashing those. A new blob is
-        // verified before it is stored (and every `get` verifies again).
-        if self.lock().contains_key(hash) {
-            return Ok(());
-        }
-        if !hash.matches(bytes) {
-            return Err(StoreError::Integrity { hash: *hash });
-        }
-        self.lock().entry(*hash).or_insert_with(|| bytes.to_vec());
-        Ok(())
-    }
-
-    async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
-        let bytes = self
-            .lock()
-            .get(hash)
-            .cloned()
-            .ok_or(StoreError::NotFound { hash: *hash })?;
-        if !hash.matches(&bytes) {
-            return Err(StoreError::Integrity { hash: *hash });
-        }
-        Ok(bytes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -375,25 +239,5 @@ mod tests {
         assert_eq!(Pointer::parse(&text).unwrap(), p);
         assert!(Pointer::parse("store://sha256:zz").is_err());
         assert!(Pointer::parse("file:///etc").is_err());
-    }
-
-    #[test]
-    fn memory_store_detects_tamper() {
-        let store = MemoryStore::new();
-        let h = ContentHash::of(b"value");
-        crate::block_on(store.put(&h, b"value")).unwrap();
-        assert_eq!(crate::block_on(store.get(&h)).unwrap(), b"value");
-        store.overwrite_unchecked(h, b"valuf".to_vec());
-        assert!(matches!(
-            crate::block_on(store.get(&h)),
-            Err(StoreError::Integrity { .. })
-        ));
-        // A new blob under an address that is not its hash is refused.
-        let wrong = ContentHash::of(b"something else");
-        assert!(matches!(
-            crate::block_on(store.put(&wrong, b"value")),
-            Err(StoreError::Integrity { .. })
-        ));
-        assert!(store.raw(&wrong).is_none());
     }
 }

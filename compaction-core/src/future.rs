@@ -1,10 +1,14 @@
-//! A minimal executor for the blocking conveniences: the core stays runtime-agnostic.
+//! Futures without a runtime: the boxed future the object-safe async traits return, and a
+//! minimal executor for the blocking conveniences (the core stays runtime-agnostic).
 
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
+
+/// A boxed `Send` future, as the object-safe forms of the async traits return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 struct ThreadWaker(Thread);
 

@@ -10,9 +10,11 @@
 //! third of the derive's compile time (type and borrow checking of ten traits per struct).
 #![allow(missing_docs)]
 
-use crate::compactable::{NestedField, Parts, PointerFn, RebuildError, Visitor};
-use crate::schema::Schema;
-use crate::{EffectRecords, Summarizable};
+use crate::ledger::EffectRecords;
+use crate::state::compactable::{NestedField, Parts, PointerFn, Visitor};
+use crate::state::path::RebuildError;
+use crate::state::schema::Schema;
+use crate::state::summarizable::Summarizable;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 

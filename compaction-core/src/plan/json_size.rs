@@ -1,13 +1,80 @@
-//! A lower bound on a value's compact JSON length, walked without writing or escaping anything,
-//! so the planner can rule out a value far bigger than the window at the cost of a few steps
-//! (issue 3: "cheap upper and lower bounds, serialized length walks without copying").
+//! How big a value's JSON is, found without paying for a value too big for the window: a
+//! serializable value behind a trait object ([`JsonValue`]), serialized only up to a cap
+//! ([`json_within`]), after a lower-bound walk that rules out a value far bigger than the window
+//! at the cost of a few steps (issue 3: "cheap upper and lower bounds, serialized length walks
+//! without copying").
 //!
-//! Only the bytes JSON cannot do without are counted: string contents (escaping only adds),
+//! The walk counts only the bytes JSON cannot do without: string contents (escaping only adds),
 //! two quotes per string or key, one byte per scalar, brackets. The walk stops as soon as the
 //! bound passes the cap.
 
 use serde::ser::{self, Serialize};
 use std::fmt;
+use std::io;
+
+/// A serializable value behind a trait object (serde's `Serialize` is not object safe).
+pub(crate) trait JsonValue {
+    fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()>;
+    /// Whether the compact JSON is certainly longer than `cap` bytes (a lower-bound walk: no
+    /// writing, no escaping, stops at the cap).
+    fn json_exceeds(&self, cap: usize) -> bool;
+}
+
+impl<T: Serialize> JsonValue for T {
+    fn write_json(&self, out: &mut dyn io::Write) -> serde_json::Result<()> {
+        serde_json::to_writer(out, self)
+    }
+    fn json_exceeds(&self, cap: usize) -> bool {
+        exceeds(self, cap)
+    }
+}
+
+/// A `Write` that refuses to grow past a cap, so a value too big for the window costs at most
+/// the cap to find out. Without a buffer it only measures.
+struct CappedBuffer {
+    bytes: Option<Vec<u8>>,
+    len: usize,
+    cap: usize,
+}
+
+impl io::Write for CappedBuffer {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.len + buf.len() > self.cap {
+            return Err(io::Error::other("over cap"));
+        }
+        self.len += buf.len();
+        if let Some(bytes) = &mut self.bytes {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Serializes `value` unless it is longer than `cap` bytes. It is measured first without being
+/// stored, so a value over the cap costs no memory to rule out (only one that fits is buffered,
+/// at its exact size).
+pub(crate) fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
+    // Strings alone already over the cap: ruled out in a few steps, nothing serialized.
+    if value.json_exceeds(cap) {
+        return None;
+    }
+    let mut measure = CappedBuffer {
+        bytes: None,
+        len: 0,
+        cap,
+    };
+    value.write_json(&mut measure).ok()?;
+    let mut buffer = CappedBuffer {
+        bytes: Some(Vec::with_capacity(measure.len)),
+        len: 0,
+        cap,
+    };
+    value.write_json(&mut buffer).ok()?;
+    String::from_utf8(buffer.bytes?).ok()
+}
 
 /// Whether the compact JSON of `value` is certainly longer than `cap` bytes.
 pub(crate) fn exceeds<T: Serialize + ?Sized>(value: &T, cap: usize) -> bool {

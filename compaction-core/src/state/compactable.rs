@@ -1,7 +1,10 @@
 //! The contract between `#[derive(Compactable)]` and the engine: a typed traversal out (split)
 //! and a typed rebuild in.
 
-use crate::{EffectRecords, Schema, Summarizable};
+use crate::ledger::{EffectLog, EffectRecords};
+use crate::state::path::{child_path, push_segment, shape_key, RebuildError, Segment, Shape};
+use crate::state::schema::Schema;
+use crate::state::summarizable::Summarizable;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -93,28 +96,6 @@ pub trait Visitor<'a> {
     fn leave(&mut self);
     /// Records the shape of an `Option` or `Vec` of nested state at the current path + `name`.
     fn shape(&mut self, name: &'static str, shape: Shape);
-}
-
-/// One step of a path into nested state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Segment {
-    /// A named field.
-    Field(&'static str),
-    /// An element of a `Vec`.
-    Index(usize),
-}
-
-/// The shape of an `Option` or `Vec` of nested state, preserved so rebuild knows how many
-/// values to rebuild.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Shape {
-    /// `None`.
-    Absent,
-    /// `Some(_)`.
-    Present,
-    /// A `Vec` of this length.
-    Len(usize),
 }
 
 /// A field type that `#[nested]` accepts: a `Compactable` type, or `Option`/`Vec`/`Box` of one.
@@ -220,37 +201,6 @@ impl<T: Compactable> NestedField for Vec<T> {
     }
 }
 
-/// Appends a path segment to a concrete path string.
-pub(crate) fn push_segment(path: &mut String, segment: Segment) {
-    match segment {
-        Segment::Field(name) => {
-            if !path.is_empty() {
-                path.push('.');
-            }
-            path.push_str(name);
-        }
-        Segment::Index(i) => {
-            path.push('[');
-            path.push_str(&i.to_string());
-            path.push(']');
-        }
-    }
-}
-
-/// Joins the current path and a field name.
-pub(crate) fn child_path(base: &str, name: &str) -> String {
-    if base.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{base}.{name}")
-    }
-}
-
-/// The key under which the shape of `path` is kept (distinct from the value keys).
-pub(crate) fn shape_key(path: &str) -> String {
-    format!("{path}#shape")
-}
-
 /// A preserved value on its way back into a state.
 #[derive(Debug, Clone)]
 pub enum Part {
@@ -259,19 +209,9 @@ pub enum Part {
     /// The field was evicted for good: restore `Default`.
     Default,
     /// Effect records.
-    Effects(crate::EffectLog),
+    Effects(EffectLog),
     /// The shape of an optional or repeated nested value.
     Shape(Shape),
-}
-
-/// Why a state could not be rebuilt from its parts.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("cannot rebuild `{path}`: {reason}")]
-pub struct RebuildError {
-    /// Concrete path of the field.
-    pub path: String,
-    /// What is wrong with its part.
-    pub reason: String,
 }
 
 /// The preserved parts of one state, keyed by concrete path, read back by the generated

@@ -1,0 +1,308 @@
+//! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
+
+mod builder;
+mod summarize;
+
+pub use builder::CompactorBuilder;
+
+use crate::compacted::{Compacted, FORMAT};
+use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::error::CompactionError;
+use crate::future::block_on;
+use crate::plan::{collect, Plan, PlanContext};
+use crate::rehydrate::{rehydrate, Reacquire};
+use crate::render::{Entry, Renderer, WindowView};
+use crate::state::compactable::Compactable;
+use crate::state::path::Shape;
+use crate::state::schema::Schema;
+use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
+use crate::tokens::TokenCounter;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Compacts [`Compactable`] states to a hard token budget, and rehydrates them.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct Agent {
+///     #[protected(pin)]
+///     constraints: Vec<String>,
+///     #[protected]
+///     plan_step: u32,
+///     #[redundant(summarize)]
+///     transcript: String,
+///     #[effect(idempotent = false)]
+///     effects: EffectLog,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(300)
+///     .token_counter(Tokenizer::O200kBase)
+///     .summarizer(Extractive)
+///     .store(MemoryStore::default())
+///     .build()?;
+///
+/// let mut agent = Agent {
+///     constraints: vec!["never touch /etc/prod".into()],
+///     plan_step: 6,
+///     transcript: "tool said: ok. ".repeat(500),
+///     ..Agent::default()
+/// };
+/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
+/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
+///
+/// let compacted = compactor.compact_blocking(&agent)?;
+/// assert!(compacted.tokens() <= 300);
+/// let window = compacted.render();
+/// assert!(window.contains("never touch /etc/prod"));
+/// assert!(window.contains(r#""status":"unknown""#));
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub struct Compactor {
+    budget: usize,
+    counter: Arc<dyn TokenCounter>,
+    summarizer: Option<Arc<dyn DynSummarizer>>,
+    store: Arc<dyn DynStore>,
+    renderer: Arc<dyn Renderer>,
+    refuse_on_unknown: bool,
+    evict_on_summarizer_error: bool,
+    max_summary_tokens: usize,
+    compactions: AtomicU64,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("budget", &self.budget)
+            .field("counter", &self.counter.name())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompactorBuilder {
+    /// Builds the compactor.
+    pub fn build(self) -> Result<Compactor, CompactionError> {
+        let budget = self
+            .budget
+            .ok_or_else(|| CompactionError::Config("no budget: call .budget(tokens)".into()))?;
+        if budget == 0 {
+            return Err(CompactionError::Config(
+                "the budget must be above zero".into(),
+            ));
+        }
+        Ok(Compactor {
+            budget,
+            counter: self.counter,
+            summarizer: self.summarizer,
+            store: self.store,
+            renderer: self.renderer,
+            refuse_on_unknown: self.refuse_on_unknown,
+            evict_on_summarizer_error: self.evict_on_summarizer_error,
+            max_summary_tokens: self.max_summary_tokens,
+            compactions: AtomicU64::new(0),
+        })
+    }
+}
+
+/// A plan with nothing borrowed from the state: what crosses the `await`s.
+struct Prepared {
+    schema: &'static Schema,
+    plan: Plan,
+    shapes: Vec<(String, Shape)>,
+    number: u64,
+}
+
+impl Compactor {
+    /// Starts configuring a compactor.
+    pub fn builder() -> CompactorBuilder {
+        CompactorBuilder::default()
+    }
+
+    /// The budget in tokens.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// The token counter.
+    pub fn counter(&self) -> &dyn TokenCounter {
+        &*self.counter
+    }
+
+    /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly
+    /// as it was, and nothing in the window or the store stands in for it.
+    pub async fn compact<S: Compactable + Sync>(
+        &self,
+        state: &S,
+    ) -> Result<Compacted<S>, CompactionError> {
+        let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
+        let prepared = self.prepare(state, number)?;
+        self.finish(prepared).await
+    }
+
+    /// [`compact`](Self::compact) for synchronous callers.
+    pub fn compact_blocking<S: Compactable + Sync>(
+        &self,
+        state: &S,
+    ) -> Result<Compacted<S>, CompactionError> {
+        block_on(self.compact(state))
+    }
+
+    /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
+    /// tool an agent calls to look at spilled state.
+    pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
+        let pointer = pointer.to_pointer()?;
+        get_verified(&*self.store, &pointer.hash())
+            .await
+            .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
+    }
+
+    /// [`resolve`](Self::resolve) for synchronous callers.
+    pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
+        block_on(self.resolve(pointer))
+    }
+
+    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
+    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
+    /// spilled value cannot be read.
+    pub async fn rehydrate<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        rehydrate(&*self.store, compacted, reacquirer).await
+    }
+
+    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
+    pub fn rehydrate_blocking<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+    ) -> Result<S, CompactionError> {
+        block_on(self.rehydrate(compacted, reacquirer))
+    }
+
+    /// Collects the state, plans its floor (refusing when even that is over budget), then
+    /// brings fields back while they fit.
+    fn prepare<S: Compactable>(&self, state: &S, number: u64) -> Result<Prepared, CompactionError> {
+        let schema = S::schema();
+        let collection = collect(state)?;
+        if self.refuse_on_unknown {
+            collection.refuse_unknown_effects()?;
+        }
+        let ctx = PlanContext {
+            counter: &*self.counter,
+            can_summarize: self.summarizer.is_some(),
+            max_summary_tokens: self.max_summary_tokens,
+        };
+        let mut plan = Plan::floor(&collection, &ctx);
+        let (_, floor_window) = self.render(schema, number, &plan);
+        let floor_tokens = self.counter.count(&floor_window);
+        if floor_tokens > self.budget {
+            return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
+        }
+        plan.upgrade(&collection, &ctx, self.budget - floor_tokens);
+        Ok(Prepared {
+            schema,
+            plan,
+            shapes: collection.shapes,
+            number,
+        })
+    }
+
+    /// Summarizes, renders and demotes until the window fits; then spills and reports.
+    async fn finish<S: Compactable>(
+        &self,
+        mut prepared: Prepared,
+    ) -> Result<Compacted<S>, CompactionError> {
+        let (entries, window, tokens) = loop {
+            self.summarize_pending(prepared.schema, &mut prepared.plan)
+                .await?;
+            let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.plan);
+            let tokens = self.counter.count(&window);
+            if tokens <= self.budget {
+                break (entries, window, tokens);
+            }
+            if !prepared.plan.demote_one() {
+                return Err(prepared
+                    .plan
+                    .over_budget(tokens, self.budget, &*self.counter));
+            }
+        };
+        // Only once the window fits, so a refused compaction leaves nothing new behind but
+        // content-addressed blobs.
+        for (hash, bytes) in prepared.plan.spills() {
+            self.store
+                .put_dyn(&hash, bytes)
+                .await
+                .map_err(CompactionError::Store)?;
+        }
+        let report = prepared
+            .plan
+            .report(prepared.number, self.budget, tokens, &*self.counter);
+        let mut compacted = Compacted {
+            format: FORMAT,
+            state_type: prepared.schema.type_name().to_owned(),
+            budget: self.budget,
+            entries,
+            shapes: prepared.shapes,
+            window,
+            tokens,
+            report,
+            seal: ContentHash::of(b""),
+            _state: PhantomData,
+        };
+        compacted.seal = compacted.compute_seal();
+        Ok(compacted)
+    }
+
+    fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
+        let entries = plan.entries();
+        let view = WindowView {
+            compaction: number,
+            state_type: schema.type_name(),
+            entries: &entries,
+        };
+        let window = self.renderer.render(&view);
+        (entries, window)
+    }
+
+    /// Calls the summarizer for every planned summary not made yet. Every request is checked
+    /// against the schema first: only fields declared `summarize` may pass.
+    async fn summarize_pending(
+        &self,
+        schema: &'static Schema,
+        plan: &mut Plan,
+    ) -> Result<(), CompactionError> {
+        for slot in plan.pending_summaries() {
+            let allowed = schema
+                .field_for_instance(slot.path())
+                .is_some_and(|f| f.class.may_summarize());
+            if !allowed {
+                return Err(CompactionError::ProtectedToSummarizer {
+                    field: slot.path().to_owned(),
+                });
+            }
+            let Some(summarizer) = &self.summarizer else {
+                continue;
+            };
+            let Some((source, target)) = slot.pending_summary() else {
+                continue;
+            };
+            let counter = &*self.counter;
+            match checked_summary(&**summarizer, counter, slot.path(), source, target).await {
+                Ok(summary) => slot.set_summary(summary, counter),
+                // Only a summarizable field gets here, and its eviction leaves a pointer or a
+                // tombstone: falling back loses nothing the window was guaranteed to hold.
+                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! [`MemoryStore`]: the in-process store, for tests and short-lived agents.
+
+use crate::store::backend::Store;
+use crate::store::{ContentHash, StoreError};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// An in-process store. Fast and simple, but gone when the process exits: use a durable store
+/// (SQLite) for anything an agent must survive a restart with.
+///
+/// Clones share the same blobs.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of blobs.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the store holds no blob.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Every stored address.
+    pub fn hashes(&self) -> Vec<ContentHash> {
+        self.lock().keys().copied().collect()
+    }
+
+    /// Overwrites the bytes under `hash` without checking them: for tests that tamper with
+    /// stored state to prove it is detected.
+    pub fn overwrite_unchecked(&self, hash: ContentHash, bytes: Vec<u8>) {
+        self.lock().insert(hash, bytes);
+    }
+
+    /// The raw bytes under `hash`, unverified.
+    pub fn raw(&self, hash: &ContentHash) -> Option<Vec<u8>> {
+        self.lock().get(hash).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Vec<u8>>> {
+        // A panic while holding the lock cannot leave a half-written blob: insert is atomic.
+        self.blobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+        // Content-addressed: an address already held has nothing to write, and an agent that
+        // compacts every turn re-spills the same blobs, so skip re-hashing those. A new blob is
+        // verified before it is stored (and every `get` verifies again).
+        if self.lock().contains_key(hash) {
+            return Ok(());
+        }
+        if !hash.matches(bytes) {
+            return Err(StoreError::Integrity { hash: *hash });
+        }
+        self.lock().entry(*hash).or_insert_with(|| bytes.to_vec());
+        Ok(())
+    }
+
+    async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+        let bytes = self
+            .lock()
+            .get(hash)
+            .cloned()
+            .ok_or(StoreError::NotFound { hash: *hash })?;
+        if !hash.matches(&bytes) {
+            return Err(StoreError::Integrity { hash: *hash });
+        }
+        Ok(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::future::block_on;
+    use crate::store::{ContentHash, StoreError};
+
+    #[test]
+    fn memory_store_detects_tamper() {
+        let store = MemoryStore::new();
+        let h = ContentHash::of(b"value");
+        block_on(store.put(&h, b"value")).unwrap();
+        assert_eq!(block_on(store.get(&h)).unwrap(), b"value");
+        store.overwrite_unchecked(h, b"valuf".to_vec());
+        assert!(matches!(
+            block_on(store.get(&h)),
+            Err(StoreError::Integrity { .. })
+        ));
+        // A new blob under an address that is not its hash is refused.
+        let wrong = ContentHash::of(b"something else");
+        assert!(matches!(
+            block_on(store.put(&wrong, b"value")),
+            Err(StoreError::Integrity { .. })
+        ));
+        assert!(store.raw(&wrong).is_none());
+    }
+}
