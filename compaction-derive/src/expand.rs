@@ -1,18 +1,18 @@
 //! Writes the `Compactable` impl: the schema, the typed traversal, the rebuild, and the
 //! compile-time checks that turn a misclassified field into an error at that field.
 
-use crate::ast::{Container, Field};
-use crate::attr::Class;
-use crate::check;
-use crate::ctxt::Ctxt;
-use crate::template::Piece;
+use crate::bound;
+use crate::internals::ast::{Class, Container, Field};
+use crate::internals::ctxt::Ctxt;
+use crate::internals::template::Piece;
+use crate::internals::{attr, check};
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 pub fn derive(input: &syn::DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
-    let cont = Container::from_ast(&cx, input, "Compactable");
+    let cont = attr::container(&cx, input, "Compactable");
     let templates = cont.as_ref().map(|c| check::check(&cx, c));
     match (cx.check(), cont, templates) {
         (Ok(()), Some(mut cont), Some(templates)) => {
@@ -40,13 +40,13 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
 /// real mistake instead of "`X` is not Compactable" wherever the type is used.
 fn stub(input: &syn::DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
-    let original = crate::ast::crate_path(&cx, input);
+    let original = attr::crate_path(&cx, input);
     let _ = cx.check();
     let krate = alias();
     let use_original = use_crate(&original);
     let ident = &input.ident;
     let carries = carries_state(&krate, ident, &input.generics);
-    let generics = with_static_bounds(input.generics.clone());
+    let generics = bound::with_static_bounds(input.generics.clone());
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     quote! {
         const _: () = {
@@ -113,18 +113,10 @@ fn carries_state(krate: &syn::Path, ident: &syn::Ident, generics: &syn::Generics
     }
 }
 
-/// `Compactable: 'static`, so every type parameter must be too.
-fn with_static_bounds(mut generics: syn::Generics) -> syn::Generics {
-    for param in generics.type_params_mut() {
-        param.bounds.push(syn::parse_quote!('static));
-    }
-    generics
-}
-
 fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream {
     let krate = &cont.crate_path;
     let ident = cont.ident;
-    let generics = add_field_bounds(cont);
+    let generics = bound::compactable(cont);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let is_generic = cont.generics.type_params().next().is_some();
 
@@ -151,12 +143,7 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
         .zip(templates)
         .map(|(f, t)| visit_field(krate, f, t.as_deref()));
     let rebuilds = cont.fields.iter().map(rebuild_field);
-    let holds_state = cont.fields.iter().any(|f| {
-        matches!(
-            f.class,
-            Class::Protected { .. } | Class::Effect { .. } | Class::Nested
-        )
-    });
+    let holds_state = cont.fields.iter().any(|f| f.class.holds_state());
     let carries = holds_state.then(|| carries_state(krate, ident, cont.generics));
 
     let gates = gates(krate);
@@ -353,50 +340,4 @@ fn rebuild_field(field: &Field<'_>) -> TokenStream {
         Class::Nested => quote!(#gate.__rebuild_nested(__parts, #name)),
     };
     quote!(#(#cfgs)* #member: #value?,)
-}
-
-/// Bounds only where needed: a field whose type mentions a type parameter gets the bounds its
-/// class needs; concrete field types are checked as they are.
-fn add_field_bounds(cont: &Container<'_>) -> syn::Generics {
-    let krate = &cont.crate_path;
-    let mut generics = with_static_bounds(cont.generics.clone());
-    let params: Vec<syn::Ident> = cont
-        .generics
-        .type_params()
-        .map(|p| p.ident.clone())
-        .collect();
-    if params.is_empty() {
-        return generics;
-    }
-    let private = quote!(#krate::__private);
-    let data = quote!(#private::serde::Serialize + #private::serde::de::DeserializeOwned);
-    let where_clause = generics.make_where_clause();
-    for field in &cont.fields {
-        if !mentions(&params, field.ty) {
-            continue;
-        }
-        let ty = field.ty;
-        let mut bound = match &field.class {
-            Class::Protected { .. } | Class::Derivable { .. } => data.clone(),
-            Class::Redundant { .. } => quote!(#data + ::core::default::Default),
-            Class::Effect { .. } => quote!(#krate::EffectRecords),
-            Class::Nested => quote!(#private::NestedField),
-        };
-        if field.class.allows_summary() {
-            bound.extend(quote!(+ #krate::Summarizable));
-        }
-        where_clause.predicates.push(syn::parse_quote!(#ty: #bound));
-    }
-    generics
-}
-
-pub fn mentions(params: &[syn::Ident], ty: &syn::Type) -> bool {
-    fn walk(tokens: TokenStream, params: &[syn::Ident]) -> bool {
-        tokens.into_iter().any(|tt| match tt {
-            TokenTree::Ident(ident) => params.contains(&ident),
-            TokenTree::Group(group) => walk(group.stream(), params),
-            _ => false,
-        })
-    }
-    walk(quote!(#ty), params)
 }

@@ -1,17 +1,17 @@
 //! `#[derive(Compactable)]` and `#[derive(Summarizable)]` for the `compaction` crate.
 //!
-//! The derive is split like dtolnay's: `ast` reads the input, `attr` parses each field's
-//! attribute, `check` enforces the rules between fields, `expand` writes the impl. Every
-//! error of one struct is collected in a `ctxt::Ctxt` and reported in one build.
+//! Laid out like serde_derive: this file holds the entry points only; `expand` (the
+//! `Compactable` impl) and `summarizable` (the `Summarizable` impl) are peers that write code;
+//! `bound` holds the generic bounds both need; `internals` reads and checks the input
+//! (`attr` builds the `ast`, `check` enforces the rules between fields, `ctxt` collects every
+//! error of one struct so they are all reported in one build, `template` parses pointers).
+//! Every import points down that list.
 #![deny(missing_docs)]
 
-mod ast;
-mod attr;
-mod check;
-mod ctxt;
+mod bound;
 mod expand;
+mod internals;
 mod summarizable;
-mod template;
 
 use proc_macro::TokenStream;
 

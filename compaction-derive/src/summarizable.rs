@@ -1,15 +1,15 @@
 //! `#[derive(Summarizable)]`: plain data whose every field is itself summarizable.
 
-use crate::ast::crate_path;
-use crate::attr::CLASS_NAMES;
-use crate::ctxt::Ctxt;
+use crate::bound;
+use crate::internals::attr::{self, CLASS_NAMES};
+use crate::internals::ctxt::Ctxt;
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 pub fn derive(input: &syn::DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
-    let krate = crate_path(&cx, input);
+    let krate = attr::crate_path(&cx, input);
     let fields: Vec<&syn::Field> = match &input.data {
         syn::Data::Struct(s) => s.fields.iter().collect(),
         syn::Data::Enum(e) => e.variants.iter().flat_map(|v| v.fields.iter()).collect(),
@@ -40,7 +40,7 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
         return quote!(#errors);
     }
     let ident = &input.ident;
-    let generics = bounded(&krate, input, &fields);
+    let generics = bound::summarizable(&krate, input, &fields);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let checks = fields.iter().map(|f| {
         let ty = &f.ty;
@@ -60,34 +60,4 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
             }
         };
     }
-}
-
-/// Bounds only where needed: `Self: Serialize` (the supertrait) and `Summarizable` for each
-/// field type that mentions a type parameter. Concrete field types are checked as they are.
-fn bounded(krate: &syn::Path, input: &syn::DeriveInput, fields: &[&syn::Field]) -> syn::Generics {
-    let mut generics = input.generics.clone();
-    let params: Vec<syn::Ident> = input
-        .generics
-        .type_params()
-        .map(|p| p.ident.clone())
-        .collect();
-    if params.is_empty() {
-        return generics;
-    }
-    let ident = &input.ident;
-    let (_, ty_generics, _) = input.generics.split_for_impl();
-    let self_ty: syn::Type = syn::parse_quote!(#ident #ty_generics);
-    let where_clause = generics.make_where_clause();
-    where_clause
-        .predicates
-        .push(syn::parse_quote!(#self_ty: #krate::__private::serde::Serialize));
-    for field in fields {
-        if crate::expand::mentions(&params, &field.ty) {
-            let ty = &field.ty;
-            where_clause
-                .predicates
-                .push(syn::parse_quote!(#ty: #krate::Summarizable));
-        }
-    }
-    generics
 }

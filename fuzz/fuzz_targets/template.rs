@@ -3,7 +3,7 @@
 #![no_main]
 
 #[allow(dead_code)]
-#[path = "../../compaction-derive/src/template.rs"]
+#[path = "../../compaction-derive/src/internals/template.rs"]
 mod template;
 
 use libfuzzer_sys::fuzz_target;

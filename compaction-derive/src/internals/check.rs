@@ -1,10 +1,9 @@
 //! Rules between fields: a derivable field's pointer may only be built from protected fields,
 //! because the pointer must survive the compaction that evicts the value.
 
-use crate::ast::Container;
-use crate::attr::{did_you_mean, Class};
-use crate::ctxt::Ctxt;
-use crate::template::{self, Piece};
+use crate::internals::ast::{Class, Container};
+use crate::internals::ctxt::{did_you_mean, Ctxt};
+use crate::internals::template::{self, Piece};
 
 /// Checks every pointer template; returns the parsed templates by field index (`None` for
 /// fields that have none or whose template is wrong).

@@ -1,54 +1,84 @@
-//! Parses one field's classification attribute and the container's `#[compaction(...)]`.
+//! Reads the input's attributes into the ast: each field's class attribute, the container's
+//! `#[compaction(...)]`, and the shape (a struct with named fields) they may sit on.
 
-use crate::ctxt::Ctxt;
+use crate::internals::ast::{Class, Container, Field};
+use crate::internals::ctxt::{did_you_mean, Ctxt};
+use syn::ext::IdentExt;
 
 /// The five class attributes, as the author writes them.
 pub const CLASS_NAMES: [&str; 5] = ["protected", "derivable", "redundant", "effect", "nested"];
 
 /// The list every "what to write instead" message offers.
-pub const CLASS_HELP: &str = "#[protected], #[protected(pin)], #[derivable(pointer = \"...\")], \
+const CLASS_HELP: &str = "#[protected], #[protected(pin)], #[derivable(pointer = \"...\")], \
      #[redundant], #[effect(idempotent = true|false)] or #[nested]";
 
-/// A field's class as parsed, before cross-field checks.
-#[derive(Clone)]
-pub enum Class {
-    Protected {
-        pin: bool,
-    },
-    Derivable {
-        pointer: syn::LitStr,
-        summarize: bool,
-    },
-    Redundant {
-        summarize: bool,
-    },
-    Effect {
-        idempotent: bool,
-    },
-    Nested,
+/// Reads the input into a [`Container`]; `None` when it is not a struct with named fields.
+/// Every field's mistakes are in `cx`; a field whose attribute is wrong is left out.
+pub fn container<'a>(
+    cx: &Ctxt,
+    input: &'a syn::DeriveInput,
+    derive: &str,
+) -> Option<Container<'a>> {
+    let crate_path = crate_path(cx, input);
+    let named = match &input.data {
+        syn::Data::Struct(syn::DataStruct {
+            fields: syn::Fields::Named(named),
+            ..
+        }) => named,
+        _ => {
+            cx.error_spanned_by(
+                &input.ident,
+                format!(
+                    "#[derive({derive})] supports structs with named fields only; wrap this \
+                     type in a struct field classified #[protected] (or #[nested] for state)"
+                ),
+            );
+            return None;
+        }
+    };
+    let mut fields = Vec::new();
+    for field in &named.named {
+        let member = field.ident.as_ref()?;
+        let name = member.unraw().to_string();
+        match classify(cx, field, &name) {
+            Some(Classified { class, .. }) => fields.push(Field {
+                member,
+                name,
+                ty: &field.ty,
+                class,
+                cfgs: cfg_attrs(field),
+            }),
+            None if has_class_attr(field) => {}
+            None => cx.error_spanned_by(
+                member,
+                format!("field `{name}` has no compaction class; add one of {CLASS_HELP}"),
+            ),
+        }
+    }
+    Some(Container {
+        ident: &input.ident,
+        generics: &input.generics,
+        fields,
+        crate_path,
+    })
 }
 
-impl Class {
-    pub fn allows_summary(&self) -> bool {
-        matches!(
-            self,
-            Class::Derivable {
-                summarize: true,
-                ..
-            } | Class::Redundant { summarize: true }
-        )
-    }
+fn has_class_attr(field: &syn::Field) -> bool {
+    field
+        .attrs
+        .iter()
+        .any(|a| CLASS_NAMES.iter().any(|n| a.path().is_ident(n)))
 }
 
 /// The class of a field and the attribute it came from (for spans).
-pub struct Classified {
-    pub class: Class,
-    pub attr: syn::Attribute,
+struct Classified {
+    class: Class,
+    attr: syn::Attribute,
 }
 
 /// Reads the class attributes of one field. `None` when it has none, or when they are wrong
 /// (the errors are in `cx`).
-pub fn classify(cx: &Ctxt, field: &syn::Field, field_name: &str) -> Option<Classified> {
+fn classify(cx: &Ctxt, field: &syn::Field, field_name: &str) -> Option<Classified> {
     let mut found: Option<Classified> = None;
     let mut broken = false;
     for attr in &field.attrs {
@@ -254,45 +284,15 @@ fn valid_forms(name: &str) -> &'static str {
     }
 }
 
-/// The candidate closest to `word`, when it is close enough to be a typo.
-pub fn did_you_mean<'c>(
-    word: &str,
-    candidates: impl IntoIterator<Item = &'c str>,
-) -> Option<&'c str> {
-    candidates
-        .into_iter()
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|&(d, c)| {
-            d > 0
-                && (d <= (c.chars().count().max(3) / 3).max(1)
-                    || (!word.is_empty() && (word.starts_with(c) || c.starts_with(word))))
-        })
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diag + usize::from(ca != cb));
-            diag = above;
-        }
-    }
-    row[b.len()]
-}
-
-/// Reads `#[compaction(crate = "path")]` from the container.
-pub fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Path> {
+/// The crate path the generated code refers to: `#[compaction(crate = "path")]` on the
+/// container, `::compaction` without it.
+pub fn crate_path(cx: &Ctxt, input: &syn::DeriveInput) -> syn::Path {
     let mut path = None;
-    for attr in attrs.iter().filter(|a| a.path().is_ident("compaction")) {
+    for attr in input
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("compaction"))
+    {
         let result = attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("crate") {
                 let lit: syn::LitStr = meta.value()?.parse()?;
@@ -319,11 +319,11 @@ pub fn crate_path(cx: &Ctxt, attrs: &[syn::Attribute]) -> Option<syn::Path> {
             cx.syn_error(e);
         }
     }
-    path
+    path.unwrap_or_else(|| syn::parse_quote!(::compaction))
 }
 
 /// The `#[cfg(...)]` attributes of a field, copied onto everything generated for it.
-pub fn cfg_attrs(field: &syn::Field) -> Vec<syn::Attribute> {
+fn cfg_attrs(field: &syn::Field) -> Vec<syn::Attribute> {
     field
         .attrs
         .iter()

@@ -1,4 +1,5 @@
-//! Collects every error of one derive, so the author sees them all in one build.
+//! Collects every error of one derive, so the author sees them all in one build, and finds the
+//! "did you mean" a message offers.
 
 use quote::ToTokens;
 use std::cell::RefCell;
@@ -49,4 +50,38 @@ impl Drop for Ctxt {
             panic!("forgot to check for errors");
         }
     }
+}
+/// The candidate closest to `word`, when it is close enough to be a typo.
+pub fn did_you_mean<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|&(d, c)| {
+            d > 0
+                && (d <= (c.chars().count().max(3) / 3).max(1)
+                    || (!word.is_empty() && (word.starts_with(c) || c.starts_with(word))))
+        })
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diag + usize::from(ca != cb));
+            diag = above;
+        }
+    }
+    row[b.len()]
 }
