@@ -2,9 +2,27 @@
 //! messages must stay verbatim whatever the budget.
 
 use crate::transcript::message::{Message, Role, ToolCall};
-use crate::transcript::plan::TranscriptPolicy;
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
+
+/// How a transcript field may be compacted (`#[transcript(keep_recent = N, pin_user)]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranscriptPolicy {
+    /// The last `keep_recent` user turns and everything after them stay verbatim (default 1:
+    /// the current request and the work on it).
+    pub keep_recent: usize,
+    /// Refuse instead of spilling old user messages.
+    pub pin_user: bool,
+}
+
+impl Default for TranscriptPolicy {
+    fn default() -> Self {
+        TranscriptPolicy {
+            keep_recent: 1,
+            pin_user: false,
+        }
+    }
+}
 
 /// What the rules fix before any budget is looked at.
 pub(crate) struct Layout<'a> {

@@ -4,34 +4,14 @@
 
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::conversation::TranscriptError;
 use crate::transcript::count::{message_tokens_with, TextCache};
-use crate::transcript::layout::Layout;
+use crate::transcript::layout::{Layout, TranscriptPolicy};
 use crate::transcript::marker;
 use crate::transcript::message::{Message, Role};
-use crate::transcript::validate::TranscriptError;
-use crate::transcript::Transcript;
-use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-
-/// How a transcript field may be compacted (`#[transcript(keep_recent = N, pin_user)]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TranscriptPolicy {
-    /// The last `keep_recent` user turns and everything after them stay verbatim (default 1:
-    /// the current request and the work on it).
-    pub keep_recent: usize,
-    /// Refuse instead of spilling old user messages.
-    pub pin_user: bool,
-}
-
-impl Default for TranscriptPolicy {
-    fn default() -> Self {
-        TranscriptPolicy {
-            keep_recent: 1,
-            pin_user: false,
-        }
-    }
-}
 
 /// What happened to one message of the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -406,34 +386,4 @@ fn summary_source(run: &[Message]) -> String {
         text.push('\n');
     }
     text
-}
-
-/// SHA-256 of a JSON array streamed element by element, so a run that grows by one turn
-/// re-hashes only that turn.
-#[derive(Clone, Default)]
-pub(crate) struct SpanHasher {
-    hasher: Sha256,
-    elements: usize,
-}
-
-impl SpanHasher {
-    /// Appends one element's JSON.
-    pub(crate) fn push(&mut self, json: &[u8]) {
-        self.hasher
-            .update(if self.elements == 0 { b"[" } else { b"," });
-        self.hasher.update(json);
-        self.elements += 1;
-    }
-
-    /// The hash of the array so far.
-    pub(crate) fn hash(&self) -> ContentHash {
-        let mut hasher = self.hasher.clone();
-        if self.elements == 0 {
-            hasher.update(b"[");
-        }
-        hasher.update(b"]");
-        let digest: [u8; 32] = hasher.finalize().into();
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        ContentHash::from_hex(&hex).expect("64 hex digits")
-    }
 }

@@ -2,10 +2,10 @@
 //! byte-identical.
 
 use crate::store::{ContentHash, Pointer, Store, StoreError};
+use crate::transcript::conversation::Transcript;
+use crate::transcript::conversation::TranscriptError;
 use crate::transcript::marker::{self, Parsed};
 use crate::transcript::message::{Message, Role};
-use crate::transcript::validate::TranscriptError;
-use crate::transcript::Transcript;
 use std::collections::HashMap;
 
 /// Why planned messages could not be turned back into their transcript.

@@ -8,7 +8,7 @@ use crate::transcript::count::{message_tokens_with, TextCache};
 use crate::transcript::layout::Layout;
 use crate::transcript::marker::{self, FoldHeader};
 use crate::transcript::message::{Message, Role, ToolCall};
-use crate::transcript::plan::SpanHasher;
+use sha2::{Digest, Sha256};
 
 /// What a message becomes.
 pub(crate) enum Form {
@@ -266,5 +266,35 @@ impl<'m, 'c> Work<'m, 'c> {
             folded_messages: run.folded_messages,
             calls: &run.calls,
         })
+    }
+}
+
+/// SHA-256 of a JSON array streamed element by element, so a run that grows by one turn
+/// re-hashes only that turn.
+#[derive(Clone, Default)]
+pub(crate) struct SpanHasher {
+    hasher: Sha256,
+    elements: usize,
+}
+
+impl SpanHasher {
+    /// Appends one element's JSON.
+    pub(crate) fn push(&mut self, json: &[u8]) {
+        self.hasher
+            .update(if self.elements == 0 { b"[" } else { b"," });
+        self.hasher.update(json);
+        self.elements += 1;
+    }
+
+    /// The hash of the array so far.
+    pub(crate) fn hash(&self) -> ContentHash {
+        let mut hasher = self.hasher.clone();
+        if self.elements == 0 {
+            hasher.update(b"[");
+        }
+        hasher.update(b"]");
+        let digest: [u8; 32] = hasher.finalize().into();
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        ContentHash::from_hex(&hex).expect("64 hex digits")
     }
 }

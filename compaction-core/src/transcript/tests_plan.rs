@@ -1,12 +1,15 @@
 //! Unit tests of the planner and rehydration: each rule, each error, the append case.
 
 use crate::tokens::{TokenCounter, Tokenizer};
+use crate::transcript::conversation::Transcript;
+use crate::transcript::count::{chat_tokens, REPLY_PRIMING_TOKENS};
+use crate::transcript::layout::TranscriptPolicy;
+use crate::transcript::marker::MARKER_PREFIX;
 use crate::transcript::message::{Message, Role, ToolCall};
 use crate::transcript::plan::{
-    MessageOutcome, PlannedTranscript, TranscriptPlanError, TranscriptPlanner, TranscriptPolicy,
+    MessageOutcome, PlannedTranscript, TranscriptPlanError, TranscriptPlanner,
 };
 use crate::transcript::rehydrate::rehydrate_transcript;
-use crate::transcript::{chat_tokens, Transcript, MARKER_PREFIX, REPLY_PRIMING_TOKENS};
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,8 @@
-//! `Transcript::validate`: the pairing rules a chat API enforces, checked before compaction.
+//! `Transcript`, the conversation as a value, and the pairing rules a chat API enforces,
+//! checked before compaction (`Transcript::validate`).
 
 use crate::transcript::message::{Message, Role};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Why a transcript is not a valid conversation. Each variant names the message index, so the
@@ -119,6 +121,112 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
     }
     // Calls of the last assistant message may still be in flight.
     Ok(())
+}
+
+/// A conversation: messages in order. Serializes as a JSON array of messages.
+///
+/// Building it ([`push`](Transcript::push), `collect`) never fails, because a transcript is
+/// briefly incomplete between a call and its result; [`validate`](Transcript::validate) checks
+/// it and compaction refuses an invalid one. Deserializing validates, so a stored transcript
+/// that loads is one that compaction accepts.
+///
+/// ```
+/// use compaction::{Message, ToolCall, Transcript};
+/// use serde_json::json;
+///
+/// let mut chat = Transcript::new();
+/// chat.push(Message::user("what is in a.rs?"));
+/// let call = ToolCall::new("call_1", "read_file", json!({"path": "a.rs"}));
+/// chat.push(Message::assistant_with_tools("", vec![call]));
+/// chat.push(Message::tool_result("call_1", "fn main() {}"));
+/// assert!(chat.validate().is_ok());
+/// assert_eq!(chat.len(), 3);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Transcript {
+    messages: Vec<Message>,
+}
+
+impl Transcript {
+    /// An empty transcript.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A transcript of `messages`, validated.
+    pub fn from_messages(messages: Vec<Message>) -> Result<Self, TranscriptError> {
+        let transcript = Transcript { messages };
+        transcript.validate()?;
+        Ok(transcript)
+    }
+
+    /// Appends a message.
+    pub fn push(&mut self, message: Message) {
+        self.messages.push(message);
+    }
+
+    /// The messages, in order.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The messages, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Message> {
+        self.messages.iter()
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether there is no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The messages, owned.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+
+    /// Checks the pairing rules chat APIs enforce: every tool result answers an earlier call,
+    /// every call is answered before the next user or assistant message (the calls of the last
+    /// assistant message may still be in flight), call ids are unique, every tool message names
+    /// its call, and only assistant messages call tools.
+    pub fn validate(&self) -> Result<(), TranscriptError> {
+        validate_messages(&self.messages)
+    }
+}
+
+impl<'de> Deserialize<'de> for Transcript {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let messages = Vec::<Message>::deserialize(deserializer)?;
+        Transcript::from_messages(messages).map_err(serde::de::Error::custom)
+    }
+}
+
+impl FromIterator<Message> for Transcript {
+    fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
+        Transcript {
+            messages: iter.into_iter().collect(),
+        }
+    }
+}
+
+impl Extend<Message> for Transcript {
+    fn extend<I: IntoIterator<Item = Message>>(&mut self, iter: I) {
+        self.messages.extend(iter);
+    }
+}
+
+impl<'a> IntoIterator for &'a Transcript {
+    type Item = &'a Message;
+    type IntoIter = std::slice::Iter<'a, Message>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.messages.iter()
+    }
 }
 
 #[cfg(test)]
@@ -253,5 +361,20 @@ mod tests {
                 role: "user"
             })
         );
+    }
+
+    #[test]
+    fn deserializing_validates_and_names_the_message() {
+        let ok: Transcript = serde_json::from_str(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+        assert_eq!(ok.messages(), &[Message::user("hi")]);
+        assert_eq!(
+            serde_json::to_string(&ok).unwrap(),
+            r#"[{"role":"user","content":"hi"}]"#
+        );
+        let err = serde_json::from_str::<Transcript>(
+            r#"[{"role":"user","content":"hi"},{"role":"tool","content":"x","tool_call_id":"a"}]"#,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("message 1"), "{err}");
     }
 }
