@@ -31,7 +31,9 @@ pub fn compactable(cont: &Container<'_>) -> syn::Generics {
         }
         let ty = field.ty;
         let mut bound = match &field.class {
-            Class::Protected { .. } | Class::Derivable { .. } => data.clone(),
+            Class::Protected { .. } | Class::Derivable { .. } | Class::Transcript { .. } => {
+                data.clone()
+            }
             Class::Redundant { .. } => quote!(#data + ::core::default::Default),
             Class::Effect { .. } => quote!(#krate::EffectRecords),
             Class::Nested => quote!(#private::NestedField),

@@ -9,8 +9,8 @@ mod placeholder;
 
 pub use checks::{
     assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
-    assert_summarizable, CarriesState, CarriesStateProbe, Evictable, HoldsProtectedState,
-    PlainProbe, PlainValue, Probe, RedundantDefault,
+    assert_summarizable, assert_transcript, CarriesState, CarriesStateProbe, Evictable,
+    HoldsProtectedState, IsTranscript, PlainProbe, PlainValue, Probe, RedundantDefault,
 };
 pub use placeholder::push_placeholder;
 // The contract's items the generated impls name.

@@ -9,6 +9,8 @@ use crate::state::path::{child_path, push_segment, Segment, Shape};
 use crate::state::schema::{schema_path, FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::layout::TranscriptPolicy;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -17,6 +19,15 @@ use std::collections::HashSet;
 pub(crate) struct Collection<'a> {
     pub(super) fields: Vec<CollectedField<'a>>,
     pub shapes: Vec<(String, Shape)>,
+    /// `#[transcript]` fields: planned by the transcript planner, not in the window.
+    pub transcripts: Vec<CollectedTranscript<'a>>,
+}
+
+/// A `#[transcript]` field as the traversal handed it over.
+pub(crate) struct CollectedTranscript<'a> {
+    pub path: String,
+    pub policy: TranscriptPolicy,
+    pub transcript: &'a Transcript,
 }
 
 /// Runs the state's traversal through a [`Collector`]; the first disagreement with the schema
@@ -31,6 +42,7 @@ pub(crate) fn collect<S: Compactable>(state: &S) -> Result<Collection<'_>, Compa
     Ok(Collection {
         fields: collector.fields,
         shapes: collector.shapes,
+        transcripts: collector.transcripts,
     })
 }
 
@@ -48,6 +60,21 @@ impl Collection<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Idempotency keys whose effect is committed in one of the state's effect fields: a tool
+    /// call linked to any other key (live, or in no ledger at all) is never folded.
+    pub fn committed_effects(&self) -> HashSet<&str> {
+        let mut committed = HashSet::new();
+        for field in &self.fields {
+            if let Collected::Effects { log, .. } = &field.value {
+                committed.extend(
+                    log.with_status(EffectStatus::Committed)
+                        .map(|e| e.idempotency_key.as_str()),
+                );
+            }
+        }
+        committed
     }
 }
 
@@ -96,6 +123,7 @@ struct Collector<'a> {
     marks: Vec<usize>,
     fields: Vec<CollectedField<'a>>,
     shapes: Vec<(String, Shape)>,
+    transcripts: Vec<CollectedTranscript<'a>>,
     error: Option<CompactionError>,
     visited: HashSet<String>,
 }
@@ -107,6 +135,7 @@ enum Claim {
     Derivable { summarize: bool },
     Redundant { summarize: bool },
     Effect { idempotent: bool },
+    Transcript { keep_recent: usize, pin_user: bool },
 }
 
 impl<'a> Collector<'a> {
@@ -117,6 +146,7 @@ impl<'a> Collector<'a> {
             marks: Vec::new(),
             fields: Vec::new(),
             shapes: Vec::new(),
+            transcripts: Vec::new(),
             error: None,
             visited: HashSet::new(),
         }
@@ -147,6 +177,16 @@ impl<'a> Collector<'a> {
             (Some(FieldClass::Effect { idempotent }), Claim::Effect { idempotent: i }) => {
                 idempotent == i
             }
+            (
+                Some(FieldClass::Transcript {
+                    keep_recent,
+                    pin_user,
+                }),
+                Claim::Transcript {
+                    keep_recent: k,
+                    pin_user: p,
+                },
+            ) => keep_recent == k && pin_user == p,
             _ => false,
         };
         if ok {
@@ -230,6 +270,7 @@ fn claim_name(claim: Claim) -> &'static str {
         Claim::Redundant { summarize: true } => "redundant(summarize)",
         Claim::Redundant { summarize: false } => "redundant",
         Claim::Effect { .. } => "effect",
+        Claim::Transcript { .. } => "transcript",
     }
 }
 
@@ -325,6 +366,29 @@ impl<'a> Visitor<'a> for Collector<'a> {
                     idempotent,
                     log: value.effect_log(),
                 },
+            });
+        }
+    }
+
+    fn transcript(
+        &mut self,
+        name: &'static str,
+        keep_recent: usize,
+        pin_user: bool,
+        value: &'a Transcript,
+    ) {
+        let claim = Claim::Transcript {
+            keep_recent,
+            pin_user,
+        };
+        if let Some((path, _)) = self.admit(name, claim) {
+            self.transcripts.push(CollectedTranscript {
+                path,
+                policy: TranscriptPolicy {
+                    keep_recent,
+                    pin_user,
+                },
+                transcript: value,
             });
         }
     }

@@ -26,7 +26,7 @@ mod collect;
 mod json_size;
 mod slot;
 
-pub(crate) use collect::{collect, Collection};
+pub(crate) use collect::{collect, CollectedTranscript, Collection};
 
 use crate::error::{CompactionError, FieldCost};
 use crate::ledger::Effect;

@@ -1,9 +1,151 @@
-//! `Transcript`, the conversation as a value, and the pairing rules a chat API enforces,
-//! checked before compaction (`Transcript::validate`).
+//! The conversation as values: `Message`, `Role`, `ToolCall`, and `Transcript` with the pairing
+//! rules a chat API enforces, checked before compaction (`Transcript::validate`).
 
-use crate::transcript::message::{Message, Role};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The system prompt: pinned, verbatim.
+    System,
+    /// Developer instructions (the newer name for system messages): pinned, verbatim.
+    Developer,
+    /// The user: protected, never summarized.
+    User,
+    /// The model's replies, possibly calling tools.
+    Assistant,
+    /// A tool result, answering one call by its id.
+    Tool,
+}
+
+impl Role {
+    /// The role's wire name (`system`, `developer`, `user`, `assistant`, `tool`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// System and developer messages: kept verbatim in every compaction.
+    pub fn is_pinned(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+/// One tool call an assistant message makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id; its result names it in `tool_call_id`.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON.
+    pub arguments: serde_json::Value,
+    /// The idempotency key of the `EffectLog` record this call performs, when it has side
+    /// effects. A call whose effect is live (`not_started` or `unknown`) is never folded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+}
+
+impl ToolCall {
+    /// A call without side effects.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            effect: None,
+        }
+    }
+
+    /// Links the call to the effect record with this idempotency key.
+    pub fn with_effect(mut self, key: impl Into<String>) -> Self {
+        self.effect = Some(key.into());
+        self
+    }
+}
+
+/// One message of a conversation with a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+    /// Tool calls (assistant messages only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers (tool messages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// An optional participant name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Message {
+    fn of(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::of(Role::System, content)
+    }
+
+    /// A developer message.
+    pub fn developer(content: impl Into<String>) -> Self {
+        Self::of(Role::Developer, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::of(Role::User, content)
+    }
+
+    /// An assistant message without tool calls.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::of(Role::Assistant, content)
+    }
+
+    /// An assistant message that calls tools.
+    pub fn assistant_with_tools(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Self::of(Role::Assistant, content)
+        }
+    }
+
+    /// The result of the call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::of(Role::Tool, content)
+        }
+    }
+
+    /// Sets the participant name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
 
 /// Why a transcript is not a valid conversation. Each variant names the message index, so the
 /// author can find the message; compaction refuses such a transcript and never repairs it.
@@ -226,155 +368,5 @@ impl<'a> IntoIterator for &'a Transcript {
     type IntoIter = std::slice::Iter<'a, Message>;
     fn into_iter(self) -> Self::IntoIter {
         self.messages.iter()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::transcript::message::ToolCall;
-    use serde_json::json;
-
-    fn call(id: &str) -> ToolCall {
-        ToolCall::new(id, "read_file", json!({"path": "a.rs"}))
-    }
-
-    #[test]
-    fn a_valid_conversation_with_parallel_calls_and_a_trailing_call_passes() {
-        let messages = vec![
-            Message::system("be careful"),
-            Message::user("fix it"),
-            Message::assistant_with_tools("", vec![call("a"), call("b")]),
-            Message::tool_result("b", "B"),
-            Message::developer("note"),
-            Message::tool_result("a", "A"),
-            Message::assistant("done"),
-            Message::user("more"),
-            Message::assistant_with_tools("", vec![call("c")]),
-        ];
-        assert_eq!(validate_messages(&messages), Ok(()));
-        assert_eq!(validate_messages(&[]), Ok(()));
-    }
-
-    #[test]
-    fn a_result_whose_call_is_not_earlier_is_refused() {
-        let messages = vec![
-            Message::user("x"),
-            Message::tool_result("a", "A"),
-            Message::assistant_with_tools("", vec![call("a")]),
-        ];
-        assert_eq!(
-            validate_messages(&messages),
-            Err(TranscriptError::ResultWithoutCall {
-                index: 1,
-                call_id: "a".into()
-            })
-        );
-    }
-
-    #[test]
-    fn a_call_without_result_before_the_next_turn_is_refused() {
-        let messages = vec![
-            Message::user("x"),
-            Message::assistant_with_tools("", vec![call("a"), call("b")]),
-            Message::tool_result("a", "A"),
-            Message::user("y"),
-        ];
-        assert_eq!(
-            validate_messages(&messages),
-            Err(TranscriptError::CallWithoutResult {
-                index: 1,
-                call_id: "b".into(),
-                next: 3
-            })
-        );
-        let before_assistant = vec![
-            Message::assistant_with_tools("", vec![call("a")]),
-            Message::assistant("y"),
-        ];
-        assert!(matches!(
-            validate_messages(&before_assistant),
-            Err(TranscriptError::CallWithoutResult {
-                index: 0,
-                next: 1,
-                ..
-            })
-        ));
-    }
-
-    #[test]
-    fn duplicate_call_ids_are_refused_within_and_across_messages() {
-        let within = vec![Message::assistant_with_tools(
-            "",
-            vec![call("a"), call("a")],
-        )];
-        assert_eq!(
-            validate_messages(&within),
-            Err(TranscriptError::DuplicateCallId {
-                index: 0,
-                call_id: "a".into()
-            })
-        );
-        let across = vec![
-            Message::assistant_with_tools("", vec![call("a")]),
-            Message::tool_result("a", "A"),
-            Message::assistant_with_tools("", vec![call("a")]),
-        ];
-        assert!(matches!(
-            validate_messages(&across),
-            Err(TranscriptError::DuplicateCallId { index: 2, .. })
-        ));
-    }
-
-    #[test]
-    fn a_second_result_for_one_call_is_refused() {
-        let messages = vec![
-            Message::assistant_with_tools("", vec![call("a")]),
-            Message::tool_result("a", "A"),
-            Message::tool_result("a", "again"),
-        ];
-        assert!(matches!(
-            validate_messages(&messages),
-            Err(TranscriptError::DuplicateResult { index: 2, .. })
-        ));
-    }
-
-    #[test]
-    fn a_tool_message_without_call_id_is_refused() {
-        let mut orphan = Message::tool_result("a", "A");
-        orphan.tool_call_id = None;
-        let messages = vec![Message::user("x"), orphan];
-        assert_eq!(
-            validate_messages(&messages),
-            Err(TranscriptError::ToolMessageWithoutCallId { index: 1 })
-        );
-    }
-
-    #[test]
-    fn tool_calls_on_a_user_message_are_refused() {
-        let mut user = Message::user("x");
-        user.tool_calls.push(call("a"));
-        assert_eq!(
-            validate_messages(&[user]),
-            Err(TranscriptError::ToolCallsOutsideAssistant {
-                index: 0,
-                role: "user"
-            })
-        );
-    }
-
-    #[test]
-    fn deserializing_validates_and_names_the_message() {
-        let ok: Transcript = serde_json::from_str(r#"[{"role":"user","content":"hi"}]"#).unwrap();
-        assert_eq!(ok.messages(), &[Message::user("hi")]);
-        assert_eq!(
-            serde_json::to_string(&ok).unwrap(),
-            r#"[{"role":"user","content":"hi"}]"#
-        );
-        let err = serde_json::from_str::<Transcript>(
-            r#"[{"role":"user","content":"hi"},{"role":"tool","content":"x","tool_call_id":"a"}]"#,
-        )
-        .unwrap_err();
-        assert!(err.to_string().contains("message 1"), "{err}");
     }
 }

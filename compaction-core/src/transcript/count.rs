@@ -19,7 +19,7 @@
 
 use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
-use crate::transcript::message::Message;
+use crate::transcript::conversation::Message;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
@@ -169,7 +169,7 @@ impl TextCache {
 mod tests {
     use super::*;
     use crate::tokens::Tokenizer;
-    use crate::transcript::message::ToolCall;
+    use crate::transcript::conversation::ToolCall;
     use serde_json::json;
     use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -1,7 +1,7 @@
 //! The shape of a transcript as the planner sees it: turns, tool-call units, and which
 //! messages must stay verbatim whatever the budget.
 
-use crate::transcript::message::{Message, Role, ToolCall};
+use crate::transcript::conversation::{Message, Role, ToolCall};
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 

@@ -8,7 +8,7 @@
 //! characters of a content decide, unambiguously, what it is.
 
 use crate::store::{Pointer, POINTER_PREFIX};
-use crate::transcript::message::ToolCall;
+use crate::transcript::conversation::{Message, ToolCall};
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -178,6 +178,25 @@ pub(crate) fn parse(content: &str) -> Option<Parsed<'_>> {
         _ => return None,
     };
     fields.next().is_none().then_some(parsed)
+}
+
+/// The pointers the markers among `messages` name, in order, each once; `Err(index)` for a
+/// content that begins like a marker but is not one.
+pub(crate) fn pointers_in(messages: &[Message]) -> Result<Vec<Pointer>, usize> {
+    let mut pointers = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        let pointer = match parse(&message.content) {
+            None => return Err(index),
+            Some(Parsed::Kept(_)) => continue,
+            Some(Parsed::Spilled(p) | Parsed::Tombstone(p) | Parsed::Folded { pointer: p, .. }) => {
+                p
+            }
+        };
+        if !pointers.contains(&pointer) {
+            pointers.push(pointer);
+        }
+    }
+    Ok(pointers)
 }
 
 fn json_string(text: &str) -> String {

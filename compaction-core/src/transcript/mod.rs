@@ -45,29 +45,30 @@
 //! [`VERBATIM_ESCAPE`] in front, so text that imitates a marker is never read as one, by the
 //! model or by rehydration.
 
-mod conversation;
-mod count;
-mod layout;
-mod marker;
-mod message;
-mod plan;
-mod rehydrate;
+pub(crate) mod conversation;
+pub(crate) mod count;
+pub(crate) mod error;
+pub(crate) mod layout;
+pub(crate) mod marker;
+pub(crate) mod plan;
+pub(crate) mod rehydrate;
 mod steps;
 
 #[cfg(test)]
+mod tests_conversation;
+#[cfg(test)]
 mod tests_plan;
 
-pub use conversation::{Transcript, TranscriptError};
+pub use conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
 pub use count::{
     chat_tokens, message_tokens, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
 };
+pub use error::TranscriptPlanError;
 pub use layout::TranscriptPolicy;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
-pub use message::{Message, Role, ToolCall};
 pub use plan::{
-    FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan, TranscriptPlanError,
-    TranscriptPlanner,
+    FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan, TranscriptPlanner,
 };
 pub use rehydrate::{
     rehydrate_from_store, rehydrate_transcript, required_blobs, TranscriptRehydrateError,

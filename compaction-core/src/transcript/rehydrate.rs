@@ -4,8 +4,8 @@
 use crate::store::{ContentHash, Pointer, Store, StoreError};
 use crate::transcript::conversation::Transcript;
 use crate::transcript::conversation::TranscriptError;
+use crate::transcript::conversation::{Message, Role};
 use crate::transcript::marker::{self, Parsed};
-use crate::transcript::message::{Message, Role};
 use std::collections::HashMap;
 
 /// Why planned messages could not be turned back into their transcript.
@@ -44,20 +44,8 @@ pub enum TranscriptRehydrateError {
 /// The pointers the markers in `messages` name, in order (each once): what to fetch before
 /// [`rehydrate_transcript`].
 pub fn required_blobs(messages: &[Message]) -> Result<Vec<Pointer>, TranscriptRehydrateError> {
-    let mut pointers = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
-        let pointer = match marker::parse(&message.content) {
-            None => return Err(TranscriptRehydrateError::MalformedMarker { index }),
-            Some(Parsed::Kept(_)) => continue,
-            Some(Parsed::Spilled(p) | Parsed::Tombstone(p) | Parsed::Folded { pointer: p, .. }) => {
-                p
-            }
-        };
-        if !pointers.contains(&pointer) {
-            pointers.push(pointer);
-        }
-    }
-    Ok(pointers)
+    marker::pointers_in(messages)
+        .map_err(|index| TranscriptRehydrateError::MalformedMarker { index })
 }
 
 /// Reads the blobs `messages` need from `store` (verified) and rehydrates.

@@ -4,10 +4,10 @@
 
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::transcript::conversation::{Message, Role, ToolCall};
 use crate::transcript::count::{message_tokens_with, TextCache};
 use crate::transcript::layout::Layout;
 use crate::transcript::marker::{self, FoldHeader};
-use crate::transcript::message::{Message, Role, ToolCall};
 use sha2::{Digest, Sha256};
 
 /// What a message becomes.

@@ -38,6 +38,10 @@ pub enum Class {
     Effect {
         idempotent: bool,
     },
+    Transcript {
+        keep_recent: usize,
+        pin_user: bool,
+    },
     Nested,
 }
 
@@ -58,7 +62,10 @@ impl Class {
     pub fn holds_state(&self) -> bool {
         matches!(
             self,
-            Class::Protected { .. } | Class::Effect { .. } | Class::Nested
+            Class::Protected { .. }
+                | Class::Effect { .. }
+                | Class::Transcript { .. }
+                | Class::Nested
         )
     }
 }
