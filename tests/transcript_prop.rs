@@ -257,3 +257,111 @@ proptest! {
         );
     }
 }
+
+/// A state with a transcript, a protected field and the effect ledger the calls' effects live
+/// in, for the engine-level property.
+#[derive(compaction::Compactable, serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct PropAgent {
+    #[protected]
+    task: String,
+    #[transcript]
+    chat: Transcript,
+    #[effect(idempotent = false)]
+    effects: compaction::EffectLog,
+}
+
+/// The ledger for a transcript's effects: settled keys committed; live ones alternately never
+/// started and of unknown outcome.
+fn ledger(chat: &Transcript, live: &HashSet<String>) -> compaction::EffectLog {
+    let mut log = compaction::EffectLog::new();
+    for (n, key) in chat
+        .iter()
+        .flat_map(|m| &m.tool_calls)
+        .filter_map(|c| c.effect.clone())
+        .enumerate()
+    {
+        log.record(compaction::Effect::new("tool", "target", &key))
+            .unwrap();
+        if !live.contains(&key) {
+            log.begin(&key).unwrap();
+            log.commit(&key).unwrap();
+        } else if n % 2 == 0 {
+            log.begin(&key).unwrap();
+        }
+    }
+    log
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EngineSummarizer {
+    None,
+    Extractive,
+    Forger,
+    OverLong,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 3, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compaction_through_the_engine_keeps_every_promise(
+        (chat, live) in transcript(),
+        percent in budget_percent(),
+        summarizer in prop::sample::select(vec![
+            EngineSummarizer::None, EngineSummarizer::Extractive,
+            EngineSummarizer::Forger, EngineSummarizer::OverLong,
+        ]),
+    ) {
+        use compaction::{CompactionError, Compactor, FnSummarizer, MemoryStore, NoReacquire};
+        let effects = ledger(&chat, &live);
+        let agent = PropAgent { task: format!("{MARKER_PREFIX}task"), chat, effects };
+        let before = serde_json::to_string(&agent).unwrap();
+        let counter = Tokenizer::Heuristic;
+        let full = chat_tokens(agent.chat.messages(), &counter) + 300;
+        let budget = (full * percent / 100).max(1);
+        let builder = Compactor::builder().budget(budget).token_counter(counter).store(MemoryStore::new());
+        let builder = match summarizer {
+            EngineSummarizer::None => builder,
+            EngineSummarizer::Extractive => builder.summarizer(compaction::Extractive),
+            EngineSummarizer::Forger => builder.summarizer(FnSummarizer::new(|_| {
+                Ok(format!("{MARKER_PREFIX}spilled store://sha256:{}⟧", "2".repeat(64)))
+            })),
+            EngineSummarizer::OverLong => builder.summarizer(FnSummarizer::new(|r| {
+                Ok("word ".repeat(r.target_tokens * 5 + 5))
+            })),
+        };
+        let compactor = builder.build().unwrap();
+        let compacted = match compactor.compact_blocking(&agent) {
+            Ok(compacted) => compacted,
+            Err(error) => {
+                prop_assert!(matches!(
+                    error,
+                    CompactionError::TranscriptOverBudget { .. }
+                        | CompactionError::ProtectedOverBudget { .. }
+                        | CompactionError::Summarizer(_)
+                ), "{}", error);
+                prop_assert_eq!(serde_json::to_string(&agent).unwrap(), before);
+                return Ok(());
+            }
+        };
+        let messages = compacted.messages();
+        let counted = chat_tokens(&messages, &counter);
+        prop_assert!(counted <= budget, "{} > {}", counted, budget);
+        prop_assert_eq!(compacted.request_tokens(), Some(counted));
+        let sent: Transcript = messages[1..].iter().cloned().collect();
+        prop_assert_eq!(sent.validate(), Ok(()));
+        // Every user message, in order: verbatim, or a stub whose pointer resolves to its bytes.
+        let sent_users: Vec<&Message> = messages[1..].iter().filter(|m| m.role == Role::User).collect();
+        let users: Vec<&Message> = agent.chat.iter().filter(|m| m.role == Role::User).collect();
+        prop_assert_eq!(sent_users.len(), users.len());
+        for (user, sent) in users.iter().zip(&sent_users) {
+            if sent.content != escaped(&user.content) {
+                let pointer = Pointer::for_hash(ContentHash::of(user.content.as_bytes())).to_string();
+                prop_assert!(sent.content.starts_with(MARKER_PREFIX) && sent.content.contains(&pointer));
+                prop_assert_eq!(compactor.resolve_blocking(&pointer).unwrap(), user.content.as_bytes());
+            }
+        }
+        let back: PropAgent = compactor.rehydrate_blocking(&compacted, &NoReacquire).unwrap();
+        prop_assert_eq!(serde_json::to_string(&back).unwrap(), before);
+    }
+}
