@@ -189,7 +189,7 @@ class Crate:
             if m and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
                 name, kind = m.group(1), m.group(2)
                 if kind == ";":
-                    if depth == 0:
+                    if depth == 0 and "cfg(test)" not in pending_attrs:
                         self.child_module(module, name, pending_attrs)
                     i = m.end()
                 else:
@@ -413,7 +413,9 @@ def self_test():
                 "a.rs": "use crate::m::B;\nfn f() { let _ = crate::m::c::C; }\n",
                 "m/mod.rs": "mod b;\npub(crate) mod c;\npub use b::B;\npub use c::C;\n",
                 "m/b.rs": "use super::c::C;\npub struct B;\n",
-                "m/c.rs": "pub struct C;\n#[cfg(test)]\nmod tests { use crate::a::*; }\n",
+                "m/c.rs": "pub struct C;\n#[cfg(test)]\nmod tests { use crate::a::*; }\n"
+                "#[cfg(test)]\nmod more_tests;\n",
+                "m/c/more_tests.rs": "use crate::a::*;\n",
             },
             3,
             0,

@@ -91,6 +91,8 @@ impl std::fmt::Debug for Compactor {
     }
 }
 
+// Here rather than in builder.rs, so the builder never names the compactor it builds and the
+// imports stay one-way (mod.rs -> builder.rs).
 impl CompactorBuilder {
     /// Builds the compactor.
     pub fn build(self) -> Result<Compactor, CompactionError> {

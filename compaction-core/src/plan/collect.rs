@@ -1,9 +1,13 @@
 //! Collect: the visitor that receives a state's fields by class and checks every call against
-//! the schema. Protected values are put in canonical form here; the rest stays borrowed.
+//! the schema. Protected values are put in canonical form here; the rest stays borrowed. What it
+//! hands the planner is in `collected.rs` (apart, so the planner never imports the visitor
+//! contract: one level less between the compactor and the effect types).
 
 use crate::error::CompactionError;
-use crate::ledger::{EffectLog, EffectRecords, EffectStatus};
-use crate::plan::json_size::JsonValue;
+use crate::ledger::EffectRecords;
+use crate::plan::collected::{
+    Collected, CollectedField, CollectedTranscript, Collection, SummaryText,
+};
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::path::{child_path, push_segment, Segment, Shape};
 use crate::state::schema::{schema_path, FieldClass, Schema};
@@ -12,23 +16,7 @@ use crate::store::ContentHash;
 use crate::transcript::conversation::Transcript;
 use crate::transcript::layout::TranscriptPolicy;
 use serde::Serialize;
-use std::borrow::Cow;
 use std::collections::HashSet;
-
-/// A state's fields as its traversal handed them over, checked against its schema.
-pub(crate) struct Collection<'a> {
-    pub(super) fields: Vec<CollectedField<'a>>,
-    pub shapes: Vec<(String, Shape)>,
-    /// `#[transcript]` fields: planned by the transcript planner, not in the window.
-    pub transcripts: Vec<CollectedTranscript<'a>>,
-}
-
-/// A `#[transcript]` field as the traversal handed it over.
-pub(crate) struct CollectedTranscript<'a> {
-    pub path: String,
-    pub policy: TranscriptPolicy,
-    pub transcript: &'a Transcript,
-}
 
 /// Runs the state's traversal through a [`Collector`]; the first disagreement with the schema
 /// (or value that cannot be serialized) refuses the whole compaction.
@@ -44,75 +32,6 @@ pub(crate) fn collect<S: Compactable>(state: &S) -> Result<Collection<'_>, Compa
         shapes: collector.shapes,
         transcripts: collector.transcripts,
     })
-}
-
-impl Collection<'_> {
-    /// `UnknownEffect` for the first effect whose outcome is unknown.
-    pub fn refuse_unknown_effects(&self) -> Result<(), CompactionError> {
-        for field in &self.fields {
-            if let Collected::Effects { log, .. } = &field.value {
-                if let Some(e) = log.with_status(EffectStatus::Unknown).next() {
-                    return Err(CompactionError::UnknownEffect {
-                        field: field.path.clone(),
-                        key: e.idempotency_key.clone(),
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Idempotency keys whose effect is committed in one of the state's effect fields: a tool
-    /// call linked to any other key (live, or in no ledger at all) is never folded.
-    pub fn committed_effects(&self) -> HashSet<&str> {
-        let mut committed = HashSet::new();
-        for field in &self.fields {
-            if let Collected::Effects { log, .. } = &field.value {
-                committed.extend(
-                    log.with_status(EffectStatus::Committed)
-                        .map(|e| e.idempotency_key.as_str()),
-                );
-            }
-        }
-        committed
-    }
-}
-
-/// A summarizable value behind a trait object. Only `Summarizable` types can become one, and
-/// only the `*_summarizable` visitor methods create one.
-pub(crate) trait SummaryText {
-    fn summary_text(&self) -> Cow<'_, str>;
-}
-
-impl<T: Summarizable> SummaryText for T {
-    fn summary_text(&self) -> Cow<'_, str> {
-        self.summary_source()
-    }
-}
-
-/// A field as the traversal handed it over: protected values already in canonical form, the
-/// rest still borrowed.
-pub(crate) enum Collected<'a> {
-    Protected {
-        pin: bool,
-        json: String,
-        fingerprint: ContentHash,
-    },
-    Value {
-        value: &'a dyn JsonValue,
-        pointer: Option<String>,
-        summary: Option<&'a dyn SummaryText>,
-    },
-    Effects {
-        idempotent: bool,
-        log: &'a EffectLog,
-    },
-}
-
-pub(crate) struct CollectedField<'a> {
-    pub path: String,
-    pub class: FieldClass,
-    pub value: Collected<'a>,
 }
 
 /// The visitor the engine hands to `Compactable::visit`. It checks every call against the

@@ -23,14 +23,16 @@
 //! on, until the window fits.
 
 mod collect;
+mod collected;
 mod json_size;
 mod slot;
 
-pub(crate) use collect::{collect, CollectedTranscript, Collection};
+pub(crate) use collect::collect;
+pub(crate) use collected::{CollectedTranscript, Collection};
 
 use crate::error::{CompactionError, FieldCost};
 use crate::ledger::Effect;
-use crate::plan::collect::{Collected, CollectedField};
+use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
 use crate::plan::slot::{
     spill_kept, spill_records, FloorForm, Movable, Payloads, Slot, SlotBody, Stage, ValuePlan,

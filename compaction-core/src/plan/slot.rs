@@ -1,5 +1,7 @@
-//! Slots: one field on its way into the window, owning everything it needs, with its current
-//! form, how to render it, and how to demote it.
+//! Slots: one field on its way into the window, owning everything it needs. A slot answers every
+//! question about its field (its line, its entry, whether it is verbatim, what it spills, its
+//! outcome, its pending summary) and changes its own form (demotion), so nothing outside plan/
+//! ever looks at a form.
 
 use crate::ledger::{Effect, EffectStatus};
 use crate::render::{
