@@ -30,11 +30,15 @@ pub fn compactable(cont: &Container<'_>) -> syn::Generics {
             continue;
         }
         let ty = field.ty;
+        // A type parameter carries state or not only once it is filled in: the bound proves it
+        // plain there, as the autoref check in `visit` does for concrete types.
         let mut bound = match &field.class {
-            Class::Protected { .. } | Class::Derivable { .. } | Class::Transcript { .. } => {
-                data.clone()
+            Class::Protected { .. } => quote!(#data + #private::ProtectableField),
+            Class::Derivable { .. } => quote!(#data + #private::EvictableField),
+            Class::Redundant { .. } => {
+                quote!(#data + ::core::default::Default + #private::EvictableField)
             }
-            Class::Redundant { .. } => quote!(#data + ::core::default::Default),
+            Class::Transcript { .. } => data.clone(),
             Class::Effect { .. } => quote!(#krate::EffectRecords),
             Class::Nested => quote!(#private::NestedField),
         };

@@ -109,7 +109,7 @@ fn carries_state(krate: &syn::Path, ident: &syn::Ident, generics: &syn::Generics
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     quote! {
         #[automatically_derived]
-        impl #impl_generics #krate::markers::CarriesState for #ident #ty_generics #where_clause {}
+        impl #impl_generics #krate::__private::CarriesState for #ident #ty_generics #where_clause {}
     }
 }
 
@@ -251,23 +251,28 @@ fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let mut marker = field.member.clone();
     marker.set_span(name_span);
     let infer = quote_spanned!(name_span=> _);
-    let evictable = quote_spanned! {span=>
-        {
-            #[allow(unused_imports)]
-            use #private::{CarriesStateProbe as _, PlainProbe as _};
-            let __verdict = (&&#private::Probe::<#ty>::new()).evictability();
-            mod __field {
-                #[allow(non_camel_case_types, dead_code)]
-                pub struct #marker;
+    // Whether the type carries state, by autoref: a carrier may be neither evicted nor protected
+    // whole. `assert` names the check (`assert_evictable` or `assert_protectable`).
+    let no_state_inside = |assert: &str| {
+        let assert = syn::Ident::new(assert, span);
+        quote_spanned! {span=>
+            {
+                #[allow(unused_imports)]
+                use #private::{CarriesStateProbe as _, PlainProbe as _};
+                let __verdict = (&&#private::Probe::<#ty>::new()).verdict();
+                mod __field {
+                    #[allow(non_camel_case_types, dead_code)]
+                    pub struct #marker;
+                }
+                #private::#assert::<__field::#marker, #ty, #infer>(__verdict);
             }
-            #private::assert_evictable::<__field::#marker, #ty, #infer>(__verdict);
         }
     };
     match &field.class {
-        Class::Protected { .. } => {}
-        Class::Derivable { .. } => checks.extend(evictable),
+        Class::Protected { .. } => checks.extend(no_state_inside("assert_protectable")),
+        Class::Derivable { .. } => checks.extend(no_state_inside("assert_evictable")),
         Class::Redundant { .. } => {
-            checks.extend(evictable);
+            checks.extend(no_state_inside("assert_evictable"));
             checks.extend(quote_spanned!(span=> #private::assert_redundant_default::<#ty>();));
         }
         Class::Effect { .. } => {

@@ -3,14 +3,19 @@
 //! contract the generated impls name. Not a public API: names may change in any release.
 #![allow(missing_docs)]
 
+mod carriers;
 mod checks;
 pub mod gates;
 mod placeholder;
 
+pub use carriers::{
+    assert_evictable, assert_protectable, At, CarriesState, CarriesStateProbe, Evictable,
+    EvictableField, Here, HoldsProtectedState, Inside, PlainProbe, PlainValue, Probe, Protectable,
+    ProtectableField,
+};
 pub use checks::{
-    assert_effect_records, assert_evictable, assert_nested, assert_redundant_default,
-    assert_summarizable, assert_transcript, CarriesState, CarriesStateProbe, Evictable,
-    HoldsProtectedState, IsTranscript, PlainProbe, PlainValue, Probe, RedundantDefault,
+    assert_effect_records, assert_nested, assert_redundant_default, assert_summarizable,
+    assert_transcript, IsTranscript, RedundantDefault,
 };
 pub use placeholder::push_placeholder;
 // The contract's items the generated impls name.

@@ -1,0 +1,186 @@
+//! Which types carry protected or effect state, decided by the compiler: the trait that state
+//! types, `EffectLog` and every std container of either implement, the autoref probe that turns
+//! it into a verdict for one field's type, and the checks that reject a carrier where it would be
+//! evicted (`#[redundant]`, `#[derivable]`) or spilled whole (`#[protected]`).
+//!
+//! "Carries state" is an *or* over a type's parts (a tuple carries state when any element does),
+//! which overlapping impls cannot say. So each impl names the path it found, as the trait's
+//! `Where` parameter (`At<1, Inside<Here>>`: in the second parameter, inside a container, here):
+//! the impls never overlap, and a type with several paths to state is a carrier all the same.
+
+use crate::ledger::EffectLog;
+use crate::state::summarizable::Summarizable;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Types that carry protected or effect state somewhere inside, `Where` being the path to it:
+/// every type that derives `Compactable` with a `#[protected]`, `#[effect]` or `#[nested]` field
+/// (the derive writes `impl CarriesState for T`, so `Where = Here`), `EffectLog`, and every std
+/// container, smart pointer, cell, lock, tuple, `Result` and map (key or value) of one, however
+/// deep. Such a value may never be evicted whole, nor protected whole.
+///
+/// Not a blanket impl over `Compactable`: a derived type with only `#[redundant]` fields carries
+/// nothing and may be evicted whole.
+pub trait CarriesState<Where = Here> {}
+
+/// The path ends here: the type itself carries state.
+pub struct Here;
+/// Inside the one type a container holds (its elements, its pointee, its locked value).
+pub struct Inside<W>(PhantomData<W>);
+/// In type parameter `N` of a type with several (tuple element, `Ok`/`Err`, map key/value).
+pub struct At<const N: usize, W>(PhantomData<W>);
+
+impl CarriesState for EffectLog {}
+
+/// `Container<T>` carries state when `T` does.
+macro_rules! carries_inside {
+    (unsized: $($unsized:ty),*; sized: $($sized:ty),*;) => {
+        $(impl<T: CarriesState<W> + ?Sized, W> CarriesState<Inside<W>> for $unsized {})*
+        $(impl<T: CarriesState<W>, W> CarriesState<Inside<W>> for $sized {})*
+    };
+}
+carries_inside!(
+    unsized: Box<T>, Rc<T>, Arc<T>, Cell<T>, RefCell<T>, Mutex<T>, RwLock<T>;
+    sized: [T], Option<T>, Vec<T>, VecDeque<T>, LinkedList<T>, BinaryHeap<T>, BTreeSet<T>;
+);
+impl<T: CarriesState<W>, W, S> CarriesState<Inside<W>> for HashSet<T, S> {}
+impl<T: CarriesState<W>, W, const N: usize> CarriesState<Inside<W>> for [T; N] {}
+impl<B: CarriesState<W> + ToOwned + ?Sized, W> CarriesState<Inside<W>> for Cow<'_, B> {}
+
+impl<T: CarriesState<W>, E, W> CarriesState<At<0, W>> for Result<T, E> {}
+impl<T, E: CarriesState<W>, W> CarriesState<At<1, W>> for Result<T, E> {}
+impl<K: CarriesState<W>, V, W> CarriesState<At<0, W>> for BTreeMap<K, V> {}
+impl<K, V: CarriesState<W>, W> CarriesState<At<1, W>> for BTreeMap<K, V> {}
+impl<K: CarriesState<W>, V, S, W> CarriesState<At<0, W>> for HashMap<K, V, S> {}
+impl<K, V: CarriesState<W>, S, W> CarriesState<At<1, W>> for HashMap<K, V, S> {}
+
+/// A tuple carries state when its element `N` does, for each `N` (arities 1 to 12, as std's).
+macro_rules! carries_in_tuple {
+    ($(($($all:ident)+): $($n:tt $element:ident),+;)*) => {$(
+        carries_in_tuple!(@each ($($all)+) $($n $element),+);
+    )*};
+    (@each $all:tt $($n:tt $element:ident),+) => {$(
+        carries_in_tuple!(@one $all $n $element);
+    )+};
+    (@one ($($all:ident)+) $n:tt $element:ident) => {
+        impl<$($all,)+ W> CarriesState<At<$n, W>> for ($($all,)+) where $element: CarriesState<W> {}
+    };
+}
+carries_in_tuple!(
+    (A): 0 A;
+    (A B): 0 A, 1 B;
+    (A B C): 0 A, 1 B, 2 C;
+    (A B C D): 0 A, 1 B, 2 C, 3 D;
+    (A B C D E): 0 A, 1 B, 2 C, 3 D, 4 E;
+    (A B C D E F): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F;
+    (A B C D E F G): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G;
+    (A B C D E F G H): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G, 7 H;
+    (A B C D E F G H I): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G, 7 H, 8 I;
+    (A B C D E F G H I J): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G, 7 H, 8 I, 9 J;
+    (A B C D E F G H I J K): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G, 7 H, 8 I, 9 J, 10 K;
+    (A B C D E F G H I J K L): 0 A, 1 B, 2 C, 3 D, 4 E, 5 F, 6 G, 7 H, 8 I, 9 J, 10 K, 11 L;
+);
+
+/// Autoref probe: `(&&Probe::<T>::new()).verdict()` resolves to [`CarriesStateProbe`] when
+/// `T: CarriesState<_>` by any path and to [`PlainProbe`] otherwise. A type parameter resolves
+/// to the plain case here; the bounds [`EvictableField`] and [`ProtectableField`] check it where
+/// the type is filled in.
+pub struct Probe<T: ?Sized>(PhantomData<T>);
+
+impl<T: ?Sized> Probe<T> {
+    /// A probe for `T`.
+    pub const fn new() -> Self {
+        Probe(PhantomData)
+    }
+}
+
+impl<T: ?Sized> Default for Probe<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The verdict for a type that carries protected or effect state.
+pub struct HoldsProtectedState;
+/// The verdict for a plain value.
+pub struct PlainValue;
+
+/// Selected when the probed type carries state. (A type with several paths to state leaves `W`
+/// ambiguous; the failed check below is then its one error, as rustc reports no ambiguity in a
+/// body that already has an error.)
+pub trait CarriesStateProbe<W> {
+    /// The verdict.
+    fn verdict(&self) -> HoldsProtectedState {
+        HoldsProtectedState
+    }
+}
+impl<T: CarriesState<W> + ?Sized, W> CarriesStateProbe<W> for &Probe<T> {}
+
+/// Selected for every other type.
+pub trait PlainProbe {
+    /// The verdict.
+    fn verdict(&self) -> PlainValue {
+        PlainValue
+    }
+}
+impl<T: ?Sized> PlainProbe for Probe<T> {}
+
+/// Only plain values may be evicted. `Field` is a marker type named after the field (so the
+/// message can name it), `Type` is the field's type.
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Type}`, which carries `#[protected]` or `#[effect]` state, so it cannot be evicted",
+    label = "evicting `{Field}` would silently drop the protected state inside it",
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too); an effect ledger takes `#[effect(idempotent = true|false)]`"
+)]
+pub trait Evictable<Field, Type: ?Sized> {}
+#[diagnostic::do_not_recommend]
+impl<Field, Type: ?Sized> Evictable<Field, Type> for PlainValue {}
+
+/// Only plain values may be protected whole: state protected whole would be kept or spilled as
+/// one value, its pinned fields and live effects included.
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Type}`, which has compaction classes of its own, so it cannot be `#[protected]` whole",
+    label = "`#[protected]` would keep or spill `{Field}` as one value, its pinned fields and live effects included",
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too); an effect ledger takes `#[effect(idempotent = true|false)]`"
+)]
+pub trait Protectable<Field, Type: ?Sized> {}
+#[diagnostic::do_not_recommend]
+impl<Field, Type: ?Sized> Protectable<Field, Type> for PlainValue {}
+
+/// Compile-time check used by the derive on `#[redundant]` and `#[derivable]` fields: the
+/// verdict must be [`PlainValue`].
+pub fn assert_evictable<Field, Type: ?Sized, T: Evictable<Field, Type>>(_verdict: T) {}
+/// Compile-time check used by the derive on `#[protected]` fields: the verdict must be
+/// [`PlainValue`].
+pub fn assert_protectable<Field, Type: ?Sized, T: Protectable<Field, Type>>(_verdict: T) {}
+
+/// The bound the derive puts on a generic `#[redundant]` or `#[derivable]` field, checked where
+/// the type parameter is filled in: its type must be proven plain data. The proof is
+/// `Summarizable` (never implemented for state), or `PhantomData`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not proven free of `#[protected]` and `#[effect]` state, so a generic `#[redundant]` or `#[derivable]` field cannot hold it",
+    label = "filled in for a type parameter of an evictable field",
+    note = "an evictable field is dropped whole; derive `Summarizable` for plain data (text, numbers, collections of them), or, when the type holds state, classify the field `#[nested]`"
+)]
+pub trait EvictableField {}
+// Reported as `EvictableField` not implemented, with its message, not as a missing `Summarizable`.
+#[diagnostic::do_not_recommend]
+impl<T: Summarizable + ?Sized> EvictableField for T {}
+impl<T: ?Sized> EvictableField for PhantomData<T> {}
+
+/// The bound the derive puts on a generic `#[protected]` field, checked where the type parameter
+/// is filled in: its type must be proven plain data, as for [`EvictableField`].
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not proven free of compaction classes of its own, so a generic `#[protected]` field cannot hold it",
+    label = "filled in for a type parameter of a `#[protected]` field",
+    note = "`#[protected]` keeps or spills the value whole; derive `Summarizable` for plain data (text, numbers, collections of them), or, when the type holds state, classify the field `#[nested]`"
+)]
+pub trait ProtectableField {}
+// Reported as `ProtectableField` not implemented, with its message, not as a missing `Summarizable`.
+#[diagnostic::do_not_recommend]
+impl<T: Summarizable + ?Sized> ProtectableField for T {}
+impl<T: ?Sized> ProtectableField for PhantomData<T> {}
