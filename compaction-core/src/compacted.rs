@@ -9,6 +9,8 @@ use crate::render::{Entry, Form};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
+use crate::transcript::conversation::Message;
+use crate::transcript::marker::pointers_in;
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 
@@ -58,6 +60,9 @@ pub struct Compacted<S> {
     pub(crate) window: String,
     pub(crate) tokens: usize,
     pub(crate) report: CompactionReport,
+    /// The `#[transcript]` field's planned messages (absent in checkpoints of states without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) transcript: Option<CompactedTranscript>,
     pub(crate) seal: ContentHash,
     #[serde(skip)]
     pub(crate) _state: PhantomData<fn() -> S>,
@@ -78,12 +83,49 @@ struct SealInput<'a> {
     window: &'a str,
     tokens: usize,
     report: &'a CompactionReport,
+    // Skipped when absent, so the seals of checkpoints without a transcript do not change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transcript: Option<&'a CompactedTranscript>,
+}
+
+/// A transcript as compacted: the messages to send after the window's system message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CompactedTranscript {
+    /// The field's path.
+    pub(crate) path: String,
+    /// Kept, stubbed, tombstoned and folded messages, in order.
+    pub(crate) messages: Vec<Message>,
+    /// Their tokens by the chat formula.
+    pub(crate) tokens: usize,
+    /// Tokens of the whole request `messages()` returns, reply priming included.
+    pub(crate) request_tokens: usize,
 }
 
 impl<S> Compacted<S> {
     /// The window text to put into the model's context.
     pub fn render(&self) -> &str {
         &self.window
+    }
+
+    /// What an author sends to a chat API: one system message holding the rendered window of
+    /// the state's other fields, then the `#[transcript]` field's messages (kept, stubbed,
+    /// tombstoned and folded, in order; they always pass
+    /// [`Transcript::validate`](crate::Transcript::validate)). With a transcript, the budget
+    /// covers this whole list counted the chat way
+    /// ([`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
+    /// window and the budget covers its text.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut out = vec![Message::system(self.window.clone())];
+        if let Some(transcript) = &self.transcript {
+            out.extend(transcript.messages.iter().cloned());
+        }
+        out
+    }
+
+    /// Tokens of [`messages`](Self::messages) by the chat formula, when the state has a
+    /// transcript (then at most the budget).
+    pub fn request_tokens(&self) -> Option<usize> {
+        self.transcript.as_ref().map(|t| t.request_tokens)
     }
 
     /// Tokens of [`render`](Self::render) with the compactor's counter; never above the budget.
@@ -115,6 +157,10 @@ impl<S> Compacted<S> {
                 _ => {}
             }
         }
+        if let Some(transcript) = &self.transcript {
+            // Planned messages always parse: compaction wrote them.
+            out.extend(pointers_in(&transcript.messages).unwrap_or_default());
+        }
         out
     }
 
@@ -129,6 +175,7 @@ impl<S> Compacted<S> {
             window: &self.window,
             tokens: self.tokens,
             report: &self.report,
+            transcript: self.transcript.as_ref(),
         };
         // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
         let bytes = serde_json::to_vec(&input).unwrap_or_default();
@@ -153,6 +200,7 @@ impl<S> Clone for Compacted<S> {
             window: self.window.clone(),
             tokens: self.tokens,
             report: self.report.clone(),
+            transcript: self.transcript.clone(),
             seal: self.seal,
             _state: PhantomData,
         }

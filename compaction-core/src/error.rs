@@ -4,6 +4,7 @@
 use crate::state::path::RebuildError;
 use crate::store::StoreError;
 use crate::summarize::SummarizerError;
+use crate::transcript::conversation::TranscriptError;
 
 /// The verbatim cost of one field that had to stay in the window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +145,33 @@ pub enum CompactionError {
         found: u32,
         /// The format this version reads.
         supported: u32,
+    },
+    /// A `#[transcript]` field breaks a pairing rule chat APIs enforce (the error names the
+    /// message). Compaction refuses it and never repairs it.
+    #[error("transcript `{field}` is invalid: {source}")]
+    InvalidTranscript {
+        /// The transcript field.
+        field: String,
+        /// Which rule, at which message.
+        #[source]
+        source: TranscriptError,
+    },
+    /// Even in its smallest form (old tool results tombstoned, old turns folded, old user
+    /// messages stubbed unless `pin_user`) the transcript does not fit what the budget leaves
+    /// after the state's smallest window and the request overhead. Nothing was dropped.
+    #[error(
+        "transcript `{field}` needs at least {required_tokens} tokens but only {available} of \
+         the budget {budget} are left for it; refusing to drop messages"
+    )]
+    TranscriptOverBudget {
+        /// The transcript field.
+        field: String,
+        /// Tokens of its smallest form.
+        required_tokens: usize,
+        /// Tokens left for it.
+        available: usize,
+        /// The whole budget.
+        budget: usize,
     },
     /// A checkpoint of another state type was handed to `rehydrate`: another type name, the
     /// same name in another module, or another instantiation of a generic type (the names are

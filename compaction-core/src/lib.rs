@@ -28,6 +28,7 @@ pub mod state;
 pub mod store;
 pub mod summarize;
 pub mod tokens;
+pub mod transcript;
 mod window_fields;
 
 pub use compacted::Compacted;
@@ -55,6 +56,7 @@ pub use state::{
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
+pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
 
 // Paths of v0.1, before `state/` and `derive_support/`: kept so no public path breaks. The
 // derive's generated code still names `markers::CarriesState`.

@@ -11,6 +11,8 @@ use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
 use crate::store::{get_verified, ContentHash, DynStore};
+use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
+use std::collections::HashMap;
 use std::future::Future;
 
 /// The author's error when re-acquiring a value.
@@ -193,7 +195,31 @@ pub(crate) async fn rehydrate<S: Compactable>(
         };
         parts.insert(path, part);
     }
+    if let Some(transcript) = &compacted.transcript {
+        let path = transcript.path.as_str();
+        let json = rehydrate_transcript_json(store, path, &transcript.messages).await?;
+        parts.insert(path, Part::Json(json));
+    }
     Ok(S::rebuild(&mut parts)?)
+}
+
+/// The transcript field's exact value: its planned messages with every stub, tombstone and
+/// fold replaced from the store (verified), as JSON for the rebuild.
+async fn rehydrate_transcript_json(
+    store: &dyn DynStore,
+    path: &str,
+    messages: &[crate::transcript::conversation::Message],
+) -> Result<String, CompactionError> {
+    let mut blobs = HashMap::new();
+    for pointer in required_blobs(messages).map_err(|_| integrity(path))? {
+        let hash = pointer.hash();
+        blobs.insert(hash, fetch(store, path, &hash).await?);
+    }
+    let transcript = rehydrate_transcript(messages, &blobs).map_err(|_| integrity(path))?;
+    serde_json::to_string(&transcript).map_err(|e| CompactionError::Serialize {
+        field: path.to_owned(),
+        message: e.to_string(),
+    })
 }
 
 async fn fetch(

@@ -39,6 +39,7 @@ pub fn compactable(cont: &Container<'_>) -> syn::Generics {
             Class::Redundant { .. } => {
                 quote!(#data + ::core::default::Default + #private::PlainData)
             }
+            Class::Transcript { .. } => data.clone(),
             Class::Effect { .. } => quote!(#krate::EffectRecords),
             Class::Nested => quote!(#private::NestedField),
         };

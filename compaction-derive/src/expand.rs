@@ -203,7 +203,8 @@ fn gates(krate: &syn::Path) -> TokenStream {
         #[allow(unused_imports)]
         use #krate::__private::gates::{
             DefaultNo as _, DefaultYes as _, EffectNo as _, EffectYes as _, Gate as __Gate,
-            NestedNo as _, NestedYes as _, SummaryNo as _, SummaryYes as _,
+            NestedNo as _, NestedYes as _, SummaryNo as _, SummaryYes as _, TranscriptNo as _,
+            TranscriptYes as _,
         };
     }
 }
@@ -217,6 +218,10 @@ fn class_tokens(krate: &syn::Path, class: &Class) -> TokenStream {
         }
         Class::Redundant { summarize } => quote!(#path::Redundant { summarize: #summarize }),
         Class::Effect { idempotent, .. } => quote!(#path::Effect { idempotent: #idempotent }),
+        Class::Transcript {
+            keep_recent,
+            pin_user,
+        } => quote!(#path::Transcript { keep_recent: #keep_recent, pin_user: #pin_user }),
         Class::Nested => quote!(),
     }
 }
@@ -290,6 +295,9 @@ fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
             checks.extend(quote_spanned!(span=> #private::assert_effect_records::<#ty>();))
         }
         Class::Nested => checks.extend(quote_spanned!(span=> #private::assert_nested::<#ty>();)),
+        Class::Transcript { .. } => {
+            checks.extend(quote_spanned!(span=> #private::assert_transcript::<#ty>();))
+        }
     }
     if field.class.allows_summary() {
         checks.extend(quote_spanned!(span=> #private::assert_summarizable::<#ty>();));
@@ -340,6 +348,14 @@ fn visit_field(krate: &syn::Path, field: &Field<'_>, template: Option<&[Piece]>)
         Class::Nested => quote! {
             (&&__Gate::<#ty>::NEW).__visit_nested(&self.#member, #name, __visitor);
         },
+        Class::Transcript {
+            keep_recent,
+            pin_user,
+        } => quote! {
+            (&&__Gate::<#ty>::NEW).__transcript(
+                __visitor, #name, #keep_recent, #pin_user, &self.#member,
+            );
+        },
     };
     quote!(#(#cfgs)* #call)
 }
@@ -354,7 +370,7 @@ fn rebuild_field(field: &Field<'_>) -> TokenStream {
     } = field;
     let gate = quote!((&&__Gate::<#ty>::NEW));
     let value = match field.class {
-        Class::Protected { .. } => quote!(__parts.protected(#name)),
+        Class::Protected { .. } | Class::Transcript { .. } => quote!(__parts.protected(#name)),
         Class::Derivable { .. } => quote!(__parts.derivable(#name)),
         Class::Redundant { .. } => quote!(#gate.__rebuild_redundant(__parts, #name)),
         Class::Effect { .. } => quote!(#gate.__rebuild_effect(__parts, #name)),

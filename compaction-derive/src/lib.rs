@@ -22,7 +22,9 @@ use proc_macro::TokenStream;
 /// `#[nested]`. See the `compaction` crate for what each class guarantees.
 #[proc_macro_derive(
     Compactable,
-    attributes(protected, derivable, redundant, effect, nested, compaction)
+    attributes(
+        protected, derivable, redundant, effect, transcript, nested, compaction
+    )
 )]
 pub fn derive_compactable(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
@@ -35,7 +37,9 @@ pub fn derive_compactable(input: TokenStream) -> TokenStream {
 // type gets this derive's explanation instead of "cannot find attribute `protected`".
 #[proc_macro_derive(
     Summarizable,
-    attributes(compaction, protected, derivable, redundant, effect, nested)
+    attributes(
+        compaction, protected, derivable, redundant, effect, transcript, nested
+    )
 )]
 pub fn derive_summarizable(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

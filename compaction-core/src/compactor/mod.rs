@@ -2,18 +2,19 @@
 
 mod builder;
 mod summarize;
+mod transcript;
 mod with_ledger;
 
 pub use builder::CompactorBuilder;
 
-use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
+use crate::compacted::{Compacted, CompactedTranscript, SchemaFingerprint, FORMAT};
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
 use crate::compactor::with_ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
-use crate::plan::{collect, Plan, PlanContext};
+use crate::plan::{collect, Collection, Plan, PlanContext};
 use crate::rehydrate::{rehydrate, Reacquire};
 use crate::render::escape_inline;
 use crate::render::{Entry, Renderer, WindowView};
@@ -22,6 +23,7 @@ use crate::state::path::Shape;
 use crate::state::schema::Schema;
 use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
 use crate::tokens::TokenCounter;
+use crate::transcript::plan::{TranscriptPlan, TranscriptPlanner};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -79,6 +81,9 @@ pub struct Compactor {
     evict_on_summarizer_error: bool,
     max_summary_tokens: usize,
     compactions: AtomicU64,
+    /// Remembers the counts of the last transcript planned, so the next (one message longer)
+    /// is planned without recounting it.
+    transcript_planner: TranscriptPlanner,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -107,6 +112,7 @@ impl CompactorBuilder {
         }
         Ok(Compactor {
             budget,
+            transcript_planner: TranscriptPlanner::new(self.counter.clone()),
             counter: self.counter,
             summarizer: self.summarizer,
             store: self.store,
@@ -125,6 +131,11 @@ struct Prepared {
     plan: Plan,
     shapes: Vec<(String, Shape)>,
     number: u64,
+    /// What the window text may take: the budget, less the transcript's messages and the
+    /// request overhead when the state has a transcript.
+    window_budget: usize,
+    /// The `#[transcript]` field's path and plan, waiting for its summaries.
+    transcript: Option<(String, TranscriptPlan)>,
 }
 
 impl Compactor {
@@ -290,8 +301,14 @@ impl Compactor {
             let (_, window) = self.render(schema, number, &plan);
             (plan, window)
         };
-        // The all-verbatim window first: when it fits, it is the plan (nothing evicted).
-        let verbatim = Plan::all_verbatim(&collection, self.budget).map(with_window);
+        // The all-verbatim window first: when it fits, it is the plan (nothing evicted). A
+        // transcript plans first against what the floor leaves, so it skips this shortcut.
+        let has_transcript = transcript::the_transcript(&collection)?.is_some();
+        let verbatim = if has_transcript {
+            None
+        } else {
+            Plan::all_verbatim(&collection, self.budget).map(with_window)
+        };
         let verbatim = match verbatim {
             Some((plan, window))
                 if self
@@ -304,6 +321,8 @@ impl Compactor {
                     plan,
                     shapes: collection.shapes,
                     number,
+                    window_budget: self.budget,
+                    transcript: None,
                 });
             }
             other => other,
@@ -325,12 +344,18 @@ impl Compactor {
             }
             return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
         }
-        plan.upgrade(&collection, &ctx, self.budget - floor_tokens);
+        let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
+        if floor_tokens > window_budget {
+            return Err(plan.over_budget(floor_tokens, window_budget, &*self.counter));
+        }
+        plan.upgrade(&collection, &ctx, window_budget - floor_tokens);
         Ok(Prepared {
             schema,
             plan,
             shapes: collection.shapes,
             number,
+            window_budget,
+            transcript,
         })
     }
 
@@ -344,18 +369,28 @@ impl Compactor {
                 .await?;
             let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.plan);
             let tokens = self.counter.count(&window);
-            if tokens <= self.budget {
+            if tokens <= prepared.window_budget {
                 break (entries, window, tokens);
             }
             if !prepared.plan.demote_one() {
-                return Err(prepared
-                    .plan
-                    .over_budget(tokens, self.budget, &*self.counter));
+                return Err(prepared.plan.over_budget(
+                    tokens,
+                    prepared.window_budget,
+                    &*self.counter,
+                ));
             }
+        };
+        let (transcript, transcript_blobs) = match prepared.transcript.take() {
+            Some((path, plan)) => {
+                let (transcript, blobs) = self.finish_transcript(path, plan, tokens).await?;
+                (Some(transcript), blobs)
+            }
+            None => (None, Vec::new()),
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
-        for (hash, bytes) in prepared.plan.spills() {
+        let transcript_spills = transcript_blobs.iter().map(|(h, b)| (*h, b.as_slice()));
+        for (hash, bytes) in prepared.plan.spills().chain(transcript_spills) {
             self.store
                 .put_dyn(&hash, bytes)
                 .await
@@ -374,11 +409,72 @@ impl Compactor {
             window,
             tokens,
             report,
+            transcript,
             seal: ContentHash::of(b""),
             _state: PhantomData,
         };
         compacted.seal = compacted.compute_seal();
         Ok(compacted)
+    }
+
+    /// Plans the state's transcript, if it has one, into what the budget leaves after the
+    /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
+    fn plan_transcript(
+        &self,
+        collection: &Collection<'_>,
+        floor_tokens: usize,
+    ) -> Result<(usize, Option<(String, TranscriptPlan)>), CompactionError> {
+        let Some(field) = transcript::the_transcript(collection)? else {
+            return Ok((self.budget, None));
+        };
+        let overhead = transcript::request_overhead(&*self.counter);
+        let available = self.budget.saturating_sub(overhead + floor_tokens);
+        let live = transcript::live_effects(field.transcript, &collection.committed_effects());
+        let summary_tokens = self.summarizer.is_some().then_some(self.max_summary_tokens);
+        let plan = self
+            .transcript_planner
+            .plan(
+                field.transcript,
+                &field.policy,
+                available,
+                &live,
+                summary_tokens,
+            )
+            .map_err(|e| transcript::plan_error(&field.path, available, self.budget, e))?;
+        let window_budget = self.budget - overhead - plan.tokens();
+        Ok((window_budget, Some((field.path.clone(), plan))))
+    }
+
+    /// Summarizes the transcript's folds and completes its plan.
+    async fn finish_transcript(
+        &self,
+        path: String,
+        plan: TranscriptPlan,
+        window_tokens: usize,
+    ) -> Result<(CompactedTranscript, Vec<(ContentHash, Vec<u8>)>), CompactionError> {
+        let requests: Vec<(String, usize)> = plan
+            .summary_requests()
+            .map(|r| (r.text.clone(), r.target_tokens))
+            .collect();
+        let summarizer = self.summarizer.as_deref();
+        let summaries =
+            transcript::summarize_folds(summarizer, &*self.counter, &path, requests).await?;
+        let planned = self
+            .transcript_planner
+            .finish(plan, summaries)
+            .map_err(|e| transcript::plan_error(&path, 0, self.budget, e))?;
+        let (blobs, tokens) = (planned.blobs().to_vec(), planned.tokens());
+        let request_tokens = window_tokens + transcript::request_overhead(&*self.counter) + tokens;
+        let messages = planned.into_messages();
+        Ok((
+            CompactedTranscript {
+                path,
+                messages,
+                tokens,
+                request_tokens,
+            },
+            blobs,
+        ))
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {

@@ -15,6 +15,7 @@ use crate::state::compactable::{NestedField, Parts, PointerFn, Visitor};
 use crate::state::path::RebuildError;
 use crate::state::schema::Schema;
 use crate::state::summarizable::Summarizable;
+use crate::transcript::conversation::Transcript;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 
@@ -92,6 +93,34 @@ pub trait EffectNo<T> {
     }
 }
 impl<T> EffectNo<T> for Gate<T> {}
+
+pub trait TranscriptYes {
+    fn __transcript<'a, V: Visitor<'a>>(
+        &self,
+        visitor: &mut V,
+        name: &'static str,
+        keep_recent: usize,
+        pin_user: bool,
+        value: &'a Transcript,
+    ) {
+        visitor.transcript(name, keep_recent, pin_user, value)
+    }
+}
+impl TranscriptYes for &Gate<Transcript> {}
+
+pub trait TranscriptNo<T> {
+    fn __transcript<'a, V: Visitor<'a>>(
+        &self,
+        _: &mut V,
+        _: &'static str,
+        _: usize,
+        _: bool,
+        _: &'a T,
+    ) {
+        unreachable!()
+    }
+}
+impl<T> TranscriptNo<T> for Gate<T> {}
 
 pub trait SummaryYes<T: Summarizable> {
     fn __derivable_summarizable<'a, V: Visitor<'a>>(

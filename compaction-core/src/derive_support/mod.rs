@@ -14,7 +14,7 @@ pub use carriers::{
 };
 pub use checks::{
     assert_effect_records, assert_nested, assert_redundant_default, assert_summarizable,
-    RedundantDefault,
+    assert_transcript, IsTranscript, RedundantDefault,
 };
 pub use placeholder::push_placeholder;
 // The contract's items the generated impls name.

@@ -5,7 +5,9 @@
 
 use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
-use crate::plan::collected::{Collected, CollectedField, Collection, SummaryText};
+use crate::plan::collected::{
+    Collected, CollectedField, CollectedTranscript, Collection, SummaryText,
+};
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::instance::check_instance;
 use crate::state::path::{child_path, push_segment, Segment, Shape};
@@ -13,6 +15,8 @@ use crate::state::schema::{FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
 use crate::store::canonical::{canonical_json, check_round_trip};
 use crate::store::ContentHash;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::layout::TranscriptPolicy;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -33,6 +37,7 @@ pub(crate) fn collect<'a, S: Compactable>(
     Ok(Collection {
         fields: collector.fields,
         shapes: collector.shapes,
+        transcripts: collector.transcripts,
     })
 }
 
@@ -44,6 +49,7 @@ struct Collector<'a> {
     marks: Vec<usize>,
     fields: Vec<CollectedField<'a>>,
     shapes: Vec<(String, Shape)>,
+    transcripts: Vec<CollectedTranscript<'a>>,
     error: Option<CompactionError>,
     /// Records that replace `#[effect]` fields' own, by concrete path (the ledger's, from
     /// `Compactor::compact_with_ledger`).
@@ -57,6 +63,7 @@ enum Claim {
     Derivable { summarize: bool },
     Redundant { summarize: bool },
     Effect { idempotent: bool },
+    Transcript { keep_recent: usize, pin_user: bool },
 }
 
 impl<'a> Collector<'a> {
@@ -67,6 +74,7 @@ impl<'a> Collector<'a> {
             marks: Vec::new(),
             fields: Vec::new(),
             shapes: Vec::new(),
+            transcripts: Vec::new(),
             error: None,
             effect_views: None,
         }
@@ -104,6 +112,16 @@ impl<'a> Collector<'a> {
             (Some(FieldClass::Effect { idempotent }), Claim::Effect { idempotent: i }) => {
                 idempotent == i
             }
+            (
+                Some(FieldClass::Transcript {
+                    keep_recent,
+                    pin_user,
+                }),
+                Claim::Transcript {
+                    keep_recent: k,
+                    pin_user: p,
+                },
+            ) => keep_recent == k && pin_user == p,
             _ => false,
         };
         if ok {
@@ -192,6 +210,7 @@ fn claim_name(claim: Claim) -> &'static str {
         Claim::Redundant { summarize: true } => "redundant(summarize)",
         Claim::Redundant { summarize: false } => "redundant",
         Claim::Effect { .. } => "effect",
+        Claim::Transcript { .. } => "transcript",
     }
 }
 
@@ -282,6 +301,29 @@ impl<'a> Visitor<'a> for Collector<'a> {
                     idempotent,
                     log: view.unwrap_or_else(|| value.effect_log()),
                 },
+            });
+        }
+    }
+
+    fn transcript(
+        &mut self,
+        name: &'static str,
+        keep_recent: usize,
+        pin_user: bool,
+        value: &'a Transcript,
+    ) {
+        let claim = Claim::Transcript {
+            keep_recent,
+            pin_user,
+        };
+        if let Some((path, _)) = self.admit(name, claim) {
+            self.transcripts.push(CollectedTranscript {
+                path,
+                policy: TranscriptPolicy {
+                    keep_recent,
+                    pin_user,
+                },
+                transcript: value,
             });
         }
     }

@@ -8,12 +8,24 @@ use crate::state::path::Shape;
 use crate::state::schema::FieldClass;
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::layout::TranscriptPolicy;
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 /// A state's fields as its traversal handed them over, checked against its schema.
 pub(crate) struct Collection<'a> {
     pub(super) fields: Vec<CollectedField<'a>>,
     pub shapes: Vec<(String, Shape)>,
+    /// `#[transcript]` fields: planned by the transcript planner, not in the window.
+    pub transcripts: Vec<CollectedTranscript<'a>>,
+}
+
+/// A `#[transcript]` field as the traversal handed it over.
+pub(crate) struct CollectedTranscript<'a> {
+    pub path: String,
+    pub policy: TranscriptPolicy,
+    pub transcript: &'a Transcript,
 }
 
 impl Collection<'_> {
@@ -30,6 +42,21 @@ impl Collection<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Idempotency keys whose effect is committed in one of the state's effect fields: a tool
+    /// call linked to any other key (live, or in no ledger at all) is never folded.
+    pub fn committed_effects(&self) -> HashSet<&str> {
+        let mut committed = HashSet::new();
+        for field in &self.fields {
+            if let Collected::Effects { log, .. } = &field.value {
+                committed.extend(
+                    log.with_status(EffectStatus::Committed)
+                        .map(|e| e.idempotency_key.as_str()),
+                );
+            }
+        }
+        committed
     }
 }
 

@@ -28,7 +28,7 @@ mod json_size;
 mod slot;
 
 pub(crate) use collect::collect;
-pub(crate) use collected::Collection;
+pub(crate) use collected::{CollectedTranscript, Collection};
 
 use crate::effects::record::Effect;
 use crate::error::{CompactionError, FieldCost};

@@ -5,6 +5,7 @@ use crate::effects::record::{EffectLog, EffectRecords};
 use crate::state::path::{child_path, push_segment, shape_key, RebuildError, Segment, Shape};
 use crate::state::schema::Schema;
 use crate::state::summarizable::Summarizable;
+use crate::transcript::conversation::Transcript;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -89,6 +90,18 @@ pub trait Visitor<'a> {
     fn redundant_summarizable<T: Summarizable>(&mut self, name: &'static str, value: &'a T);
     /// An `#[effect]` field.
     fn effect<E: EffectRecords>(&mut self, name: &'static str, idempotent: bool, value: &'a E);
+    /// A `#[transcript]` field. Visitors written before transcripts existed see it as a
+    /// protected value (kept whole), which is never less safe.
+    fn transcript(
+        &mut self,
+        name: &'static str,
+        keep_recent: usize,
+        pin_user: bool,
+        value: &'a Transcript,
+    ) {
+        let _ = (keep_recent, pin_user);
+        self.protected(name, false, value);
+    }
     /// Enters a nested value: a struct field (`Segment::Field`) or a list element
     /// (`Segment::Index`). Every `enter` is matched by a `leave`.
     fn enter(&mut self, segment: Segment);

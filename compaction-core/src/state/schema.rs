@@ -32,6 +32,15 @@ pub enum FieldClass {
         /// Whether re-running the effect is harmless; only then may live records leave the window.
         idempotent: bool,
     },
+    /// `#[transcript]`: the conversation with the model, compacted message by message under the
+    /// rules of [`transcript`](crate::transcript) and sent through
+    /// [`Compacted::messages`](crate::Compacted::messages).
+    Transcript {
+        /// The last `keep_recent` user turns and what followed them stay verbatim.
+        keep_recent: usize,
+        /// `pin_user`: refuse instead of spilling old user messages.
+        pin_user: bool,
+    },
 }
 
 impl FieldClass {
@@ -46,13 +55,14 @@ impl FieldClass {
         )
     }
 
-    /// A short lowercase name (`protected`, `derivable`, `redundant`, `effect`).
+    /// A short lowercase name (`protected`, `derivable`, `redundant`, `effect`, `transcript`).
     pub fn name(&self) -> &'static str {
         match self {
             FieldClass::Protected { .. } => "protected",
             FieldClass::Derivable { .. } => "derivable",
             FieldClass::Redundant { .. } => "redundant",
             FieldClass::Effect { .. } => "effect",
+            FieldClass::Transcript { .. } => "transcript",
         }
     }
 }

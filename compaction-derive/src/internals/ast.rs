@@ -40,6 +40,10 @@ pub enum Class {
         /// `scope = "..."`: the field's scope in a durable ledger (default: its path).
         scope: Option<syn::LitStr>,
     },
+    Transcript {
+        keep_recent: usize,
+        pin_user: bool,
+    },
     Nested,
 }
 
@@ -60,7 +64,10 @@ impl Class {
     pub fn holds_state(&self) -> bool {
         matches!(
             self,
-            Class::Protected { .. } | Class::Effect { .. } | Class::Nested
+            Class::Protected { .. }
+                | Class::Effect { .. }
+                | Class::Transcript { .. }
+                | Class::Nested
         )
     }
 }

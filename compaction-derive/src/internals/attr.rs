@@ -6,7 +6,14 @@ use crate::internals::ctxt::{did_you_mean, Ctxt};
 use syn::ext::IdentExt;
 
 /// The five class attributes, as the author writes them.
-pub const CLASS_NAMES: [&str; 5] = ["protected", "derivable", "redundant", "effect", "nested"];
+pub const CLASS_NAMES: [&str; 6] = [
+    "protected",
+    "derivable",
+    "redundant",
+    "effect",
+    "transcript",
+    "nested",
+];
 
 /// The list every "what to write instead" message offers.
 const CLASS_HELP: &str = "#[protected], #[protected(pin)], #[derivable(pointer = \"...\")], \
@@ -145,6 +152,8 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
     let mut pointer: Option<syn::LitStr> = None;
     let mut idempotent: Option<bool> = None;
     let mut scope: Option<syn::LitStr> = None;
+    let mut keep_recent: Option<usize> = None;
+    let mut pin_user = false;
     let mut ok = true;
     if has_list {
         let valid: &[&str] = match name {
@@ -152,6 +161,7 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
             "derivable" => &["pointer", "summarize"],
             "redundant" => &["summarize"],
             "effect" => &["idempotent", "scope"],
+            "transcript" => &["keep_recent", "pin_user"],
             _ => &[],
         };
         let result = attr.parse_nested_meta(|meta| {
@@ -162,7 +172,9 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                 .unwrap_or_default();
             let is_flag = matches!(
                 (name, option.as_str()),
-                ("protected", "pin") | ("derivable" | "redundant", "summarize")
+                ("protected", "pin")
+                    | ("derivable" | "redundant", "summarize")
+                    | ("transcript", "pin_user")
             );
             if is_flag && !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
                 return Err(meta.error(format!(
@@ -186,6 +198,20 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
                         meta.error("`pointer` takes a string, e.g. pointer = \"file://{path}\"")
                     })?;
                     pointer.replace(lit).is_some()
+                }
+                "pin_user" if name == "transcript" => std::mem::replace(&mut pin_user, true),
+                "keep_recent" if name == "transcript" => {
+                    let value = meta.value()?;
+                    let lit: Option<syn::LitInt> = value.parse().ok();
+                    let parsed = lit.as_ref().and_then(|l| l.base10_parse::<usize>().ok());
+                    let Some(n) = parsed else {
+                        return Err(syn::Error::new(
+                            lit.map_or_else(|| value.span(), |l| l.span()),
+                            "`keep_recent` takes a whole number of user turns, e.g. \
+                             #[transcript(keep_recent = 3)]",
+                        ));
+                    };
+                    keep_recent.replace(n).is_some()
                 }
                 "idempotent" if name == "effect" => {
                     let value = meta.value()?;
@@ -252,6 +278,10 @@ fn parse_class(cx: &Ctxt, attr: &syn::Attribute, name: &'static str) -> Option<C
         "protected" => Some(Class::Protected { pin }),
         "redundant" => Some(Class::Redundant { summarize }),
         "nested" => Some(Class::Nested),
+        "transcript" => Some(Class::Transcript {
+            keep_recent: keep_recent.unwrap_or(1),
+            pin_user,
+        }),
         "derivable" => match pointer {
             Some(pointer) => Some(Class::Derivable { pointer, summarize }),
             None => {
@@ -287,6 +317,9 @@ fn valid_forms(name: &str) -> &'static str {
         }
         "redundant" => "#[redundant] or #[redundant(summarize)]",
         "effect" => "#[effect(idempotent = true)] or #[effect(idempotent = false)]",
+        "transcript" => {
+            "#[transcript], #[transcript(keep_recent = 3)], #[transcript(pin_user)] or both"
+        }
         _ => "#[nested]",
     }
 }

@@ -10,4 +10,5 @@ mod plain_carriers;
 mod raw_identifiers;
 mod serde_rename;
 mod summarizable_types;
+mod transcript;
 mod two_derives_one_module;

@@ -1,0 +1,372 @@
+//! The conversation as values: `Message`, `Role`, `ToolCall`, and `Transcript` with the pairing
+//! rules a chat API enforces, checked before compaction (`Transcript::validate`).
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The system prompt: pinned, verbatim.
+    System,
+    /// Developer instructions (the newer name for system messages): pinned, verbatim.
+    Developer,
+    /// The user: protected, never summarized.
+    User,
+    /// The model's replies, possibly calling tools.
+    Assistant,
+    /// A tool result, answering one call by its id.
+    Tool,
+}
+
+impl Role {
+    /// The role's wire name (`system`, `developer`, `user`, `assistant`, `tool`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+
+    /// System and developer messages: kept verbatim in every compaction.
+    pub fn is_pinned(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+/// One tool call an assistant message makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The call's id; its result names it in `tool_call_id`.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as JSON.
+    pub arguments: serde_json::Value,
+    /// The idempotency key of the `EffectLog` record this call performs, when it has side
+    /// effects. A call whose effect is live (`not_started` or `unknown`) is never folded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+}
+
+impl ToolCall {
+    /// A call without side effects.
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: serde_json::Value,
+    ) -> Self {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments,
+            effect: None,
+        }
+    }
+
+    /// Links the call to the effect record with this idempotency key.
+    pub fn with_effect(mut self, key: impl Into<String>) -> Self {
+        self.effect = Some(key.into());
+        self
+    }
+}
+
+/// One message of a conversation with a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text.
+    pub content: String,
+    /// Tool calls (assistant messages only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool message answers (tool messages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// An optional participant name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl Message {
+    fn of(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            name: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::of(Role::System, content)
+    }
+
+    /// A developer message.
+    pub fn developer(content: impl Into<String>) -> Self {
+        Self::of(Role::Developer, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::of(Role::User, content)
+    }
+
+    /// An assistant message without tool calls.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::of(Role::Assistant, content)
+    }
+
+    /// An assistant message that calls tools.
+    pub fn assistant_with_tools(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Message {
+            tool_calls: calls,
+            ..Self::of(Role::Assistant, content)
+        }
+    }
+
+    /// The result of the call `call_id`.
+    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(call_id.into()),
+            ..Self::of(Role::Tool, content)
+        }
+    }
+
+    /// Sets the participant name.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+/// Why a transcript is not a valid conversation. Each variant names the message index, so the
+/// author can find the message; compaction refuses such a transcript and never repairs it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TranscriptError {
+    /// A tool message answers a call that no earlier assistant message made.
+    #[error("message {index}: tool result for call `{call_id}`, which no earlier message made")]
+    ResultWithoutCall {
+        /// The tool message.
+        index: usize,
+        /// The id it answers.
+        call_id: String,
+    },
+    /// A call has no result before the next user or assistant message (only the calls of the
+    /// last assistant message may still be waiting for their results).
+    #[error(
+        "message {index}: call `{call_id}` has no result before message {next} \
+         (a user or assistant message)"
+    )]
+    CallWithoutResult {
+        /// The assistant message that made the call.
+        index: usize,
+        /// The unanswered call.
+        call_id: String,
+        /// The user or assistant message that came before any result.
+        next: usize,
+    },
+    /// Two calls share an id, so a result could not say which one it answers.
+    #[error("message {index}: call id `{call_id}` was already used by an earlier call")]
+    DuplicateCallId {
+        /// The assistant message with the second call.
+        index: usize,
+        /// The repeated id.
+        call_id: String,
+    },
+    /// A call is answered twice.
+    #[error("message {index}: call `{call_id}` already has a result")]
+    DuplicateResult {
+        /// The second tool message.
+        index: usize,
+        /// The call it answers again.
+        call_id: String,
+    },
+    /// A tool message without `tool_call_id`.
+    #[error("message {index}: tool message without a tool_call_id")]
+    ToolMessageWithoutCallId {
+        /// The tool message.
+        index: usize,
+    },
+    /// A message that is not an assistant message carries tool calls.
+    #[error("message {index}: a {role} message carries tool calls (only assistant messages may)")]
+    ToolCallsOutsideAssistant {
+        /// The message.
+        index: usize,
+        /// Its role.
+        role: &'static str,
+    },
+}
+
+/// Checks every pairing rule; the first violation, in message order, is the error.
+pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptError> {
+    // call id -> (index of the assistant message that made it, answered yet)
+    let mut calls: HashMap<&str, (usize, bool)> = HashMap::new();
+    // The calls of the latest assistant message still waiting for a result, in call order.
+    let mut waiting: Vec<(&str, usize)> = Vec::new();
+    for (index, message) in messages.iter().enumerate() {
+        if !message.tool_calls.is_empty() && message.role != Role::Assistant {
+            return Err(TranscriptError::ToolCallsOutsideAssistant {
+                index,
+                role: message.role.as_str(),
+            });
+        }
+        match message.role {
+            Role::User | Role::Assistant => {
+                if let Some((call_id, call_index)) = waiting.first() {
+                    return Err(TranscriptError::CallWithoutResult {
+                        index: *call_index,
+                        call_id: (*call_id).to_owned(),
+                        next: index,
+                    });
+                }
+                for call in &message.tool_calls {
+                    if calls.insert(&call.id, (index, false)).is_some() {
+                        return Err(TranscriptError::DuplicateCallId {
+                            index,
+                            call_id: call.id.clone(),
+                        });
+                    }
+                    waiting.push((&call.id, index));
+                }
+            }
+            Role::Tool => {
+                let Some(call_id) = message.tool_call_id.as_deref() else {
+                    return Err(TranscriptError::ToolMessageWithoutCallId { index });
+                };
+                match calls.get_mut(call_id) {
+                    None => {
+                        return Err(TranscriptError::ResultWithoutCall {
+                            index,
+                            call_id: call_id.to_owned(),
+                        })
+                    }
+                    Some((_, true)) => {
+                        return Err(TranscriptError::DuplicateResult {
+                            index,
+                            call_id: call_id.to_owned(),
+                        })
+                    }
+                    Some((_, answered)) => *answered = true,
+                }
+                waiting.retain(|(id, _)| *id != call_id);
+            }
+            Role::System | Role::Developer => {}
+        }
+    }
+    // Calls of the last assistant message may still be in flight.
+    Ok(())
+}
+
+/// A conversation: messages in order. Serializes as a JSON array of messages.
+///
+/// Building it ([`push`](Transcript::push), `collect`) never fails, because a transcript is
+/// briefly incomplete between a call and its result; [`validate`](Transcript::validate) checks
+/// it and compaction refuses an invalid one. Deserializing validates, so a stored transcript
+/// that loads is one that compaction accepts.
+///
+/// ```
+/// use compaction::{Message, ToolCall, Transcript};
+/// use serde_json::json;
+///
+/// let mut chat = Transcript::new();
+/// chat.push(Message::user("what is in a.rs?"));
+/// let call = ToolCall::new("call_1", "read_file", json!({"path": "a.rs"}));
+/// chat.push(Message::assistant_with_tools("", vec![call]));
+/// chat.push(Message::tool_result("call_1", "fn main() {}"));
+/// assert!(chat.validate().is_ok());
+/// assert_eq!(chat.len(), 3);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Transcript {
+    messages: Vec<Message>,
+}
+
+impl Transcript {
+    /// An empty transcript.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A transcript of `messages`, validated.
+    pub fn from_messages(messages: Vec<Message>) -> Result<Self, TranscriptError> {
+        let transcript = Transcript { messages };
+        transcript.validate()?;
+        Ok(transcript)
+    }
+
+    /// Appends a message.
+    pub fn push(&mut self, message: Message) {
+        self.messages.push(message);
+    }
+
+    /// The messages, in order.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The messages, in order.
+    pub fn iter(&self) -> std::slice::Iter<'_, Message> {
+        self.messages.iter()
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether there is no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The messages, owned.
+    pub fn into_messages(self) -> Vec<Message> {
+        self.messages
+    }
+
+    /// Checks the pairing rules chat APIs enforce: every tool result answers an earlier call,
+    /// every call is answered before the next user or assistant message (the calls of the last
+    /// assistant message may still be in flight), call ids are unique, every tool message names
+    /// its call, and only assistant messages call tools.
+    pub fn validate(&self) -> Result<(), TranscriptError> {
+        validate_messages(&self.messages)
+    }
+}
+
+impl<'de> Deserialize<'de> for Transcript {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let messages = Vec::<Message>::deserialize(deserializer)?;
+        Transcript::from_messages(messages).map_err(serde::de::Error::custom)
+    }
+}
+
+impl FromIterator<Message> for Transcript {
+    fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
+        Transcript {
+            messages: iter.into_iter().collect(),
+        }
+    }
+}
+
+impl Extend<Message> for Transcript {
+    fn extend<I: IntoIterator<Item = Message>>(&mut self, iter: I) {
+        self.messages.extend(iter);
+    }
+}
+
+impl<'a> IntoIterator for &'a Transcript {
+    type Item = &'a Message;
+    type IntoIter = std::slice::Iter<'a, Message>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.messages.iter()
+    }
+}

@@ -1,0 +1,10 @@
+use compaction::{Compactable, Transcript};
+use serde::{Deserialize, Serialize};
+
+#[derive(Compactable, Serialize, Deserialize)]
+struct State {
+    #[transcript(keep_recnt = 3)]
+    chat: Transcript,
+}
+
+fn main() {}

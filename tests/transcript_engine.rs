@@ -1,0 +1,216 @@
+//! End to end: a `#[transcript]` field through the derive, the engine, `Compacted::messages()`
+//! and rehydration, with the `CodingAgent` of issue 10.
+
+use compaction::transcript::chat_tokens;
+use compaction::{
+    Compactable, CompactionError, Compactor, Effect, EffectLog, Extractive, FieldClass,
+    MemoryStore, Message, NoReacquire, Role, Tokenizer, ToolCall, Transcript, TranscriptError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Compactable, Serialize, Deserialize, Debug, PartialEq)]
+struct CodingAgent {
+    #[protected(pin)]
+    rules: Vec<String>,
+    #[protected]
+    repo_root: String,
+    #[transcript(keep_recent = 3)] // the last 3 user turns and what followed, verbatim
+    chat: Transcript,
+    #[effect(idempotent = false)]
+    writes: EffectLog,
+}
+
+const CONSTRAINT: &str = "numpy must stay below 2.0";
+
+/// A coding session: the constraint at turn 3, big file reads, file writes recorded as effects
+/// linked to their calls (all committed but the last, whose outcome is unknown).
+fn session(turns: usize) -> CodingAgent {
+    let mut agent = CodingAgent {
+        rules: vec!["never push to main".into()],
+        repo_root: "/srv/app".into(),
+        chat: Transcript::new(),
+        writes: EffectLog::new(),
+    };
+    agent
+        .chat
+        .push(Message::system("You are a careful coding agent."));
+    for turn in 0..turns {
+        let ask = if turn == 3 {
+            format!("Remember: {CONSTRAINT}.")
+        } else {
+            format!("Turn {turn}: fix the next failing test.")
+        };
+        agent.chat.push(Message::user(ask));
+        let read = format!("read-{turn}");
+        let write = format!("write-{turn}");
+        let key = format!("w{turn}");
+        agent.chat.push(Message::assistant_with_tools(
+            "Looking at the code.",
+            vec![
+                ToolCall::new(
+                    &read,
+                    "read_file",
+                    json!({"path": format!("src/m{turn}.py")}),
+                ),
+                ToolCall::new(
+                    &write,
+                    "write_file",
+                    json!({"path": format!("src/m{turn}.py")}),
+                )
+                .with_effect(&key),
+            ],
+        ));
+        agent.chat.push(Message::tool_result(
+            &read,
+            format!("line of code {turn}\n").repeat(120),
+        ));
+        agent.chat.push(Message::tool_result(&write, "ok"));
+        agent
+            .chat
+            .push(Message::assistant(format!("Fixed module {turn}.")));
+        agent
+            .writes
+            .record(Effect::new("write_file", format!("src/m{turn}.py"), &key))
+            .unwrap();
+        agent.writes.begin(&key).unwrap();
+        if turn + 1 < turns {
+            agent.writes.commit(&key).unwrap();
+        }
+    }
+    agent
+}
+
+fn compactor(budget: usize) -> Compactor {
+    Compactor::builder()
+        .budget(budget)
+        .token_counter(Tokenizer::O200kBase)
+        .summarizer(Extractive)
+        .max_summary_tokens(120)
+        .store(MemoryStore::new())
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn the_schema_names_the_transcript_class() {
+    let field = CodingAgent::schema().field("chat").unwrap();
+    assert_eq!(
+        field.class,
+        FieldClass::Transcript {
+            keep_recent: 3,
+            pin_user: false
+        }
+    );
+}
+
+#[test]
+fn messages_fit_the_budget_keep_pairs_and_rehydrate_byte_identical() {
+    let agent = session(30);
+    let full = chat_tokens(agent.chat.messages(), &Tokenizer::O200kBase);
+    let budget = 4000;
+    assert!(
+        full > 3 * budget,
+        "the session must need compaction ({full})"
+    );
+    let compactor = compactor(budget);
+    let compacted = compactor.compact_blocking(&agent).unwrap();
+    let messages = compacted.messages();
+    if std::env::var("SHOW_REQUEST").is_ok() {
+        for m in &messages {
+            eprintln!(
+                "{:?}: {}",
+                m.role,
+                m.content.chars().take(400).collect::<String>()
+            );
+        }
+    }
+    // One system message with the state window, then the transcript.
+    assert_eq!(messages[0].role, Role::System);
+    assert!(messages[0].content.contains("never push to main"));
+    assert!(messages[0].content.contains("/srv/app"));
+    let counted = chat_tokens(&messages, &Tokenizer::O200kBase);
+    assert!(counted <= budget, "{counted} > {budget}");
+    assert_eq!(compacted.request_tokens(), Some(counted));
+    // Valid on the wire: no orphaned call or result.
+    let sent: Transcript = messages[1..].iter().cloned().collect();
+    assert_eq!(sent.validate(), Ok(()));
+    // The write whose outcome is unknown is still a verbatim pair.
+    let last = agent.chat.messages().len();
+    assert!(messages.contains(&agent.chat.messages()[last - 4]));
+    // The constraint is in the request or pointed to.
+    let pointer = compaction::Pointer::for_hash(compaction::ContentHash::of(
+        format!("Remember: {CONSTRAINT}.").as_bytes(),
+    ))
+    .to_string();
+    assert!(messages
+        .iter()
+        .any(|m| m.content.contains(CONSTRAINT) || m.content.contains(&pointer)));
+    // Every pointer resolves, and rehydration gives the agent back.
+    for pointer in compacted.pointers() {
+        compactor.resolve_blocking(&pointer).unwrap();
+    }
+    let back: CodingAgent = compactor
+        .rehydrate_blocking(&compacted, &NoReacquire)
+        .unwrap();
+    assert_eq!(
+        serde_json::to_string(&back.chat).unwrap(),
+        serde_json::to_string(&agent.chat).unwrap()
+    );
+    assert_eq!(back, agent);
+}
+
+#[test]
+fn compacting_after_every_turn_keeps_working() {
+    let compactor = compactor(4000);
+    let mut agent = session(12);
+    for turn in 0..5 {
+        agent
+            .chat
+            .push(Message::user(format!("and one more thing {turn}")));
+        agent.chat.push(Message::assistant("done"));
+        let compacted = compactor.compact_blocking(&agent).unwrap();
+        assert!(chat_tokens(&compacted.messages(), &Tokenizer::O200kBase) <= 4000);
+        let back: CodingAgent = compactor
+            .rehydrate_blocking(&compacted, &NoReacquire)
+            .unwrap();
+        assert_eq!(back.chat, agent.chat);
+    }
+}
+
+#[test]
+fn an_invalid_transcript_is_refused_with_its_index() {
+    let mut agent = session(2);
+    agent.chat.push(Message::tool_result("no-such-call", "x"));
+    let index = agent.chat.len() - 1;
+    let err = compactor(4000).compact_blocking(&agent).unwrap_err();
+    match err {
+        CompactionError::InvalidTranscript { field, source } => {
+            assert_eq!(field, "chat");
+            assert_eq!(
+                source,
+                TranscriptError::ResultWithoutCall {
+                    index,
+                    call_id: "no-such-call".into()
+                }
+            );
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_budget_too_small_for_the_recent_turns_is_a_typed_error() {
+    let agent = session(6);
+    let before = serde_json::to_string(&agent).unwrap();
+    let err = compactor(300).compact_blocking(&agent).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            CompactionError::TranscriptOverBudget { .. }
+                | CompactionError::ProtectedOverBudget { .. }
+        ),
+        "{err}"
+    );
+    assert_eq!(serde_json::to_string(&agent).unwrap(), before);
+}
