@@ -61,7 +61,7 @@ impl SummarizerError {
 /// Turns text into a shorter surrogate. Implement it with `async fn` for a model call:
 ///
 /// ```
-/// use compaction_core::{Summarizer, SummaryRequest, SummarizerError};
+/// use compaction::{Summarizer, SummaryRequest, SummarizerError};
 ///
 /// struct FirstLine;
 /// impl Summarizer for FirstLine {
@@ -98,7 +98,7 @@ impl<T: Summarizer> DynSummarizer for T {
 /// Adapts a synchronous closure into a [`Summarizer`].
 ///
 /// ```
-/// use compaction_core::{FnSummarizer, SummaryRequest};
+/// use compaction::{FnSummarizer, SummaryRequest};
 /// let s = FnSummarizer::new(|req: SummaryRequest<'_>| Ok(format!("{} bytes", req.text.len())));
 /// # let _ = s;
 /// ```

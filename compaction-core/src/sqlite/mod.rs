@@ -78,7 +78,7 @@ impl SyncMode {
 /// Options for opening a [`SqliteStore`] or [`SqliteLedger`].
 ///
 /// ```
-/// use compaction_core::sqlite::{SqliteOptions, SyncMode};
+/// use compaction::sqlite::{SqliteOptions, SyncMode};
 /// use std::time::Duration;
 ///
 /// let options = SqliteOptions::new()
