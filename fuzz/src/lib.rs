@@ -17,7 +17,7 @@ pub struct Fixture {
 }
 
 /// Budgets from ample to tight.
-pub const BUDGETS: [usize; 4] = [100_000, 1500, 900, 700];
+pub const BUDGETS: [usize; 5] = [100_000, 3_000, 1_500, 1_000, 700];
 
 /// Builds the fixture once.
 pub fn fixture() -> &'static Fixture {
