@@ -1,19 +1,17 @@
 //! Compaction benchmarks (issue 5): floor ratio, scaling, rehydrate, peak memory.
 //!
 //! ```text
-//! cargo bench --bench compaction
-//! COMPACTION_BENCH_TINY=1 cargo bench --bench compaction -- --sample-count 1   # smoke run
+//! cargo bench -p compaction-benches --bench compaction
+//! COMPACTION_BENCH_TINY=1 cargo bench -p compaction-benches --bench compaction -- --sample-count 1   # smoke run
 //! ```
 //!
 //! The peak-memory measurement runs once, before the timings, and prints its own lines.
 
-mod common;
-
-use common::{AgentState, Sizes};
 use compaction::{
     Compacted, Compactor, ContentHash, Extractive, FnReacquire, MemoryStore, Store, StoreError,
     Tokenizer,
 };
+use compaction_fixtures::realistic::{self, AgentState, Sizes};
 use divan::Bencher;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -83,11 +81,11 @@ fn compactor() -> Compactor {
     compactor_with(MemoryStore::new())
 }
 
-static STATE: LazyLock<AgentState> = LazyLock::new(|| common::state(Sizes::from_env()));
+static STATE: LazyLock<AgentState> = LazyLock::new(|| realistic::state(Sizes::from_env()));
 
 fn main() {
     let state = &*STATE;
-    println!("state: {}", common::describe(state));
+    println!("state: {}", realistic::describe(state));
     let compacted = compactor().compact_blocking(state).expect("compacts");
     println!(
         "compacted: {} tokens (budget {BUDGET}), window {} B",
@@ -151,7 +149,7 @@ fn part_sha256_documents(bencher: Bencher) {
 
 fn scaled(outputs: usize, protected_scale: usize) -> AgentState {
     let base = Sizes::from_env();
-    common::state(Sizes {
+    realistic::state(Sizes {
         outputs: base.outputs * outputs / Sizes::REALISTIC.outputs,
         protected_scale,
         ..base

@@ -10,18 +10,17 @@
 //! per second are `threads / time`.
 //!
 //! ```text
-//! cargo bench --features postgres --bench postgres
+//! cargo bench -p compaction-benches --features postgres --bench postgres
 //! ```
 
-mod common;
 #[path = "../tests/pg/harness.rs"]
 mod harness;
 
-use common::{AgentState, Sizes};
 use compaction::{
     block_on, Compacted, Compactor, ContentHash, Extractive, PgLedger, PgStore, SqliteLedger,
     SqliteStore, Store, Tokenizer,
 };
+use compaction_fixtures::realistic::{self as common, AgentState, Sizes};
 use divan::counter::BytesCount;
 use divan::Bencher;
 use std::path::PathBuf;

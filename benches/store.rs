@@ -4,7 +4,7 @@
 //! so the ledger's numbers include its fsync per transaction.
 //!
 //! ```text
-//! cargo bench --bench store
+//! cargo bench -p compaction-benches --bench store
 //! ```
 
 use compaction::sqlite::{SqliteOptions, SyncMode};

@@ -3,10 +3,8 @@
 //! approximate `Heuristic`, on the same realistic text (tool outputs and documents).
 //!
 //! ```text
-//! cargo bench --bench tokens
+//! cargo bench -p compaction-benches --bench tokens
 //! ```
-
-mod common;
 
 use compaction::{TokenCounter, Tokenizer};
 use divan::counter::BytesCount;
@@ -20,7 +18,7 @@ static TEXT: LazyLock<String> = LazyLock::new(|| {
     } else {
         1_000_000
     };
-    common::realistic_text(0x70C3_0005, bytes)
+    compaction_fixtures::realistic::realistic_text(0x70C3_0005, bytes)
 });
 
 static TIKTOKEN: LazyLock<tiktoken_rs::CoreBPE> =

@@ -6,7 +6,8 @@
 //! `Compactor`, and the window text goes into your model's context.
 
 use compaction::{
-    Compactable, Compactor, Effect, EffectLog, Extractive, FnReacquire, MemoryStore, Tokenizer,
+    Compactable, Compactor, Effect, EffectLog, Extractive, FieldOutcome, FnReacquire, MemoryStore,
+    Tokenizer,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,8 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     state.migrations.begin("mig-0003")?;
     state.migrations.commit("mig-0003")?;
 
+    const BUDGET: usize = 600; // tokens the window may take in the model's context
     let compactor = Compactor::builder()
-        .budget(600)
+        .budget(BUDGET)
         .token_counter(Tokenizer::O200kBase)
         .summarizer(Extractive)
         .store(MemoryStore::default())
@@ -55,8 +57,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let compacted = compactor.compact_blocking(&state)?;
     println!("{}\n", compacted.render());
-    println!("{}", compacted.report());
-    assert!(compacted.tokens() <= 600);
+    println!(
+        "the window above: {} tokens (budget {BUDGET}); field by field:",
+        compacted.tokens()
+    );
+    for field in &compacted.report().fields {
+        let what = match &field.outcome {
+            FieldOutcome::Kept => "kept verbatim".to_string(),
+            FieldOutcome::Summarized { source, .. } => format!("summarized; source at {source}"),
+            FieldOutcome::Evicted { pointer } => format!("evicted; re-read from {pointer}"),
+            FieldOutcome::Spilled { pointer } => format!("spilled verbatim to {pointer}"),
+            FieldOutcome::Tombstoned => "dropped (a tombstone says so)".to_string(),
+        };
+        println!("  {:<22} {what}", field.field);
+    }
+    assert!(compacted.tokens() <= BUDGET);
 
     // Re-acquire what left the window through its pointer (here: pretend to re-read the file).
     let contents = state.config_contents.clone();

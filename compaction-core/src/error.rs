@@ -16,6 +16,31 @@ pub struct FieldCost {
 }
 
 /// Why compaction or rehydration refused.
+///
+/// Every refusal is a value you can match on; the caller's state is untouched. Pinned state
+/// that cannot fit is refused, never cut:
+///
+/// ```
+/// use compaction::{Compactable, CompactionError, Compactor, Tokenizer};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default)]
+/// struct State {
+///     #[protected(pin)]
+///     constraints: Vec<String>,
+/// }
+///
+/// let state = State { constraints: vec!["never touch /etc/prod; ".repeat(100)] };
+/// let compactor = Compactor::builder().budget(200).token_counter(Tokenizer::O200kBase).build()?;
+/// match compactor.compact_blocking(&state) {
+///     Err(CompactionError::ProtectedOverBudget { required_tokens, budget, .. }) => {
+///         assert!(required_tokens > budget);
+///     }
+///     Err(other) => panic!("another refusal: {other}"),
+///     Ok(_) => panic!("pinned state over the budget must be refused"),
+/// }
+/// # Ok::<(), CompactionError>(())
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum CompactionError {
     /// What must stay verbatim (pinned protected fields, live effect records, pointers and

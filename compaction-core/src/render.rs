@@ -177,6 +177,37 @@ impl Entry {
 
 /// Renders the window. The engine counts the renderer's output and enforces the budget on it,
 /// evicting more when a custom format is longer than planned.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, DefaultRenderer, Renderer, Tokenizer, WindowView};
+/// use serde::{Deserialize, Serialize};
+///
+/// /// The default format, under a line of your own.
+/// struct WithPreamble;
+/// impl Renderer for WithPreamble {
+///     fn render(&self, view: &WindowView<'_>) -> String {
+///         let window = DefaultRenderer.render(view);
+///         format!("Your saved state follows; trust it over your memory.\n{window}")
+///     }
+/// }
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default)]
+/// struct State {
+///     #[protected]
+///     plan_step: u32,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(500)
+///     .token_counter(Tokenizer::O200kBase)
+///     .renderer(WithPreamble)
+///     .build()?;
+/// let compacted = compactor.compact_blocking(&State { plan_step: 3 })?;
+/// assert!(compacted.render().starts_with("Your saved state follows"));
+/// assert!(compacted.render().contains("plan_step = 3"));
+/// assert!(compacted.tokens() <= 500); // counted on the renderer's output
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
 pub trait Renderer: Send + Sync {
     /// Renders `view` as the text the model reads.
     fn render(&self, view: &WindowView<'_>) -> String;

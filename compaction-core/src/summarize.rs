@@ -70,7 +70,7 @@ impl SummarizerError {
 /// Turns text into a shorter surrogate. Implement it with `async fn` for a model call:
 ///
 /// ```
-/// use compaction_core::{Summarizer, SummaryRequest, SummarizerError};
+/// use compaction::{Summarizer, SummaryRequest, SummarizerError};
 ///
 /// struct FirstLine;
 /// impl Summarizer for FirstLine {
@@ -90,7 +90,7 @@ pub trait Summarizer: Send + Sync {
 /// Adapts a synchronous closure into a [`Summarizer`].
 ///
 /// ```
-/// use compaction_core::{FnSummarizer, SummaryRequest};
+/// use compaction::{FnSummarizer, SummaryRequest};
 /// let s = FnSummarizer::new(|req: SummaryRequest<'_>| Ok(format!("{} bytes", req.text.len())));
 /// # let _ = s;
 /// ```

@@ -2,6 +2,30 @@
 
 /// Counts the tokens of a text. The budget is always checked with the configured counter on the
 /// final rendered window.
+///
+/// Use a built-in [`Tokenizer`], or bring the counter of your model:
+///
+/// ```
+/// use compaction::{Compactor, TokenCounter, Tokenizer};
+///
+/// assert_eq!(Tokenizer::O200kBase.count("never touch /etc/prod"), 6);
+/// assert_eq!(Tokenizer::Heuristic.count("12345678"), 2); // one token per 4 bytes
+///
+/// /// A stand-in for your model's tokenizer: one token per word.
+/// struct Words;
+/// impl TokenCounter for Words {
+///     fn count(&self, text: &str) -> usize {
+///         text.split_whitespace().count()
+///     }
+///     fn name(&self) -> &str {
+///         "words"
+///     }
+/// }
+///
+/// let compactor = Compactor::builder().budget(1_000).token_counter(Words).build()?;
+/// assert_eq!(compactor.counter().name(), "words");
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
 pub trait TokenCounter: Send + Sync {
     /// Number of tokens in `text`.
     fn count(&self, text: &str) -> usize;

@@ -4,12 +4,12 @@
 #![no_main]
 
 use compaction::{Compacted, CompactionError};
-use compaction_fuzz::{fixture, reacquirer, reseal, FuzzState};
+use compaction_fuzz::{fixture, reacquirer, reseal, PropState};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let fx = fixture();
-    let Ok(compacted) = serde_json::from_slice::<Compacted<FuzzState>>(data) else {
+    let Ok(compacted) = serde_json::from_slice::<Compacted<PropState>>(data) else {
         return;
     };
     let reacquire = reacquirer();

@@ -7,6 +7,22 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Where a side effect stands. Three states, because "timed out" is neither "done" nor "failed".
+///
+/// ```
+/// use compaction::{Effect, EffectError, EffectLog, EffectStatus};
+///
+/// let mut log = EffectLog::new();
+/// log.record(Effect::new("charge_card", "payments://customers/42", "charge-7"))?;
+/// assert_eq!(log.status("charge-7"), Some(EffectStatus::NotStarted));
+/// log.begin("charge-7")?; // the call is in flight: a crash or timeout now leaves it Unknown
+/// assert_eq!(log.status("charge-7"), Some(EffectStatus::Unknown));
+/// // Unknown is never guessed: check the provider by the idempotency key, then record it.
+/// log.reconcile("charge-7", EffectStatus::Committed)?;
+/// assert_eq!(log.status("charge-7"), Some(EffectStatus::Committed));
+/// // The window and the ledger spell it in snake case.
+/// assert_eq!(serde_json::to_string(&EffectStatus::NotStarted).unwrap(), r#""not_started""#);
+/// # Ok::<(), EffectError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum EffectStatus {
@@ -121,7 +137,7 @@ impl Effect {
 /// a JSON log with two records under one key is refused.
 ///
 /// ```
-/// use compaction_core::{EffectLog, Effect, EffectStatus, EffectError};
+/// use compaction::{EffectLog, Effect, EffectStatus, EffectError};
 ///
 /// let mut log = EffectLog::default();
 /// log.record(Effect::new("apply_migration", "db://prod/users", "mig-0042"))?;

@@ -65,8 +65,8 @@ impl LedgerError {
 /// - Every transition is appended to `effect_events` ([`history`](Self::history)).
 ///
 /// ```
-/// use compaction_core::{Effect, EffectError, EffectStatus};
-/// use compaction_core::sqlite::{LedgerError, SqliteLedger};
+/// use compaction::{Effect, EffectError, EffectStatus};
+/// use compaction::sqlite::{LedgerError, SqliteLedger};
 ///
 /// let path = std::env::temp_dir().join(format!("compaction-doc-ledger-{}.db", std::process::id()));
 /// let ledger = SqliteLedger::open(&path)?;

@@ -25,7 +25,7 @@ impl SyncMode {
 /// Options for opening a [`SqliteStore`](super::SqliteStore) or [`SqliteLedger`](super::SqliteLedger).
 ///
 /// ```
-/// use compaction_core::sqlite::{SqliteOptions, SyncMode};
+/// use compaction::sqlite::{SqliteOptions, SyncMode};
 /// use std::time::Duration;
 ///
 /// let options = SqliteOptions::new()

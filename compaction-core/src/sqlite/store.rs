@@ -22,16 +22,16 @@ use std::sync::Arc;
 ///   SQLite calls block the calling thread (they are short); the futures are `Send`.
 ///
 /// ```
-/// use compaction_core::{ContentHash, Store, StoreError};
-/// use compaction_core::sqlite::SqliteStore;
+/// use compaction::{ContentHash, Store, StoreError};
+/// use compaction::sqlite::SqliteStore;
 ///
 /// let path = std::env::temp_dir().join(format!("compaction-doc-store-{}.db", std::process::id()));
 /// let store = SqliteStore::open(&path)?;
 /// let bytes = b"[\"never touch /etc/prod\"]";
 /// let hash = ContentHash::of(bytes);
-/// compaction_core::block_on(store.put(&hash, bytes))?;
-/// compaction_core::block_on(store.put(&hash, bytes))?; // idempotent
-/// assert_eq!(compaction_core::block_on(store.get(&hash))?, bytes);
+/// compaction::block_on(store.put(&hash, bytes))?;
+/// compaction::block_on(store.put(&hash, bytes))?; // idempotent
+/// assert_eq!(compaction::block_on(store.get(&hash))?, bytes);
 ///
 /// // Reopening the file (another process could) finds the blob again.
 /// drop(store);

@@ -12,6 +12,41 @@ use std::sync::Arc;
 /// engine verifies every blob it reads against its hash, so a store that returns wrong bytes is
 /// caught (`Integrity`), but a store should verify too. Both methods return `Send` futures so
 /// compaction can run on any executor.
+///
+/// A store of your own (here: a shared map; `MemoryStore` and `SqliteStore` are built in):
+///
+/// ```
+/// use compaction::{Compactor, ContentHash, Store, StoreError};
+/// use std::collections::HashMap;
+/// use std::sync::{Arc, Mutex};
+///
+/// #[derive(Clone, Default)]
+/// struct MapStore(Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>);
+///
+/// impl Store for MapStore {
+///     async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+///         if !hash.matches(bytes) {
+///             return Err(StoreError::Integrity { hash: *hash });
+///         }
+///         self.0.lock().unwrap().insert(*hash, bytes.to_vec());
+///         Ok(())
+///     }
+///     async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+///         let blobs = self.0.lock().unwrap();
+///         blobs.get(hash).cloned().ok_or(StoreError::NotFound { hash: *hash })
+///     }
+/// }
+///
+/// let store = MapStore::default();
+/// let bytes = br#"["never touch /etc/prod"]"#;
+/// let hash = ContentHash::of(bytes);
+/// compaction::block_on(store.put(&hash, bytes))?;
+/// assert_eq!(compaction::block_on(store.get(&hash))?, bytes);
+///
+/// let compactor = Compactor::builder().budget(32_000).store(store).build()?;
+/// # let _ = compactor;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Store: Send + Sync {
     /// Stores `bytes` under `hash` (which the caller computed as `ContentHash::of(bytes)`).
     /// Storing the same content twice is not an error.
