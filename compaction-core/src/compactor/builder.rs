@@ -1,13 +1,17 @@
-//! [`CompactorBuilder`]: a compactor's settings and their defaults.
+//! [`Compactor`] and its [`CompactorBuilder`]: a compactor's settings, their defaults, and
+//! the struct every part of the pipeline (`mod.rs`, `transcript.rs`, `with_ledger.rs`) extends.
 
 use crate::compactor::summarize::DynSummarizer;
+use crate::error::CompactionError;
 use crate::render::{DefaultRenderer, Renderer};
 use crate::store::{DynStore, MemoryStore, Store};
 use crate::summarize::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
+use crate::transcript::count::TranscriptPlanner;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-/// Configures a [`Compactor`](crate::Compactor).
+/// Configures a [`Compactor`].
 #[must_use]
 pub struct CompactorBuilder {
     pub(super) budget: Option<usize>,
@@ -85,5 +89,98 @@ impl CompactorBuilder {
     pub fn max_summary_tokens(mut self, tokens: usize) -> Self {
         self.max_summary_tokens = tokens;
         self
+    }
+}
+
+/// Compacts [`Compactable`] states to a hard token budget, and rehydrates them.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct Agent {
+///     #[protected(pin)]
+///     constraints: Vec<String>,
+///     #[protected]
+///     plan_step: u32,
+///     #[redundant(summarize)]
+///     transcript: String,
+///     #[effect(idempotent = false)]
+///     effects: EffectLog,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(300)
+///     .token_counter(Tokenizer::O200kBase)
+///     .summarizer(Extractive)
+///     .store(MemoryStore::default())
+///     .build()?;
+///
+/// let mut agent = Agent {
+///     constraints: vec!["never touch /etc/prod".into()],
+///     plan_step: 6,
+///     transcript: "tool said: ok. ".repeat(500),
+///     ..Agent::default()
+/// };
+/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
+/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
+///
+/// let compacted = compactor.compact_blocking(&agent)?;
+/// assert!(compacted.tokens() <= 300);
+/// let window = compacted.render();
+/// assert!(window.contains("never touch /etc/prod"));
+/// assert!(window.contains(r#""status":"unknown""#));
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub struct Compactor {
+    pub(super) budget: usize,
+    pub(super) counter: Arc<dyn TokenCounter>,
+    pub(super) summarizer: Option<Arc<dyn DynSummarizer>>,
+    pub(super) store: Arc<dyn DynStore>,
+    pub(super) renderer: Arc<dyn Renderer>,
+    pub(super) refuse_on_unknown: bool,
+    pub(super) evict_on_summarizer_error: bool,
+    pub(super) max_summary_tokens: usize,
+    pub(super) compactions: AtomicU64,
+    /// Remembers the counts of the last transcript planned, so the next (one message longer)
+    /// is planned without recounting it.
+    pub(super) transcript_planner: TranscriptPlanner,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("budget", &self.budget)
+            .field("counter", &self.counter.name())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompactorBuilder {
+    /// Builds the compactor.
+    pub fn build(self) -> Result<Compactor, CompactionError> {
+        let budget = self
+            .budget
+            .ok_or_else(|| CompactionError::Config("no budget: call .budget(tokens)".into()))?;
+        if budget == 0 {
+            return Err(CompactionError::Config(
+                "the budget must be above zero".into(),
+            ));
+        }
+        Ok(Compactor {
+            budget,
+            transcript_planner: TranscriptPlanner::new(self.counter.clone()),
+            counter: self.counter,
+            summarizer: self.summarizer,
+            store: self.store,
+            renderer: self.renderer,
+            refuse_on_unknown: self.refuse_on_unknown,
+            evict_on_summarizer_error: self.evict_on_summarizer_error,
+            max_summary_tokens: self.max_summary_tokens,
+            compactions: AtomicU64::new(0),
+        })
     }
 }

@@ -5,125 +5,27 @@ mod summarize;
 mod transcript;
 mod with_ledger;
 
-pub use builder::CompactorBuilder;
+pub use builder::{Compactor, CompactorBuilder};
 
-use crate::compacted::{Compacted, CompactedTranscript, SchemaFingerprint, FORMAT};
-use crate::compactor::summarize::{checked_summary, DynSummarizer};
-use crate::compactor::with_ledger::ledger_views;
-use crate::effects::ledger::EffectLedger;
+use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
+use crate::compactor::summarize::checked_summary;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
-use crate::plan::{collect, Collection, Plan, PlanContext};
+use crate::plan::{collect, Plan, PlanContext};
 use crate::rehydrate::{rehydrate, Reacquire};
 use crate::render::escape_inline;
-use crate::render::{Entry, Renderer, WindowView};
+use crate::render::{Entry, WindowView};
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
-use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
+use crate::store::{get_verified, AsPointer, ContentHash};
 use crate::tokens::TokenCounter;
-use crate::transcript::plan::{TranscriptPlan, TranscriptPlanner};
+use crate::transcript::plan::TranscriptPlan;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
-/// Compacts [`Compactable`] states to a hard token budget, and rehydrates them.
-///
-/// ```
-/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
-/// struct Agent {
-///     #[protected(pin)]
-///     constraints: Vec<String>,
-///     #[protected]
-///     plan_step: u32,
-///     #[redundant(summarize)]
-///     transcript: String,
-///     #[effect(idempotent = false)]
-///     effects: EffectLog,
-/// }
-///
-/// let compactor = Compactor::builder()
-///     .budget(300)
-///     .token_counter(Tokenizer::O200kBase)
-///     .summarizer(Extractive)
-///     .store(MemoryStore::default())
-///     .build()?;
-///
-/// let mut agent = Agent {
-///     constraints: vec!["never touch /etc/prod".into()],
-///     plan_step: 6,
-///     transcript: "tool said: ok. ".repeat(500),
-///     ..Agent::default()
-/// };
-/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
-/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
-///
-/// let compacted = compactor.compact_blocking(&agent)?;
-/// assert!(compacted.tokens() <= 300);
-/// let window = compacted.render();
-/// assert!(window.contains("never touch /etc/prod"));
-/// assert!(window.contains(r#""status":"unknown""#));
-/// # Ok::<(), compaction::CompactionError>(())
-/// ```
-pub struct Compactor {
-    budget: usize,
-    counter: Arc<dyn TokenCounter>,
-    summarizer: Option<Arc<dyn DynSummarizer>>,
-    store: Arc<dyn DynStore>,
-    renderer: Arc<dyn Renderer>,
-    refuse_on_unknown: bool,
-    evict_on_summarizer_error: bool,
-    max_summary_tokens: usize,
-    compactions: AtomicU64,
-    /// Remembers the counts of the last transcript planned, so the next (one message longer)
-    /// is planned without recounting it.
-    transcript_planner: TranscriptPlanner,
-}
-
-impl std::fmt::Debug for Compactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compactor")
-            .field("budget", &self.budget)
-            .field("counter", &self.counter.name())
-            .field("summarizer", &self.summarizer.is_some())
-            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
-            .finish_non_exhaustive()
-    }
-}
-
-// Here rather than in builder.rs, so the builder never names the compactor it builds and the
-// imports stay one-way (mod.rs -> builder.rs).
-impl CompactorBuilder {
-    /// Builds the compactor.
-    pub fn build(self) -> Result<Compactor, CompactionError> {
-        let budget = self
-            .budget
-            .ok_or_else(|| CompactionError::Config("no budget: call .budget(tokens)".into()))?;
-        if budget == 0 {
-            return Err(CompactionError::Config(
-                "the budget must be above zero".into(),
-            ));
-        }
-        Ok(Compactor {
-            budget,
-            transcript_planner: TranscriptPlanner::new(self.counter.clone()),
-            counter: self.counter,
-            summarizer: self.summarizer,
-            store: self.store,
-            renderer: self.renderer,
-            refuse_on_unknown: self.refuse_on_unknown,
-            evict_on_summarizer_error: self.evict_on_summarizer_error,
-            max_summary_tokens: self.max_summary_tokens,
-            compactions: AtomicU64::new(0),
-        })
-    }
-}
+use std::sync::atomic::Ordering;
 
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
 struct Prepared {
@@ -181,68 +83,6 @@ impl Compactor {
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
         block_on(self.compact(state))
-    }
-
-    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
-    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
-    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
-    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
-    /// effect logs are only checked, never trusted.
-    ///
-    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
-    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
-    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
-    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
-    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
-    /// a record the view holds and the ledger lacks is refused with
-    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
-    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
-    ///
-    /// ```
-    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Compactable, Serialize, Deserialize, Default)]
-    /// struct Agent {
-    ///     #[effect(idempotent = false)]
-    ///     charges: EffectLog,
-    ///     #[effect(idempotent = false, scope = "refunds")]
-    ///     refunds: EffectLog,
-    /// }
-    ///
-    /// let ledger = MemoryLedger::new();
-    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
-    /// let agent = Agent::default(); // its views were never refreshed
-    ///
-    /// let compactor = Compactor::builder().budget(400).build()?;
-    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
-    /// assert!(compacted.render().contains("pay-1"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn compact_with_ledger<S, L>(
-        &self,
-        state: &S,
-        ledger: &L,
-    ) -> Result<Compacted<S>, CompactionError>
-    where
-        S: Compactable + Sync,
-        L: EffectLedger,
-    {
-        let views = ledger_views(state, ledger).await?;
-        self.compact_with_views(state, Some(&views)).await
-    }
-
-    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
-    pub fn compact_with_ledger_blocking<S, L>(
-        &self,
-        state: &S,
-        ledger: &L,
-    ) -> Result<Compacted<S>, CompactionError>
-    where
-        S: Compactable + Sync,
-        L: EffectLedger,
-    {
-        block_on(self.compact_with_ledger(state, ledger))
     }
 
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
@@ -303,7 +143,7 @@ impl Compactor {
         };
         // The all-verbatim window first: when it fits, it is the plan (nothing evicted). A
         // transcript plans first against what the floor leaves, so it skips this shortcut.
-        let has_transcript = transcript::the_transcript(&collection)?.is_some();
+        let has_transcript = !collection.transcripts.is_empty();
         let verbatim = if has_transcript {
             None
         } else {
@@ -415,66 +255,6 @@ impl Compactor {
         };
         compacted.seal = compacted.compute_seal();
         Ok(compacted)
-    }
-
-    /// Plans the state's transcript, if it has one, into what the budget leaves after the
-    /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
-    fn plan_transcript(
-        &self,
-        collection: &Collection<'_>,
-        floor_tokens: usize,
-    ) -> Result<(usize, Option<(String, TranscriptPlan)>), CompactionError> {
-        let Some(field) = transcript::the_transcript(collection)? else {
-            return Ok((self.budget, None));
-        };
-        let overhead = transcript::request_overhead(&*self.counter);
-        let available = self.budget.saturating_sub(overhead + floor_tokens);
-        let live = transcript::live_effects(field.transcript, &collection.committed_effects());
-        let summary_tokens = self.summarizer.is_some().then_some(self.max_summary_tokens);
-        let plan = self
-            .transcript_planner
-            .plan(
-                field.transcript,
-                &field.policy,
-                available,
-                &live,
-                summary_tokens,
-            )
-            .map_err(|e| transcript::plan_error(&field.path, available, self.budget, e))?;
-        let window_budget = self.budget - overhead - plan.tokens();
-        Ok((window_budget, Some((field.path.clone(), plan))))
-    }
-
-    /// Summarizes the transcript's folds and completes its plan.
-    async fn finish_transcript(
-        &self,
-        path: String,
-        plan: TranscriptPlan,
-        window_tokens: usize,
-    ) -> Result<(CompactedTranscript, Vec<(ContentHash, Vec<u8>)>), CompactionError> {
-        let requests: Vec<(String, usize)> = plan
-            .summary_requests()
-            .map(|r| (r.text.clone(), r.target_tokens))
-            .collect();
-        let summarizer = self.summarizer.as_deref();
-        let summaries =
-            transcript::summarize_folds(summarizer, &*self.counter, &path, requests).await?;
-        let planned = self
-            .transcript_planner
-            .finish(plan, summaries)
-            .map_err(|e| transcript::plan_error(&path, 0, self.budget, e))?;
-        let (blobs, tokens) = (planned.blobs().to_vec(), planned.tokens());
-        let request_tokens = window_tokens + transcript::request_overhead(&*self.counter) + tokens;
-        let messages = planned.into_messages();
-        Ok((
-            CompactedTranscript {
-                path,
-                messages,
-                tokens,
-                request_tokens,
-            },
-            blobs,
-        ))
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {

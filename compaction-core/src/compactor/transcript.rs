@@ -7,14 +7,18 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
+use crate::compacted::CompactedTranscript;
+use crate::compactor::builder::Compactor;
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
+use crate::store::ContentHash;
 use crate::summarize::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Transcript};
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::plan::TranscriptPlan;
 use std::collections::HashSet;
 
 /// Tokens a request costs besides the window text and the transcript: the system message's
@@ -105,5 +109,66 @@ pub(super) fn plan_error(
         TranscriptPlanError::SummaryCount { expected, got } => CompactionError::Summarizer(
             SummarizerError::failed(&field, format!("{got} summaries for {expected} folds")),
         ),
+    }
+}
+
+impl Compactor {
+    /// Plans the state's transcript, if it has one, into what the budget leaves after the
+    /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
+    pub(super) fn plan_transcript(
+        &self,
+        collection: &Collection<'_>,
+        floor_tokens: usize,
+    ) -> Result<(usize, Option<(String, TranscriptPlan)>), CompactionError> {
+        let Some(field) = the_transcript(collection)? else {
+            return Ok((self.budget, None));
+        };
+        let overhead = request_overhead(&*self.counter);
+        let available = self.budget.saturating_sub(overhead + floor_tokens);
+        let live = live_effects(field.transcript, &collection.committed_effects());
+        let summary_tokens = self.summarizer.is_some().then_some(self.max_summary_tokens);
+        let plan = self
+            .transcript_planner
+            .plan(
+                field.transcript,
+                &field.policy,
+                available,
+                &live,
+                summary_tokens,
+            )
+            .map_err(|e| plan_error(&field.path, available, self.budget, e))?;
+        let window_budget = self.budget - overhead - plan.tokens();
+        Ok((window_budget, Some((field.path.clone(), plan))))
+    }
+
+    /// Summarizes the transcript's folds and completes its plan.
+    pub(super) async fn finish_transcript(
+        &self,
+        path: String,
+        plan: TranscriptPlan,
+        window_tokens: usize,
+    ) -> Result<(CompactedTranscript, Vec<(ContentHash, Vec<u8>)>), CompactionError> {
+        let requests: Vec<(String, usize)> = plan
+            .summary_requests()
+            .map(|r| (r.text.clone(), r.target_tokens))
+            .collect();
+        let summarizer = self.summarizer.as_deref();
+        let summaries = summarize_folds(summarizer, &*self.counter, &path, requests).await?;
+        let planned = self
+            .transcript_planner
+            .finish(plan, summaries)
+            .map_err(|e| plan_error(&path, 0, self.budget, e))?;
+        let (blobs, tokens) = (planned.blobs().to_vec(), planned.tokens());
+        let request_tokens = window_tokens + request_overhead(&*self.counter) + tokens;
+        let messages = planned.into_messages();
+        Ok((
+            CompactedTranscript {
+                path,
+                messages,
+                tokens,
+                request_tokens,
+            },
+            blobs,
+        ))
     }
 }

@@ -22,6 +22,7 @@ use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex};
 
 /// Tokens every message costs besides its fields.
 pub const MESSAGE_OVERHEAD_TOKENS: usize = 3;
@@ -162,6 +163,33 @@ impl TextCache {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
+    }
+}
+
+// The planner's state lives here, beside the cache it holds, and its planning in `plan.rs`:
+// the compactor stores a planner without depending on the planning steps.
+/// Plans transcripts for one token counter, remembering the counts and hashes of the last
+/// transcript it planned so that re-planning after an append only counts what is new.
+pub struct TranscriptPlanner {
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    pub(crate) cache: Mutex<TextCache>,
+}
+
+impl std::fmt::Debug for TranscriptPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptPlanner")
+            .field("counter", &self.counter.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TranscriptPlanner {
+    /// A planner counting with `counter`.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        TranscriptPlanner {
+            counter,
+            cache: Mutex::new(TextCache::default()),
+        }
     }
 }
 

@@ -61,15 +61,13 @@ mod tests_plan;
 
 pub use conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
 pub use count::{
-    chat_tokens, message_tokens, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
+    chat_tokens, message_tokens, TranscriptPlanner, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
 };
 pub use error::TranscriptPlanError;
 pub use layout::TranscriptPolicy;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
-pub use plan::{
-    FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan, TranscriptPlanner,
-};
+pub use plan::{FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan};
 pub use rehydrate::{
     rehydrate_from_store, rehydrate_transcript, required_blobs, TranscriptRehydrateError,
 };

@@ -6,12 +6,11 @@ use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;
 use crate::transcript::conversation::{Message, Role};
-use crate::transcript::count::{message_tokens_with, TextCache};
+use crate::transcript::count::{message_tokens_with, TranscriptPlanner};
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::{Layout, TranscriptPolicy};
 use crate::transcript::marker;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
 
 /// What happened to one message of the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,30 +108,7 @@ impl PlannedTranscript {
     }
 }
 
-/// Plans transcripts for one token counter, remembering the counts and hashes of the last
-/// transcript it planned so that re-planning after an append only counts what is new.
-pub struct TranscriptPlanner {
-    counter: Arc<dyn TokenCounter>,
-    cache: Mutex<TextCache>,
-}
-
-impl std::fmt::Debug for TranscriptPlanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TranscriptPlanner")
-            .field("counter", &self.counter.name())
-            .finish_non_exhaustive()
-    }
-}
-
 impl TranscriptPlanner {
-    /// A planner counting with `counter`.
-    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
-        TranscriptPlanner {
-            counter,
-            cache: Mutex::new(TextCache::default()),
-        }
-    }
-
     /// The token counter.
     pub fn counter(&self) -> &dyn TokenCounter {
         &*self.counter

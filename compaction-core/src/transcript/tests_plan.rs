@@ -3,11 +3,12 @@
 use crate::tokens::{TokenCounter, Tokenizer};
 use crate::transcript::conversation::Transcript;
 use crate::transcript::conversation::{Message, Role, ToolCall};
+use crate::transcript::count::TranscriptPlanner;
 use crate::transcript::count::{chat_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::TranscriptPolicy;
 use crate::transcript::marker::MARKER_PREFIX;
-use crate::transcript::plan::{MessageOutcome, PlannedTranscript, TranscriptPlanner};
+use crate::transcript::plan::{MessageOutcome, PlannedTranscript};
 use crate::transcript::rehydrate::rehydrate_transcript;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
