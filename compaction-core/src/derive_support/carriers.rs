@@ -9,6 +9,7 @@
 //! the impls never overlap, and a type with several paths to state is a carrier all the same.
 
 use crate::effects::record::EffectLog;
+use crate::transcript::conversation::Transcript;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 /// Types that carry protected or effect state somewhere inside, `Where` being the path to it:
 /// every type that derives `Compactable` with a `#[protected]`, `#[effect]` or `#[nested]` field
-/// (the derive writes `impl CarriesState for T`, so `Where = Here`), `EffectLog`, and every std
+/// (the derive writes `impl CarriesState for T`, so `Where = Here`), `EffectLog`, `Transcript`, and every std
 /// container, smart pointer, cell, lock, tuple, `Result` and map (key or value) of one, however
 /// deep. Such a value may never be evicted whole, nor protected whole.
 ///
@@ -34,6 +35,9 @@ pub struct Inside<W>(PhantomData<W>);
 pub struct At<const N: usize, W>(PhantomData<W>);
 
 impl CarriesState for EffectLog {}
+// A conversation holds user messages, which are never summarized nor dropped: it takes
+// `#[transcript]`, never `#[redundant]`/`#[derivable]` (evicted whole) or `#[protected]`.
+impl CarriesState for Transcript {}
 
 /// `Container<T>` carries state when `T` does.
 macro_rules! carries_inside {
