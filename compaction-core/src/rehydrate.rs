@@ -128,7 +128,9 @@ pub(crate) async fn rehydrate<S: Compactable>(
     compacted.schema.check::<S>()?;
     // Before any work: the shapes must be consistent with the parts present, so a checkpoint
     // claiming millions of elements it does not hold is refused here, not rebuilt into.
-    let held = compacted.entries.iter().map(|e| e.path.as_str());
+    // The transcript is held apart from the window's entries.
+    let entries = compacted.entries.iter().map(|e| e.path.as_str());
+    let held = entries.chain(compacted.transcript.iter().map(|t| t.path.as_str()));
     check_instance(S::schema(), &compacted.shapes, held).map_err(|m| RebuildError {
         path: m.path,
         reason: m.reason,

@@ -156,7 +156,8 @@ impl<'a> Collector<'a> {
         if self.error.is_some() {
             return;
         }
-        let visited = self.fields.iter().map(|f| f.path.as_str());
+        let fields = self.fields.iter().map(|f| f.path.as_str());
+        let visited = fields.chain(self.transcripts.iter().map(|t| t.path.as_str()));
         if let Err(m) = check_instance(self.schema, &self.shapes, visited) {
             self.fail(CompactionError::SchemaMismatch {
                 field: m.path,
