@@ -9,6 +9,8 @@
 //! ([`render`]) and reported ([`report`]); [`rehydrate`] goes back.
 #![deny(missing_docs)]
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod checkpoint;
 mod compacted;
 mod compactor;
 #[doc(hidden)]

@@ -3,31 +3,10 @@
 
 use super::error::Cause;
 use super::store::PgStore;
+use crate::checkpoint::{decode, encode, CheckpointInfo};
 use crate::compacted::Compacted;
 use crate::error::CompactionError;
 use crate::store::{ContentHash, StoreError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// What is known about a saved checkpoint without loading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointInfo {
-    /// The agent id it was saved under.
-    pub agent_id: String,
-    /// The Rust type of the compacted state.
-    pub state_type: String,
-    /// When it was saved (the server's clock).
-    pub saved_at: SystemTime,
-    /// Size of its JSON, in bytes.
-    pub size: usize,
-}
-
-const CHECKPOINT: &str = "<checkpoint>";
-
-fn integrity() -> CompactionError {
-    CompactionError::Integrity {
-        field: CHECKPOINT.into(),
-    }
-}
 
 /// How a save ended inside its transaction: done, or refused because a blob is missing.
 enum Saved {
@@ -49,14 +28,8 @@ impl PgStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        if !compacted.verify_seal() {
-            return Err(integrity());
-        }
-        let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
-            field: CHECKPOINT.into(),
-            message: e.to_string(),
-        })?;
-        let sha256 = ContentHash::of(json.as_bytes()).to_hex();
+        let row = encode(compacted)?;
+        let (json, sha256) = (row.json, row.sha256);
         let mut hashes: Vec<String> = compacted
             .pointers()
             .iter()
@@ -137,13 +110,7 @@ impl PgStore {
         let Some((json, sha256)) = row else {
             return Ok(None);
         };
-        let mut compacted: Compacted<S> = serde_json::from_str(&json).map_err(|_| integrity())?;
-        if ContentHash::from_hex(&sha256) != Some(ContentHash::of(json.as_bytes())) {
-            // The seal covers the content but not its spelling (hex case, escapes): the row
-            // checksum does. Break the seal so every consumer refuses this checkpoint.
-            compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
-        }
-        Ok(Some(compacted))
+        decode(json.as_bytes(), Some(&sha256)).map(Some)
     }
 
     /// The saved checkpoints of this namespace, by agent id.
@@ -159,13 +126,12 @@ impl PgStore {
                 .await?;
             rows.iter()
                 .map(|row| {
-                    Ok(CheckpointInfo {
-                        agent_id: row.try_get(0)?,
-                        state_type: row.try_get(1)?,
-                        saved_at: UNIX_EPOCH
-                            + Duration::from_millis(row.try_get::<_, i64>(2)?.max(0) as u64),
-                        size: row.try_get::<_, i32>(3)?.max(0) as usize,
-                    })
+                    Ok(CheckpointInfo::from_row(
+                        row.try_get(0)?,
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get::<_, i32>(3)?.into(),
+                    ))
                 })
                 .collect::<Result<_, Cause>>()
         }))

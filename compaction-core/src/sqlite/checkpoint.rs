@@ -2,32 +2,11 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
+use crate::checkpoint::{decode, encode, integrity, CheckpointInfo};
 use crate::compacted::Compacted;
 use crate::error::CompactionError;
-use crate::store::{ContentHash, StoreError};
+use crate::store::StoreError;
 use rusqlite::{OptionalExtension, TransactionBehavior};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// What is known about a saved checkpoint without loading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointInfo {
-    /// The agent id it was saved under.
-    pub agent_id: String,
-    /// The Rust type of the compacted state.
-    pub state_type: String,
-    /// When it was saved.
-    pub saved_at: SystemTime,
-    /// Size of its JSON, in bytes.
-    pub size: usize,
-}
-
-const CHECKPOINT: &str = "<checkpoint>";
-
-fn integrity() -> CompactionError {
-    CompactionError::Integrity {
-        field: CHECKPOINT.into(),
-    }
-}
 
 impl SqliteStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
@@ -42,14 +21,7 @@ impl SqliteStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        if !compacted.verify_seal() {
-            return Err(integrity());
-        }
-        let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
-            field: CHECKPOINT.into(),
-            message: e.to_string(),
-        })?;
-        let sha256 = ContentHash::of(json.as_bytes()).to_hex();
+        let row = encode(compacted)?;
         let context = || format!("saving the checkpoint of agent `{agent_id}`");
         let backend = |e| CompactionError::Store(self.store_error(context(), e));
         let mut conn = self.db.lock();
@@ -76,7 +48,7 @@ impl SqliteStore {
              VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
                  json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-            rusqlite::params![agent_id, compacted.state_type, json, sha256, now_ms()],
+            rusqlite::params![agent_id, compacted.state_type, row.json, row.sha256, now_ms()],
         )
         .map_err(backend)?;
         tx.commit().map_err(backend)
@@ -111,16 +83,8 @@ impl SqliteStore {
             return Ok(None);
         };
         let json = json.ok_or_else(integrity)?;
-        let mut compacted: Compacted<S> = serde_json::from_slice(&json).map_err(|_| integrity())?;
-        let expected = sha256
-            .and_then(|hex| String::from_utf8(hex).ok())
-            .and_then(|hex| ContentHash::from_hex(&hex));
-        if expected != Some(ContentHash::of(&json)) {
-            // The seal covers the content but not its spelling (hex case, escapes): the row
-            // checksum does. Break the seal so every consumer refuses this checkpoint.
-            compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
-        }
-        Ok(Some(compacted))
+        let sha256 = sha256.and_then(|hex| String::from_utf8(hex).ok());
+        decode(&json, sha256.as_deref()).map(Some)
     }
 
     /// The saved checkpoints, by agent id.
@@ -135,13 +99,12 @@ impl SqliteStore {
             .map_err(map)?;
         let rows = stmt
             .query_map([], |row| {
-                Ok(CheckpointInfo {
-                    agent_id: row.get(0)?,
-                    state_type: row.get(1)?,
-                    saved_at: UNIX_EPOCH
-                        + Duration::from_millis(row.get::<_, i64>(2)?.max(0) as u64),
-                    size: row.get::<_, i64>(3)?.max(0) as usize,
-                })
+                Ok(CheckpointInfo::from_row(
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                ))
             })
             .map_err(map)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(map)

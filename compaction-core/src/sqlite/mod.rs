@@ -46,9 +46,9 @@ mod ledger_rows;
 mod options;
 mod store;
 
+pub use crate::checkpoint::CheckpointInfo;
 pub use crate::effects::transition::{SyncSummary, Transition};
 pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
-pub use checkpoint::CheckpointInfo;
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
 pub use ledger::{AnnotatedTransition, LedgerError, SqliteLedger};
