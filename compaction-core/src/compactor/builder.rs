@@ -92,7 +92,8 @@ impl CompactorBuilder {
     }
 }
 
-/// Compacts [`Compactable`] states to a hard token budget, and rehydrates them.
+/// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
+/// rehydrates them.
 ///
 /// ```
 /// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
