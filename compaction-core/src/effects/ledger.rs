@@ -31,7 +31,9 @@ pub trait EffectLedger: Send + Sync {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// The guard's refusal inside `error`, or `None` when the backend failed.
-    fn refusal(error: &Self::Error) -> Option<&EffectError>;
+    fn refusal(error: &Self::Error) -> Option<&EffectError>
+    where
+        Self: Sized;
 
     /// Records an effect ([`machine::record`](crate::effects::machine::record): an identical
     /// re-record is a no-op, different details are [`EffectError::DuplicateKey`], a

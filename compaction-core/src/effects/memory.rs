@@ -211,3 +211,20 @@ impl EffectLedger for MemoryLedger {
         Self::ready(Ok(history))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usable_as_a_trait_object() {
+        // The trait's docs promise `dyn EffectLedger<Error = E>`: a backend chosen at run time.
+        let memory = MemoryLedger::new();
+        let ledger: &dyn EffectLedger<Error = EffectError> = &memory;
+        crate::future::block_on(ledger.begin("", "k")).unwrap();
+        assert!(matches!(
+            crate::future::block_on(ledger.begin("", "k")),
+            Err(EffectError::OutcomeUnknown { .. })
+        ));
+    }
+}
