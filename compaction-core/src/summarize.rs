@@ -85,6 +85,14 @@ pub trait Summarizer: Send + Sync {
         &self,
         request: SummaryRequest<'_>,
     ) -> impl Future<Output = Result<String, SummarizerError>> + Send;
+
+    /// What makes this summarizer's output what it is (model, instructions, version), for the
+    /// summary cache: a field whose source, target and summarizer identity are unchanged is
+    /// not summarized again. `None` (the default) never caches, which is right for summarizers
+    /// whose output may change between calls for the same input.
+    fn identity(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Adapts a synchronous closure into a [`Summarizer`].
@@ -160,6 +168,11 @@ impl Extractive {
 impl Summarizer for Extractive {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<String, SummarizerError> {
         Ok(Extractive::extract(request.text, request.target_tokens))
+    }
+
+    fn identity(&self) -> Option<String> {
+        // Deterministic: the same text and target always give the same extract.
+        Some("compaction::Extractive/1".to_owned())
     }
 }
 
