@@ -18,6 +18,8 @@ pub mod derive_support;
 pub mod effects;
 pub mod error;
 mod future;
+#[cfg(feature = "openai-types")]
+pub mod integrations;
 pub mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;

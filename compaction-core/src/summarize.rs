@@ -55,6 +55,43 @@ pub enum SummarizerError {
         /// The target it was given.
         target: usize,
     },
+    /// The model server answered with an error status (after any retries it allows: 429 and
+    /// 5xx are retried, other 4xx are not). Carries the status and the start of the body.
+    #[error(
+        "summarizer request for `{field}` failed with HTTP {status}: {body} (to evict the field \
+         instead, build the compactor with `.evict_on_summarizer_error(true)`)"
+    )]
+    Http {
+        /// The field being summarized.
+        field: String,
+        /// The HTTP status of the last answer.
+        status: u16,
+        /// The start of the response body (a short excerpt, never the whole body).
+        body: String,
+    },
+    /// The model server did not answer within the configured timeout (on every attempt).
+    #[error(
+        "summarizer request for `{field}` timed out after {after:?} (to evict the field \
+         instead, build the compactor with `.evict_on_summarizer_error(true)`)"
+    )]
+    Timeout {
+        /// The field being summarized.
+        field: String,
+        /// The timeout of one attempt.
+        after: std::time::Duration,
+    },
+    /// The model server answered 200 with something that is not a usable chat completion
+    /// (not JSON, no choice, no text content, a refusal).
+    #[error(
+        "summarizer answer for `{field}` is malformed: {body} (to evict the field instead, \
+         build the compactor with `.evict_on_summarizer_error(true)`)"
+    )]
+    Malformed {
+        /// The field being summarized.
+        field: String,
+        /// What was wrong, with the start of the body.
+        body: String,
+    },
 }
 
 impl SummarizerError {
