@@ -3,13 +3,6 @@
 
 pub use compaction_core::*;
 
-/// The OpenAI protocol, for any compatible server (OpenAI, Azure OpenAI, vLLM, llama.cpp,
-/// Ollama, OpenRouter): [`OpenAiSummarizer`](openai::OpenAiSummarizer) (feature `openai`).
-#[cfg(feature = "openai-types")]
-pub mod openai {
-    pub use compaction_core::integrations::openai::*;
-}
-
 /// Classifies every field of an agent's state, so compaction knows what it may do with each.
 ///
 /// ```

@@ -1,11 +1,12 @@
 //! Property run through `OpenAiSummarizer` and the loopback server: random support-agent states
 //! (protected customer ids and notes, refund effect records in every status, a transcript, text
 //! that imitates the window's markers and pointers), random budgets and random server answers.
-//! Whatever compaction ends in, no request body the server recorded contains a protected value
-//! or any part of an effect record; and the run does reach the server with summarizable text.
+//! Whatever compaction ends in, no request body the server recorded contains a protected value,
+//! an effect's target or payload, or the key of a live effect (a settled call's `effect` link
+//! may travel with its folded call); and the run does reach the server with summarizable text.
 //!
 //! `PROPTEST_CASES=200 cargo test --features openai --test openai_no_leak` runs more cases
-//! (default 24).
+//! (default 32).
 
 use compaction::openai::OpenAiSummarizer;
 use compaction::{
@@ -56,10 +57,15 @@ fn secret(prefix: &'static str) -> impl Strategy<Value = String> {
 }
 
 /// Summarizable text: words from an alphabet no nonce uses, and a public nonce to find.
-fn public_text() -> impl Strategy<Value = String> {
-    (any::<u64>(), 1usize..400, prop::sample::select(LOOKALIKES)).prop_map(|(n, repeat, noise)| {
-        format!("PUB{n:016x} ") + &format!("step ok {noise} ").repeat(repeat)
-    })
+fn public_text(max_repeat: usize) -> impl Strategy<Value = String> {
+    (
+        any::<u64>(),
+        1..max_repeat,
+        prop::sample::select(LOOKALIKES),
+    )
+        .prop_map(|(n, repeat, noise)| {
+            format!("PUB{n:016x} ") + &format!("step ok {noise} ").repeat(repeat)
+        })
 }
 
 #[derive(Debug, Clone)]
@@ -94,10 +100,10 @@ fn case() -> impl Strategy<Value = Case> {
         secret("TKT"),
         prop::collection::vec(secret("CUS"), 0..4),
         secret("NOTE"),
-        (public_text(), public_text()),
+        (public_text(400), public_text(400)),
         prop::collection::vec(effect, 0..4),
-        prop::collection::vec((secret("USR"), public_text(), public_text()), 0..5),
-        (60usize..3000, any::<bool>()),
+        prop::collection::vec((secret("USR"), public_text(80), public_text(80)), 0..10),
+        (300usize..6000, any::<bool>()),
         prop::collection::vec(reply(), 0..4),
     )
         .prop_map(
@@ -111,7 +117,12 @@ fn case() -> impl Strategy<Value = Case> {
                         .with_payload(serde_json::json!({ "memo": payload }))
                         .with_status(status);
                     refunds.record(effect).expect("distinct keys");
-                    secrets.extend([key, target, payload]);
+                    secrets.extend([target, payload]);
+                    // A settled call may be folded (transcript rule 4): its `effect` link, the
+                    // key, then reaches the summarizer as part of the call. A live one never is.
+                    if status.is_live() {
+                        secrets.push(key);
+                    }
                 }
                 let mut chat = Transcript::new();
                 chat.push(Message::system("You are a support agent."));
@@ -119,7 +130,11 @@ fn case() -> impl Strategy<Value = Case> {
                     secrets.push(user.clone());
                     chat.push(Message::user(user));
                     let id = format!("call-{i}");
-                    let call = ToolCall::new(&id, "lookup", serde_json::json!({ "q": "orders" }));
+                    let mut call =
+                        ToolCall::new(&id, "lookup", serde_json::json!({ "q": "orders" }));
+                    if let Some(effect) = refunds.effects().get(i) {
+                        call = call.with_effect(effect.idempotency_key.clone());
+                    }
                     chat.push(Message::assistant_with_tools(assistant, vec![call]));
                     chat.push(Message::tool_result(id, result));
                 }
@@ -179,7 +194,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(24)
+        .unwrap_or(32)
 }
 
 proptest! {

@@ -19,7 +19,7 @@ pub mod effects;
 pub mod error;
 mod future;
 #[cfg(feature = "openai-types")]
-pub mod integrations;
+mod integrations;
 pub mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -42,6 +42,8 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(feature = "openai-types")]
+pub use integrations::openai;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};

@@ -1,5 +1,6 @@
-//! The OpenAI protocol (any compatible server): [`OpenAiSummarizer`] (feature `openai`).
-//! Reached as `compaction::openai`.
+//! The OpenAI protocol, for any compatible server (OpenAI, Azure OpenAI, vLLM, llama.cpp,
+//! Ollama, OpenRouter): [`OpenAiSummarizer`] (feature `openai`). Reached as
+//! `compaction::openai`.
 
 #[cfg(feature = "openai")]
 mod summarizer;
