@@ -19,6 +19,7 @@ pub mod effects;
 pub mod error;
 mod future;
 pub mod plan;
+pub mod pointer_tool;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod rehydrate;
@@ -40,6 +41,7 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
