@@ -18,6 +18,7 @@ pub mod derive_support;
 pub mod effects;
 pub mod error;
 mod future;
+mod integrations;
 pub mod plan;
 pub mod pointer_tool;
 #[cfg(feature = "postgres")]
@@ -41,6 +42,10 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(feature = "hf-tokenizers")]
+pub use integrations::hf_tokenizers::{self, HfTokenizer, HfTokenizerError};
+#[cfg(feature = "openai-types")]
+pub use integrations::openai;
 pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};

@@ -1,0 +1,7 @@
+//! Bridges to outside crates, each behind its cargo feature: the core's traits and types on one
+//! side, the crate's on the other. The core never names anything here.
+
+#[cfg(feature = "hf-tokenizers")]
+pub mod hf_tokenizers;
+#[cfg(feature = "openai-types")]
+pub mod openai;

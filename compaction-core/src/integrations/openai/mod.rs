@@ -1,0 +1,15 @@
+//! The OpenAI chat protocol through `async-openai`: conversions between our messages and its
+//! chat request messages, `Compacted::openai_messages()`, and the pointer tool as its tool type
+//! (feature `openai-types`, types only: no HTTP client).
+
+mod messages;
+
+pub use messages::{
+    from_openai_message, from_openai_messages, from_openai_response_message,
+    resolve_pointer_chat_tool, to_openai_message, to_openai_messages, tool_call_from_openai,
+    tool_call_to_openai, OpenAiMessageError,
+};
+
+/// The `async-openai` crate these conversions speak, re-exported so your request types are the
+/// same as ours (its chat types are in `async_openai::types::chat`).
+pub use async_openai;
