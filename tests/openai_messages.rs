@@ -430,3 +430,45 @@ fn the_pointer_tool_as_async_openai_type_is_the_same_json() {
         resolve_pointer_tool()
     );
 }
+
+#[test]
+fn array_content_from_the_wire_is_one_text_part_or_refused() {
+    let wire = json!([
+        {"role": "developer", "content": [{"type": "text", "text": "d"}]},
+        {"role": "user", "content": [{"type": "text", "text": "u"}], "name": "ann"},
+        {"role": "assistant", "content": [{"type": "text", "text": "a"}], "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"x\":1}"}}
+        ]},
+        {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "t"}]},
+    ]);
+    let request: Vec<ChatCompletionRequestMessage> = serde_json::from_value(wire).unwrap();
+    let chat = Transcript::from_openai_messages(&request).unwrap();
+    let expected = vec![
+        Message::developer("d"),
+        Message::user("u").with_name("ann"),
+        Message::assistant_with_tools("a", vec![ToolCall::new("c", "f", json!({"x": 1}))]),
+        Message::tool_result("c", "t"),
+    ];
+    assert_eq!(chat.messages(), &expected[..]);
+    for (message, what) in [
+        (
+            json!({"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA==", "format": "wav"}}]}),
+            "an audio part",
+        ),
+        (
+            json!({"role": "user", "content": [{"type": "file", "file": {"file_id": "f1"}}]}),
+            "a file part",
+        ),
+        (
+            json!({"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]}),
+            "a refusal part",
+        ),
+        (
+            json!({"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
+            "several content parts",
+        ),
+    ] {
+        let message: ChatCompletionRequestMessage = serde_json::from_value(message).unwrap();
+        assert_eq!(unsupported_what(from_openai_message(&message)), what);
+    }
+}

@@ -301,18 +301,23 @@ fn message_to_openai(
     })
 }
 
-/// The text of one plain text part (no cache breakpoint): the only array content ours can
-/// carry without changing what the model reads.
-fn single_text(
-    parts: &[&ChatCompletionRequestMessageContentPartText],
-    count: usize,
+/// The text of array content. One plain text part (no cache breakpoint) is the only array ours
+/// can carry without changing what the model reads; a part that is not text is `Err(what)`.
+fn array_text<'a>(
+    parts: impl IntoIterator<
+        Item = Result<&'a ChatCompletionRequestMessageContentPartText, &'static str>,
+    >,
     index: usize,
     role: Role,
 ) -> Result<String, OpenAiMessageError> {
-    match parts {
-        [part] if count == 1 && part.prompt_cache_breakpoint.is_none() => Ok(part.text.clone()),
-        [part] if count == 1 => Err(unsupported(index, role, "a prompt cache breakpoint")),
-        _ if parts.len() < count => Err(unsupported(index, role, "a non-text content part")),
+    let mut texts = Vec::new();
+    for part in parts {
+        texts.push(part.map_err(|what| unsupported(index, role, what))?);
+    }
+    match texts.as_slice() {
+        [] => Ok(String::new()),
+        [part] if part.prompt_cache_breakpoint.is_none() => Ok(part.text.clone()),
+        [_] => Err(unsupported(index, role, "a prompt cache breakpoint")),
         _ => Err(unsupported(index, role, "several content parts")),
     }
 }
@@ -322,59 +327,47 @@ fn message_from_openai(
     message: &ChatCompletionRequestMessage,
     index: usize,
 ) -> Result<Message, OpenAiMessageError> {
+    use ChatCompletionRequestUserMessageContentPart as UserPart;
     Ok(match message {
         ChatCompletionRequestMessage::System(m) => {
             let content = match &m.content {
                 ChatCompletionRequestSystemMessageContent::Text(text) => text.clone(),
-                ChatCompletionRequestSystemMessageContent::Array(parts) => {
-                    let texts: Vec<_> = parts
+                ChatCompletionRequestSystemMessageContent::Array(parts) => array_text(
+                    parts
                         .iter()
-                        .map(|ChatCompletionRequestSystemMessageContentPart::Text(t)| t)
-                        .collect();
-                    single_text(&texts, parts.len(), index, Role::System)?
-                }
+                        .map(|ChatCompletionRequestSystemMessageContentPart::Text(t)| Ok(t)),
+                    index,
+                    Role::System,
+                )?,
             };
             with_name(Message::system(content), &m.name)
         }
         ChatCompletionRequestMessage::Developer(m) => {
             let content = match &m.content {
                 ChatCompletionRequestDeveloperMessageContent::Text(text) => text.clone(),
-                ChatCompletionRequestDeveloperMessageContent::Array(parts) => {
-                    let texts: Vec<_> = parts
+                ChatCompletionRequestDeveloperMessageContent::Array(parts) => array_text(
+                    parts
                         .iter()
-                        .map(|ChatCompletionRequestDeveloperMessageContentPart::Text(t)| t)
-                        .collect();
-                    single_text(&texts, parts.len(), index, Role::Developer)?
-                }
+                        .map(|ChatCompletionRequestDeveloperMessageContentPart::Text(t)| Ok(t)),
+                    index,
+                    Role::Developer,
+                )?,
             };
             with_name(Message::developer(content), &m.name)
         }
         ChatCompletionRequestMessage::User(m) => {
             let content = match &m.content {
                 ChatCompletionRequestUserMessageContent::Text(text) => text.clone(),
-                ChatCompletionRequestUserMessageContent::Array(parts) => {
-                    for part in parts {
-                        let what = match part {
-                            ChatCompletionRequestUserMessageContentPart::Text(_) => continue,
-                            ChatCompletionRequestUserMessageContentPart::ImageUrl(_) => {
-                                "an image part"
-                            }
-                            ChatCompletionRequestUserMessageContentPart::InputAudio(_) => {
-                                "an audio part"
-                            }
-                            ChatCompletionRequestUserMessageContentPart::File(_) => "a file part",
-                        };
-                        return Err(unsupported(index, Role::User, what));
-                    }
-                    let texts: Vec<_> = parts
-                        .iter()
-                        .filter_map(|part| match part {
-                            ChatCompletionRequestUserMessageContentPart::Text(t) => Some(t),
-                            _ => None,
-                        })
-                        .collect();
-                    single_text(&texts, parts.len(), index, Role::User)?
-                }
+                ChatCompletionRequestUserMessageContent::Array(parts) => array_text(
+                    parts.iter().map(|part| match part {
+                        UserPart::Text(t) => Ok(t),
+                        UserPart::ImageUrl(_) => Err("an image part"),
+                        UserPart::InputAudio(_) => Err("an audio part"),
+                        UserPart::File(_) => Err("a file part"),
+                    }),
+                    index,
+                    Role::User,
+                )?,
             };
             with_name(Message::user(content), &m.name)
         }
@@ -392,19 +385,16 @@ fn message_from_openai(
             let content = match &m.content {
                 None => String::new(),
                 Some(ChatCompletionRequestAssistantMessageContent::Text(text)) => text.clone(),
-                Some(ChatCompletionRequestAssistantMessageContent::Array(parts)) => {
-                    let texts: Vec<_> = parts
-                        .iter()
-                        .filter_map(|part| match part {
-                            ChatCompletionRequestAssistantMessageContentPart::Text(t) => Some(t),
-                            ChatCompletionRequestAssistantMessageContentPart::Refusal(_) => None,
-                        })
-                        .collect();
-                    if texts.len() < parts.len() {
-                        return Err(unsupported(index, role, "a refusal part"));
-                    }
-                    single_text(&texts, parts.len(), index, role)?
-                }
+                Some(ChatCompletionRequestAssistantMessageContent::Array(parts)) => array_text(
+                    parts.iter().map(|part| match part {
+                        ChatCompletionRequestAssistantMessageContentPart::Text(t) => Ok(t),
+                        ChatCompletionRequestAssistantMessageContentPart::Refusal(_) => {
+                            Err("a refusal part")
+                        }
+                    }),
+                    index,
+                    role,
+                )?,
             };
             let calls = calls_from_openai(m.tool_calls.as_deref(), index)?;
             with_name(Message::assistant_with_tools(content, calls), &m.name)
@@ -412,13 +402,13 @@ fn message_from_openai(
         ChatCompletionRequestMessage::Tool(m) => {
             let content = match &m.content {
                 ChatCompletionRequestToolMessageContent::Text(text) => text.clone(),
-                ChatCompletionRequestToolMessageContent::Array(parts) => {
-                    let texts: Vec<_> = parts
+                ChatCompletionRequestToolMessageContent::Array(parts) => array_text(
+                    parts
                         .iter()
-                        .map(|ChatCompletionRequestToolMessageContentPart::Text(t)| t)
-                        .collect();
-                    single_text(&texts, parts.len(), index, Role::Tool)?
-                }
+                        .map(|ChatCompletionRequestToolMessageContentPart::Text(t)| Ok(t)),
+                    index,
+                    Role::Tool,
+                )?,
             };
             Message::tool_result(m.tool_call_id.clone(), content)
         }
