@@ -443,7 +443,7 @@ fn array_content_from_the_wire_is_one_text_part_or_refused() {
     ]);
     let request: Vec<ChatCompletionRequestMessage> = serde_json::from_value(wire).unwrap();
     let chat = Transcript::from_openai_messages(&request).unwrap();
-    let expected = vec![
+    let expected = [
         Message::developer("d"),
         Message::user("u").with_name("ann"),
         Message::assistant_with_tools("a", vec![ToolCall::new("c", "f", json!({"x": 1}))]),
