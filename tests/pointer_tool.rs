@@ -448,6 +448,18 @@ fn a_compacted_state_that_does_not_match_its_seal_allows_nothing() {
 }
 
 #[test]
+fn the_handler_runs_on_any_executor() {
+    fn assert_send<T: Send>(value: T) -> T {
+        value
+    }
+    let s = setup();
+    let call = call(json!({ "pointer": s.mine.to_string() }));
+    // `Send`, so agents can answer calls inside `tokio::spawn`.
+    let reply = compaction::block_on(assert_send(s.resolver.handle(&s.compactor, &call)));
+    assert_eq!(reply.message.content, s.output);
+}
+
+#[test]
 fn the_tool_definition_is_an_openai_function_tool() {
     let tool = resolve_pointer_tool();
     assert_eq!(tool["type"], "function");

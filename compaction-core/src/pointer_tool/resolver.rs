@@ -362,8 +362,7 @@ fn content_of(slice: &ResolvedSlice, text: &str) -> String {
     }
     let rest = if slice.end < slice.total {
         format!(
-            "cut at the {} byte limit; call {RESOLVE_POINTER} with offset={} for the rest",
-            slice.end - slice.start,
+            "cut at the size limit; call {RESOLVE_POINTER} with offset={} for the rest",
             slice.end
         )
     } else {
