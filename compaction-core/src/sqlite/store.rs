@@ -4,7 +4,7 @@ use super::db::Db;
 use super::error::SqliteError;
 use super::now_ms;
 use super::options::{SqliteOptions, SyncMode};
-use crate::store::{ContentHash, Store, StoreError};
+use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;
 use std::sync::Arc;
@@ -152,6 +152,28 @@ impl Store for SqliteStore {
 
     async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
         self.get_sync(hash)
+    }
+
+    async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let conn = self.db.lock();
+        conn.execute(
+            "INSERT INTO entries (name, bytes, updated_at_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE
+                 SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
+            rusqlite::params![name, bytes, now_ms()],
+        )
+        .map(drop)
+        .map_err(|e| self.store_error(format!("storing entry `{}`", entry_name_shown(name)), e))
+    }
+
+    async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let conn = self.db.lock();
+        conn.query_row("SELECT bytes FROM entries WHERE name = ?1", [name], |row| {
+            Ok(raw_bytes(row.get_ref(0)?))
+        })
+        .optional()
+        .map(Option::flatten)
+        .map_err(|e| self.store_error(format!("reading entry `{}`", entry_name_shown(name)), e))
     }
 }
 
