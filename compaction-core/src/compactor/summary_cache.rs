@@ -133,9 +133,10 @@ impl CacheUse {
     pub(crate) async fn remember_all(self, store: &dyn DynStore) {
         for (key, summary) in self.fresh {
             if let Err(error) = remember(store, key, &summary).await {
+                // The kind only: a backend's message names the entry and the database.
                 tracing::warn!(
-                    error = %error,
-                    "compaction.summary_cache: a summary could not be remembered"
+                    error = error.kind(),
+                    "summary cache: a summary could not be remembered"
                 );
             }
         }

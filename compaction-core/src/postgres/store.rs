@@ -18,6 +18,8 @@ use std::sync::Arc;
 /// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
 ///   `StoreError::NotFound` when this namespace holds nothing under the hash (whether or not
 ///   another namespace does).
+/// - Named entries ([`put_entry`](Store::put_entry), the summary cache) are per namespace too:
+///   a fleet's processes on one namespace share their cached summaries, tenants never do.
 /// - Clones share one connection pool. The futures are `Send` and run on any executor.
 ///
 /// ```no_run

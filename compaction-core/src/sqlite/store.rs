@@ -18,6 +18,8 @@ use std::sync::Arc;
 ///   longer matches its address.
 /// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
 ///   `StoreError::NotFound` when nothing is stored under the hash.
+/// - Named entries ([`put_entry`](Store::put_entry), the summary cache) live in the same
+///   file, so cached summaries survive a restart; the engine verifies them when it reads them.
 /// - Clones share one connection; other threads and processes may open the same file.
 ///   SQLite calls block the calling thread (they are short); the futures are `Send`.
 ///

@@ -12,7 +12,8 @@ use tracing::Instrument;
 /// Blobs are content-addressed: `put` stores bytes under their SHA-256, `get` returns them. The
 /// engine verifies every blob it reads against its hash, so a store that returns wrong bytes is
 /// caught (`Integrity`), but a store should verify too. Both methods return `Send` futures so
-/// compaction can run on any executor.
+/// compaction can run on any executor. Two optional methods keep small named entries (the
+/// summary cache's); a store without them works and never caches a summary.
 ///
 /// A store of your own (here: a shared map; `MemoryStore` and `SqliteStore` are built in):
 ///

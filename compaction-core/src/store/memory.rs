@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 /// An in-process store. Fast and simple, but gone when the process exits: use a durable store
 /// (SQLite) for anything an agent must survive a restart with.
 ///
-/// Clones share the same blobs.
+/// Clones share the same blobs and named entries (the summary cache).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
