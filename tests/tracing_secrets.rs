@@ -307,3 +307,68 @@ fn spans_carry_the_counts_and_cache_hits() {
     );
     assert!(log.contains("field=constraints outcome=kept"), "{log}");
 }
+
+#[derive(compaction::Compactable, serde::Serialize, serde::Deserialize)]
+struct Support {
+    #[protected]
+    customer: String,
+    #[transcript(keep_recent = 1)]
+    chat: compaction::Transcript,
+}
+
+/// A conversation's folds are summarized under a `compaction.summarize` span, and no message,
+/// tool call, tool result or fold summary is logged.
+#[test]
+fn transcript_folds_are_traced_without_their_text() {
+    use compaction::{Message, ToolCall, Transcript};
+    let mut marker = Marker::default();
+    let mut chat = Transcript::new();
+    chat.push(Message::system(marker.mark("You help customers.")));
+    for turn in 0..12 {
+        let call = format!("call-{turn}");
+        chat.push(Message::user(marker.mark(&format!("question {turn}"))));
+        chat.push(Message::assistant_with_tools(
+            marker.mark("looking it up"),
+            vec![ToolCall::new(
+                &call,
+                "lookup_order",
+                serde_json::json!({ "order": marker.mark("order id") }),
+            )],
+        ));
+        let result = marker.mark(&"order line shipped\n".repeat(40));
+        chat.push(Message::tool_result(&call, result));
+        chat.push(Message::assistant(marker.mark(&format!("answer {turn}"))));
+    }
+    let state = Support {
+        customer: marker.mark("cus_42"),
+        chat,
+    };
+    let summarizer = Recording::default();
+    let capture = Capture::default();
+    let compacted = tracing::subscriber::with_default(capture.clone(), || {
+        Compactor::builder()
+            .budget(1_500)
+            .summarizer(summarizer.clone())
+            .build()
+            .unwrap()
+            .compact_blocking(&state)
+            .unwrap()
+    });
+    let log = capture.text();
+    let summaries = summarizer.0.lock().unwrap().clone();
+    assert!(!summaries.is_empty(), "no fold was summarized");
+    assert!(compacted.tokens() <= 1_500);
+    assert!(log.contains("compaction.summarize field=chat"), "{log}");
+    for needle in &marker.markers {
+        assert!(
+            !log.contains(needle.as_str()),
+            "{needle} was logged:\n{log}"
+        );
+    }
+    for summary in &summaries {
+        assert!(
+            !log.contains(summary.as_str()),
+            "a summary was logged:\n{log}"
+        );
+    }
+}

@@ -62,14 +62,9 @@ impl Compactor {
                     let made = checked_summary(&**summarizer, counter, slot.path(), source, target)
                         .instrument(span.clone())
                         .await;
-                    match &made {
-                        Ok(summary) => {
-                            trace::summarized(&span, false, counter.count(summary));
-                            if let Some(key) = key {
-                                cache.fresh.push((key, summary.clone()));
-                            }
-                        }
-                        Err(e) => trace::summarizer_failed(&span, e),
+                    trace::summary_made(&span, &made, counter);
+                    if let (Some(key), Ok(summary)) = (key, &made) {
+                        cache.fresh.push((key, summary.clone()));
                     }
                     made
                 }

@@ -11,6 +11,7 @@
 use crate::error::CompactionError;
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::summarize::SummarizerError;
+use crate::tokens::TokenCounter;
 use tracing::field::Empty;
 use tracing::Span;
 
@@ -120,9 +121,19 @@ pub(super) fn summarized(span: &Span, cached: bool, tokens: usize) {
     span.record("tokens", tokens);
 }
 
-/// Records a summarizer failure by its kind (its message may quote the model's answer).
-pub(super) fn summarizer_failed(span: &Span, error: &SummarizerError) {
-    span.record("refusal", summarizer_error_kind(error));
+/// Records a summarizer call: the summary's size, or its failure by kind (a failure's message
+/// may quote the model's answer).
+pub(super) fn summary_made(
+    span: &Span,
+    made: &Result<String, SummarizerError>,
+    counter: &dyn TokenCounter,
+) {
+    match made {
+        Ok(summary) => summarized(span, false, counter.count(summary)),
+        Err(error) => {
+            span.record("refusal", summarizer_error_kind(error));
+        }
+    }
 }
 
 /// A cache entry that failed its checks: a miss, worth a warning (damage or tampering).
