@@ -20,6 +20,10 @@ pub enum FieldOutcome {
         to_tokens: usize,
         /// Where the source is stored.
         source: Pointer,
+        /// Whether the summary came from the summary cache (the same source, target and
+        /// summarizer were summarized before) instead of a summarizer call.
+        #[serde(default, skip_serializing_if = "is_false")]
+        cached: bool,
     },
     /// A derivable field left the window; `pointer` says where to re-acquire it.
     Evicted {
@@ -80,6 +84,15 @@ impl CompactionReport {
         self.fields.iter().all(|f| f.outcome == FieldOutcome::Kept)
     }
 
+    /// Paths of the fields whose summary came from the summary cache (no summarizer call).
+    pub fn cached_summaries(&self) -> Vec<&str> {
+        self.fields
+            .iter()
+            .filter(|f| matches!(f.outcome, FieldOutcome::Summarized { cached: true, .. }))
+            .map(|f| f.field.as_str())
+            .collect()
+    }
+
     /// Paths of the fields that did not stay verbatim.
     pub fn evicted(&self) -> Vec<&str> {
         self.fields
@@ -115,6 +128,16 @@ impl fmt::Display for CompactionReport {
         for (group, fields) in groups {
             write!(f, "; {group}: {}", fields.join(", "))?;
         }
+        let cached = self.cached_summaries();
+        if !cached.is_empty() {
+            write!(f, "; summaries from the cache: {}", cached.join(", "))?;
+        }
         Ok(())
     }
+}
+
+// Uncached summaries serialize as before the cache existed, so older checkpoints keep their
+// seals.
+fn is_false(value: &bool) -> bool {
+    !value
 }

@@ -53,6 +53,8 @@ impl CompactorBuilder {
     }
 
     /// The summarizer for `summarize`-enabled fields. Without one, nothing is summarized.
+    /// When it has an [`identity`](Summarizer::identity), its summaries are cached in the
+    /// store: an unchanged source with an unchanged target is not summarized again.
     pub fn summarizer(mut self, summarizer: impl Summarizer + 'static) -> Self {
         self.summarizer = Some(Arc::new(summarizer));
         self

@@ -2,13 +2,16 @@
 
 mod builder;
 mod summarize;
+mod summary_cache;
+mod summary_step;
+mod trace;
 mod transcript;
 mod with_ledger;
 
 pub use builder::{Compactor, CompactorBuilder};
 
 use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
-use crate::compactor::summarize::checked_summary;
+use crate::compactor::summary_cache::CacheUse;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
@@ -26,6 +29,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
+use tracing::Instrument;
 
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
 struct Prepared {
@@ -72,9 +76,16 @@ impl Compactor {
         state: &S,
         effect_views: Option<&HashMap<String, EffectLog>>,
     ) -> Result<Compacted<S>, CompactionError> {
-        let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
-        let prepared = self.prepare(state, number, effect_views)?;
-        self.finish(prepared).await
+        let span = trace::compact_span(S::schema().type_name(), self.budget);
+        let compacted = async {
+            let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
+            let prepared = self.prepare(state, number, effect_views)?;
+            self.finish(prepared).await
+        }
+        .instrument(span.clone())
+        .await;
+        trace::compacted(&span, compacted.as_ref().map(Compacted::report));
+        compacted
     }
 
     /// [`compact`](Self::compact) for synchronous callers.
@@ -88,10 +99,22 @@ impl Compactor {
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
     /// tool an agent calls to look at spilled state.
     pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        let pointer = pointer.to_pointer()?;
-        get_verified(&*self.store, &pointer.hash())
-            .await
-            .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
+        let span = trace::resolve_span();
+        let resolved = async {
+            let pointer = pointer.to_pointer()?;
+            get_verified(&*self.store, &pointer.hash())
+                .await
+                .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
+        }
+        .instrument(span.clone())
+        .await;
+        match &resolved {
+            Ok(bytes) => {
+                span.record("bytes", bytes.len());
+            }
+            Err(error) => trace::refused(&span, error),
+        }
+        resolved
     }
 
     /// [`resolve`](Self::resolve) for synchronous callers.
@@ -107,7 +130,14 @@ impl Compactor {
         compacted: &Compacted<S>,
         reacquirer: &impl Reacquire,
     ) -> Result<S, CompactionError> {
-        rehydrate(&*self.store, compacted, reacquirer).await
+        let span = trace::rehydrate_span(S::schema().type_name());
+        let rehydrated = rehydrate(&*self.store, compacted, reacquirer)
+            .instrument(span.clone())
+            .await;
+        if let Err(error) = &rehydrated {
+            trace::refused(&span, error);
+        }
+        rehydrated
     }
 
     /// [`rehydrate`](Self::rehydrate) for synchronous callers.
@@ -204,8 +234,9 @@ impl Compactor {
         &self,
         mut prepared: Prepared,
     ) -> Result<Compacted<S>, CompactionError> {
+        let mut cache = CacheUse::default();
         let (entries, window, tokens) = loop {
-            self.summarize_pending(prepared.schema, &mut prepared.plan)
+            self.summarize_pending(prepared.schema, &mut prepared.plan, &mut cache)
                 .await?;
             let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.plan);
             let tokens = self.counter.count(&window);
@@ -236,9 +267,11 @@ impl Compactor {
                 .await
                 .map_err(CompactionError::Store)?;
         }
-        let report = prepared
+        let mut report = prepared
             .plan
             .report(prepared.number, self.budget, tokens, &*self.counter);
+        cache.mark(&mut report);
+        cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
@@ -269,39 +302,5 @@ impl Compactor {
         };
         let window = self.renderer.render(&view);
         (entries, window)
-    }
-
-    /// Calls the summarizer for every planned summary not made yet. Every request is checked
-    /// against the schema first: only fields declared `summarize` may pass.
-    async fn summarize_pending(
-        &self,
-        schema: &'static Schema,
-        plan: &mut Plan,
-    ) -> Result<(), CompactionError> {
-        for slot in plan.pending_summaries() {
-            let allowed = schema
-                .field_for_instance(slot.path())
-                .is_some_and(|f| f.class.may_summarize());
-            if !allowed {
-                return Err(CompactionError::ProtectedToSummarizer {
-                    field: slot.path().to_owned(),
-                });
-            }
-            let Some(summarizer) = &self.summarizer else {
-                continue;
-            };
-            let Some((source, target)) = slot.pending_summary() else {
-                continue;
-            };
-            let counter = &*self.counter;
-            match checked_summary(&**summarizer, counter, slot.path(), source, target).await {
-                Ok(summary) => slot.set_summary(summary, counter),
-                // Only a summarizable field gets here, and its eviction leaves a pointer or a
-                // tombstone: falling back loses nothing the window was guaranteed to hold.
-                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
     }
 }

@@ -1,5 +1,5 @@
-//! The configured summarizer behind an object-safe trait, and each call held to its contract:
-//! not empty, not over its target.
+//! The configured summarizer behind an object-safe trait, and each summary held to its
+//! contract, fresh or cached: not empty, not over its target.
 
 use crate::future::BoxFuture;
 use crate::summarize::{Summarizer, SummarizerError, SummaryRequest};
@@ -11,6 +11,7 @@ pub(crate) trait DynSummarizer: Send + Sync {
         &'a self,
         request: SummaryRequest<'a>,
     ) -> BoxFuture<'a, Result<String, SummarizerError>>;
+    fn identity_dyn(&self) -> Option<String>;
 }
 
 impl<T: Summarizer> DynSummarizer for T {
@@ -19,6 +20,9 @@ impl<T: Summarizer> DynSummarizer for T {
         request: SummaryRequest<'a>,
     ) -> BoxFuture<'a, Result<String, SummarizerError>> {
         Box::pin(self.summarize(request))
+    }
+    fn identity_dyn(&self) -> Option<String> {
+        self.identity()
     }
 }
 
@@ -36,6 +40,16 @@ pub(crate) async fn checked_summary(
         target_tokens: target,
     };
     let summary = summarizer.summarize_dyn(request).await?;
+    check_summary(counter, field, summary, target)
+}
+
+/// A summary held to its contract, whether fresh or cached: not empty, not over its target.
+pub(crate) fn check_summary(
+    counter: &dyn TokenCounter,
+    field: &str,
+    summary: String,
+    target: usize,
+) -> Result<String, SummarizerError> {
     if summary.trim().is_empty() {
         return Err(SummarizerError::Empty {
             field: field.to_owned(),

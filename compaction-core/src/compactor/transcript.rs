@@ -10,6 +10,7 @@
 use crate::compacted::CompactedTranscript;
 use crate::compactor::builder::Compactor;
 use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::compactor::trace;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
 use crate::store::ContentHash;
@@ -20,6 +21,7 @@ use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::plan::TranscriptPlan;
 use std::collections::HashSet;
+use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the system message's
 /// overhead and the reply priming.
@@ -68,10 +70,12 @@ pub(super) async fn summarize_folds(
         return Ok(summaries);
     };
     for (source, target) in requests {
+        let span = trace::summarize_span(field, target);
         let summary = checked_summary(summarizer, counter, field, &source, target)
-            .await
-            .map_err(CompactionError::Summarizer)?;
-        summaries.push(summary);
+            .instrument(span.clone())
+            .await;
+        trace::summary_made(&span, &summary, counter);
+        summaries.push(summary.map_err(CompactionError::Summarizer)?);
     }
     Ok(summaries)
 }

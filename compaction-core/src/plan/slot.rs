@@ -363,6 +363,8 @@ impl Slot {
                     from_tokens: *from_tokens,
                     to_tokens: counter.count(text),
                     source: source.clone(),
+                    // The compactor marks the summaries that came from its cache.
+                    cached: false,
                 },
                 _ => match (redundant, pointer) {
                     (false, Some(p)) => FieldOutcome::Evicted { pointer: p.clone() },

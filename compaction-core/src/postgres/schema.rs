@@ -7,16 +7,17 @@ use tokio_postgres::error::SqlState;
 /// The schema version this crate writes. Connecting to a database with a lower version
 /// migrates it (in one transaction, one process at a time); a higher version is refused with
 /// [`PgErrorKind::Schema`].
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Key of the advisory lock that serializes migrations of one database across processes.
 const MIGRATION_LOCK: i64 = 0x636f_6d70_6163_7431; // "compact1"
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 /// Every table is keyed by `namespace` first: a handle only ever names its own.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "blobs, checkpoints, effects and their append-only event history, per namespace",
-    r#"
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "blobs, checkpoints, effects and their append-only event history, per namespace",
+        r#"
     -- The server's clock, in ms since the Unix epoch: one clock for every machine of a fleet.
     CREATE FUNCTION compaction.now_ms() RETURNS BIGINT LANGUAGE sql VOLATILE
         AS $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
@@ -72,7 +73,20 @@ const MIGRATIONS: &[(&str, &str)] = &[(
         BEFORE UPDATE OR DELETE OR TRUNCATE ON compaction.effect_events
         FOR EACH STATEMENT EXECUTE FUNCTION compaction.refuse_event_change();
     "#,
-)];
+    ),
+    (
+        "named entries beside the blobs (the summary cache), per namespace",
+        r#"
+    CREATE TABLE compaction.entries (
+        namespace     TEXT   NOT NULL,
+        name          TEXT   NOT NULL,
+        bytes         BYTEA  NOT NULL,   -- verified by whoever reads it
+        updated_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (namespace, name)
+    );
+    "#,
+    ),
+];
 
 /// The applied version: 0 when the schema or its version table does not exist yet.
 async fn read_version(client: &impl GenericClient) -> Result<i32, Cause> {

@@ -3,7 +3,7 @@
 use super::db::{spawn, Db};
 use super::error::{Cause, PgError};
 use super::PgOptions;
-use crate::store::{ContentHash, Store, StoreError};
+use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -18,6 +18,8 @@ use std::sync::Arc;
 /// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
 ///   `StoreError::NotFound` when this namespace holds nothing under the hash (whether or not
 ///   another namespace does).
+/// - Named entries ([`put_entry`](Store::put_entry), the summary cache) are per namespace too:
+///   a fleet's processes on one namespace share their cached summaries, tenants never do.
 /// - Clones share one connection pool. The futures are `Send` and run on any executor.
 ///
 /// ```no_run
@@ -194,6 +196,51 @@ impl Store for PgStore {
             }
             Ok(bytes)
         }
+    }
+
+    fn put_entry(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let (name, bytes) = (name.to_owned(), bytes.to_vec());
+        let context = format!("storing entry `{}`", entry_name_shown(&name));
+        self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let stmt = client
+                .prepare_cached(
+                    "INSERT INTO compaction.entries (namespace, name, bytes, updated_at_ms)
+                     VALUES ($1, $2, $3, compaction.now_ms())
+                     ON CONFLICT (namespace, name) DO UPDATE
+                         SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
+                )
+                .await?;
+            client
+                .execute(&stmt, &[&db.namespace(), &name, &bytes])
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn get_entry(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send {
+        let name = name.to_owned();
+        let context = format!("reading entry `{}`", entry_name_shown(&name));
+        self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let stmt = client
+                .prepare_cached(
+                    "SELECT bytes FROM compaction.entries WHERE namespace = $1 AND name = $2",
+                )
+                .await?;
+            let row = client.query_opt(&stmt, &[&db.namespace(), &name]).await?;
+            Ok(match row {
+                Some(row) => Some(row.try_get::<_, Vec<u8>>(0)?),
+                None => None,
+            })
+        })
     }
 }
 

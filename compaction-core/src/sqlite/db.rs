@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -86,6 +86,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
         r#"
     ALTER TABLE effect_events ADD COLUMN actor TEXT;  -- who, for an operator's reconcile
     ALTER TABLE effect_events ADD COLUMN note  TEXT;  -- why: what they checked
+    "#,
+    ),
+    (
+        "named entries beside the blobs (the summary cache)",
+        r#"
+    CREATE TABLE entries (
+        name          TEXT    PRIMARY KEY NOT NULL,
+        bytes         BLOB    NOT NULL,              -- verified by whoever reads it
+        updated_at_ms INTEGER NOT NULL
+    );
     "#,
     ),
 ];

@@ -4,7 +4,7 @@ use super::db::Db;
 use super::error::SqliteError;
 use super::now_ms;
 use super::options::{SqliteOptions, SyncMode};
-use crate::store::{ContentHash, Store, StoreError};
+use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;
 use std::sync::Arc;
@@ -18,6 +18,8 @@ use std::sync::Arc;
 ///   longer matches its address.
 /// - `get` re-hashes what it reads: `StoreError::Integrity` when the bytes were altered,
 ///   `StoreError::NotFound` when nothing is stored under the hash.
+/// - Named entries ([`put_entry`](Store::put_entry), the summary cache) live in the same
+///   file, so cached summaries survive a restart; the engine verifies them when it reads them.
 /// - Clones share one connection; other threads and processes may open the same file.
 ///   SQLite calls block the calling thread (they are short); the futures are `Send`.
 ///
@@ -152,6 +154,28 @@ impl Store for SqliteStore {
 
     async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
         self.get_sync(hash)
+    }
+
+    async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let conn = self.db.lock();
+        conn.execute(
+            "INSERT INTO entries (name, bytes, updated_at_ms) VALUES (?1, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE
+                 SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
+            rusqlite::params![name, bytes, now_ms()],
+        )
+        .map(drop)
+        .map_err(|e| self.store_error(format!("storing entry `{}`", entry_name_shown(name)), e))
+    }
+
+    async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let conn = self.db.lock();
+        conn.query_row("SELECT bytes FROM entries WHERE name = ?1", [name], |row| {
+            Ok(raw_bytes(row.get_ref(0)?))
+        })
+        .optional()
+        .map(Option::flatten)
+        .map_err(|e| self.store_error(format!("reading entry `{}`", entry_name_shown(name)), e))
     }
 }
 

@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 /// An in-process store. Fast and simple, but gone when the process exits: use a durable store
 /// (SQLite) for anything an agent must survive a restart with.
 ///
-/// Clones share the same blobs.
+/// Clones share the same blobs and named entries (the summary cache).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
+    entries: Arc<Mutex<HashMap<String, Vec<u8>>>>,
 }
 
 impl MemoryStore {
@@ -46,9 +47,26 @@ impl MemoryStore {
         self.lock().get(hash).cloned()
     }
 
+    /// The names of the named entries ([`Store::put_entry`]), sorted.
+    pub fn entry_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.lock_entries().keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Overwrites the named entry `name`, as [`Store::put_entry`] does: for tests that tamper
+    /// with an entry to prove its reader catches it.
+    pub fn overwrite_entry(&self, name: &str, bytes: Vec<u8>) {
+        self.lock_entries().insert(name.to_owned(), bytes);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Vec<u8>>> {
         // A panic while holding the lock cannot leave a half-written blob: insert is atomic.
         self.blobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<u8>>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -77,6 +95,15 @@ impl Store for MemoryStore {
             return Err(StoreError::Integrity { hash: *hash });
         }
         Ok(bytes)
+    }
+
+    async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        self.overwrite_entry(name, bytes.to_vec());
+        Ok(())
+    }
+
+    async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.lock_entries().get(name).cloned())
     }
 }
 

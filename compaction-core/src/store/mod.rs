@@ -8,7 +8,7 @@ pub(crate) mod canonical;
 mod memory;
 
 pub use backend::Store;
-pub(crate) use backend::{get_verified, DynStore};
+pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
 pub use memory::MemoryStore;
 
 use serde::{Deserialize, Serialize};
@@ -215,6 +215,17 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The name of the error's kind (`not_found`, `integrity`, `invalid_pointer`, `backend`),
+    /// for logs and metrics that must not quote what the message says.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::NotFound { .. } => "not_found",
+            StoreError::Integrity { .. } => "integrity",
+            StoreError::InvalidPointer { .. } => "invalid_pointer",
+            StoreError::Backend { .. } => "backend",
+        }
+    }
+
     /// A backend error with a message and an optional cause.
     pub fn backend(
         message: impl Into<String>,

@@ -1,0 +1,186 @@
+//! The pipeline's `tracing` spans and events, in one place so what they carry is reviewed in
+//! one place: names, paths, counts, sizes and refusal kinds, never a value.
+//!
+//! Spans: `compaction.compact` (and its refusal), `compaction.rehydrate`, `compaction.resolve`,
+//! `compaction.summarize` (one per summary, cached or made) and `compaction.store` (each engine
+//! read and write, `store.rs`). Events: one `debug` per field decision (path and outcome), an
+//! `info` when a compaction ends. No protected value, effect record, pointer template
+//! expansion, summary text or error message that could quote one is ever recorded: a refusal is
+//! logged by its kind, an evicted field by its path.
+
+use crate::error::CompactionError;
+use crate::report::{CompactionReport, FieldOutcome};
+use crate::summarize::SummarizerError;
+use crate::tokens::TokenCounter;
+use tracing::field::Empty;
+use tracing::Span;
+
+/// The span of one compaction; its outcome fields are recorded when it ends.
+pub(super) fn compact_span(state_type: &str, budget: usize) -> Span {
+    tracing::info_span!(
+        "compaction.compact",
+        state_type,
+        budget,
+        compaction = Empty,
+        tokens = Empty,
+        kept = Empty,
+        spilled = Empty,
+        summarized = Empty,
+        evicted = Empty,
+        tombstoned = Empty,
+        cache_hits = Empty,
+        refusal = Empty,
+    )
+}
+
+/// Records how a compaction ended: its counts and one `debug` event per field, or its refusal.
+pub(super) fn compacted(span: &Span, report: Result<&CompactionReport, &CompactionError>) {
+    let _entered = span.enter();
+    let report = match report {
+        Ok(report) => report,
+        Err(error) => {
+            let kind = error_kind(error);
+            span.record("refusal", kind);
+            tracing::info!(refusal = kind, "compaction refused");
+            return;
+        }
+    };
+    let mut counts = [0usize; 5];
+    let mut cache_hits = 0;
+    for row in &report.fields {
+        let outcome = outcome_name(&row.outcome);
+        let index = match &row.outcome {
+            FieldOutcome::Kept => 0,
+            FieldOutcome::Spilled { .. } => 1,
+            FieldOutcome::Summarized { cached, .. } => {
+                cache_hits += usize::from(*cached);
+                2
+            }
+            FieldOutcome::Evicted { .. } => 3,
+            FieldOutcome::Tombstoned => 4,
+        };
+        counts[index] += 1;
+        tracing::debug!(field = %row.field, outcome, "field decision");
+    }
+    let [kept, spilled, summarized, evicted, tombstoned] = counts;
+    span.record("compaction", report.compaction);
+    span.record("tokens", report.tokens_after);
+    span.record("kept", kept);
+    span.record("spilled", spilled);
+    span.record("summarized", summarized);
+    span.record("evicted", evicted);
+    span.record("tombstoned", tombstoned);
+    span.record("cache_hits", cache_hits);
+    tracing::info!(
+        tokens = report.tokens_after,
+        budget = report.budget,
+        kept,
+        spilled,
+        summarized,
+        evicted,
+        tombstoned,
+        cache_hits,
+        "compacted"
+    );
+}
+
+/// The span of one rehydration.
+pub(super) fn rehydrate_span(state_type: &str) -> Span {
+    tracing::info_span!("compaction.rehydrate", state_type, refusal = Empty)
+}
+
+/// The span of one pointer resolution (the pointer is not recorded: it is the hash of a value,
+/// and a small value's hash can be guessed back).
+pub(super) fn resolve_span() -> Span {
+    tracing::debug_span!("compaction.resolve", bytes = Empty, refusal = Empty)
+}
+
+/// Records a failed rehydration or resolve by the kind of its error.
+pub(super) fn refused(span: &Span, error: &CompactionError) {
+    let kind = error_kind(error);
+    span.record("refusal", kind);
+    let _entered = span.enter();
+    tracing::debug!(refusal = kind, "refused");
+}
+
+/// The span of one summary of the field at `field`, cached or made.
+pub(super) fn summarize_span(field: &str, target: usize) -> Span {
+    tracing::debug_span!(
+        "compaction.summarize",
+        field,
+        target,
+        cached = Empty,
+        tokens = Empty,
+        refusal = Empty,
+    )
+}
+
+/// Records a summary's size and whether it came from the cache.
+pub(super) fn summarized(span: &Span, cached: bool, tokens: usize) {
+    span.record("cached", cached);
+    span.record("tokens", tokens);
+}
+
+/// Records a summarizer call: the summary's size, or its failure by kind (a failure's message
+/// may quote the model's answer).
+pub(super) fn summary_made(
+    span: &Span,
+    made: &Result<String, SummarizerError>,
+    counter: &dyn TokenCounter,
+) {
+    match made {
+        Ok(summary) => summarized(span, false, counter.count(summary)),
+        Err(error) => {
+            span.record("refusal", summarizer_error_kind(error));
+        }
+    }
+}
+
+/// A cache entry that failed its checks: a miss, worth a warning (damage or tampering).
+pub(super) fn cache_entry_rejected(span: &Span, reason: &'static str) {
+    let _entered = span.enter();
+    tracing::warn!(reason, "summary cache entry rejected; summarizing again");
+}
+
+fn outcome_name(outcome: &FieldOutcome) -> &'static str {
+    match outcome {
+        FieldOutcome::Kept => "kept",
+        FieldOutcome::Spilled { .. } => "spilled",
+        FieldOutcome::Summarized { cached: true, .. } => "summarized (cached)",
+        FieldOutcome::Summarized { .. } => "summarized",
+        FieldOutcome::Evicted { .. } => "evicted",
+        FieldOutcome::Tombstoned => "tombstoned",
+    }
+}
+
+fn summarizer_error_kind(error: &SummarizerError) -> &'static str {
+    match error {
+        SummarizerError::Failed { .. } => "summarizer_failed",
+        SummarizerError::Empty { .. } => "summary_empty",
+        SummarizerError::OverLong { .. } => "summary_over_long",
+    }
+}
+
+/// The name of an error's kind: what a log may say about it (messages can quote values).
+fn error_kind(error: &CompactionError) -> &'static str {
+    match error {
+        CompactionError::ProtectedOverBudget { .. } => "protected_over_budget",
+        CompactionError::ProtectedToSummarizer { .. } => "protected_to_summarizer",
+        CompactionError::UnknownEffect { .. } => "unknown_effect",
+        CompactionError::Summarizer(e) => summarizer_error_kind(e),
+        CompactionError::Store(_) => "store",
+        CompactionError::Integrity { .. } => "integrity",
+        CompactionError::Reacquire { .. } => "reacquire",
+        CompactionError::SchemaMismatch { .. } => "schema_mismatch",
+        CompactionError::Rebuild(_) => "rebuild",
+        CompactionError::Serialize { .. } => "serialize",
+        CompactionError::Config(_) => "config",
+        CompactionError::Ledger { .. } => "ledger",
+        CompactionError::EffectNotInLedger { .. } => "effect_not_in_ledger",
+        CompactionError::SchemaChanged { .. } => "schema_changed",
+        CompactionError::CheckpointFormat { .. } => "checkpoint_format",
+        CompactionError::InvalidTranscript { .. } => "invalid_transcript",
+        CompactionError::TranscriptOverBudget { .. } => "transcript_over_budget",
+        CompactionError::WrongStateType { .. } => "wrong_state_type",
+    }
+}

@@ -1,0 +1,374 @@
+//! What the `tracing` spans and events carry (issue 11 item 5): a subscriber records
+//! everything at TRACE level (every span's fields, every later record, every event) over a
+//! property run of compactions, cache hits, refusals, resolves and rehydrations, and no
+//! protected value, effect record (action, target, key, payload), field value or summary text
+//! ever appears in it. Every string of a state carries a unique marker at both ends, so a value
+//! logged whole, cut, escaped or quoted is still found. The spans and their counts are checked
+//! too, so a pipeline that logged nothing would fail.
+
+mod support;
+
+use compaction::{
+    Compactor, Effect, EffectLog, Extractive, FieldOutcome, MemoryStore, Summarizer,
+    SummarizerError, SummaryRequest, Tokenizer,
+};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use support::states::{oracle_reacquirer, Leaf, Mid, PropState};
+use support::strategies::state;
+use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+// ---------------------------------------------------------------------------------------------
+// A subscriber that keeps everything as text
+
+#[derive(Clone, Default)]
+struct Capture {
+    lines: Arc<Mutex<Vec<String>>>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl Capture {
+    fn push(&self, line: String) {
+        self.lines.lock().unwrap().push(line);
+    }
+
+    fn text(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+}
+
+/// Writes each field as `name=value`: strings raw (so no escaping hides a value), everything
+/// else through its `Debug` (which `%value` fields route to `Display`).
+struct Line(String);
+
+impl Visit for Line {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let _ = write!(self.0, " {}={}", field.name(), value);
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        let _ = write!(self.0, " {}={} ({:?})", field.name(), value, value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        let _ = write!(self.0, " {}={:?}", field.name(), value);
+    }
+}
+
+impl Subscriber for Capture {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::TRACE)
+    }
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut line = Line(format!("span#{id} {}", span.metadata().name()));
+        span.record(&mut line);
+        self.push(line.0);
+        Id::from_u64(id)
+    }
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let mut line = Line(format!("record#{}", span.into_u64()));
+        values.record(&mut line);
+        self.push(line.0);
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let meta = event.metadata();
+        let mut line = Line(format!("event {} {}", meta.level(), meta.target()));
+        event.record(&mut line);
+        self.push(line.0);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+// ---------------------------------------------------------------------------------------------
+// States whose every string is marked
+
+/// Gives every string a unique marker at both ends and remembers the markers.
+#[derive(Default)]
+struct Marker {
+    markers: Vec<String>,
+}
+
+impl Marker {
+    fn mark(&mut self, text: &str) -> String {
+        let marker = format!("Qz{}x", self.markers.len() + 1000);
+        let marked = format!("{marker}{text}{marker}");
+        self.markers.push(marker);
+        marked
+    }
+
+    fn leaf(&mut self, leaf: &Leaf) -> Leaf {
+        Leaf {
+            id: self.mark(&leaf.id),
+            qty: leaf.qty,
+            notes: leaf.notes.iter().map(|n| self.mark(n)).collect(),
+        }
+    }
+
+    fn log(&mut self, log: &EffectLog) -> EffectLog {
+        let mut keys = BTreeMap::new();
+        let mut marked = EffectLog::new();
+        for effect in log.iter() {
+            let key = self.mark(&effect.idempotency_key);
+            keys.insert(effect.idempotency_key.clone(), key.clone());
+            let mut copy = Effect::new(self.mark(&effect.action), self.mark(&effect.target), key)
+                .with_status(effect.status);
+            for dep in &effect.depends_on {
+                copy = copy.depends_on(keys[dep].clone());
+            }
+            if effect.payload.is_some() {
+                copy = copy.with_payload(serde_json::json!({ "out": self.mark("payload") }));
+            }
+            marked.record(copy).expect("marked keys stay unique");
+        }
+        marked
+    }
+
+    fn state(&mut self, s: &PropState) -> PropState {
+        PropState {
+            constraints: s.constraints.iter().map(|c| self.mark(c)).collect(),
+            config_path: self.mark(&s.config_path),
+            plan_step: s.plan_step,
+            amounts: s.amounts.iter().map(|(k, v)| (self.mark(k), *v)).collect(),
+            blocked_on: s.blocked_on.as_ref().map(|b| self.mark(b)),
+            config: self.mark(&s.config),
+            ci_log: self.mark(&s.ci_log),
+            transcript: self.mark(&s.transcript),
+            tool_output: s.tool_output.iter().map(|t| self.mark(t)).collect(),
+            migrations: self.log(&s.migrations),
+            reads: self.log(&s.reads),
+            sub: self.leaf(&s.sub),
+            subs: s.subs.iter().map(|l| self.leaf(l)).collect(),
+            maybe: s.maybe.as_ref().map(|m| Mid {
+                tag: self.mark(&m.tag),
+                doc: self.mark(&m.doc),
+                leaf: self.leaf(&m.leaf),
+            }),
+        }
+    }
+}
+
+/// `Extractive` with an identity (so the cache is used), keeping every summary it returns.
+#[derive(Clone, Default)]
+struct Recording(Arc<Mutex<Vec<String>>>);
+
+impl Summarizer for Recording {
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<String, SummarizerError> {
+        let summary = Extractive.summarize(request).await?;
+        self.0.lock().unwrap().push(summary.clone());
+        Ok(summary)
+    }
+    fn identity(&self) -> Option<String> {
+        Some("recording-extractive/1".into())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+/// Everything an agent does with one state, under the capture; returns the summaries made and
+/// whether a compaction succeeded.
+fn exercise(state: &PropState, budget: usize) -> (Vec<String>, bool) {
+    let store = MemoryStore::new();
+    let summarizer = Recording::default();
+    let compactor = Compactor::builder()
+        .budget(budget)
+        .token_counter(Tokenizer::Heuristic)
+        .summarizer(summarizer.clone())
+        .store(store.clone())
+        .build()
+        .unwrap();
+    // Twice: the second compaction's summaries come from the cache.
+    let mut last = None;
+    for _ in 0..2 {
+        let Ok(compacted) = compactor.compact_blocking(state) else {
+            continue;
+        };
+        for row in &compacted.report().fields {
+            let pointer = match &row.outcome {
+                FieldOutcome::Spilled { pointer } => pointer,
+                FieldOutcome::Summarized { source, .. } => source,
+                _ => continue,
+            };
+            compactor.resolve_blocking(pointer).unwrap();
+        }
+        compactor
+            .rehydrate_blocking(&compacted, &oracle_reacquirer(state))
+            .unwrap();
+        last = Some(compacted);
+    }
+    // A failed rehydration and resolve, after the store lost a spilled value: refused by kind
+    // only (their messages name paths and pointers).
+    let compacted = last.is_some();
+    if let (Some(compacted), Some(hash)) = (last, store.hashes().first()) {
+        store.overwrite_unchecked(*hash, b"tampered".to_vec());
+        // Fails when the lost blob is one rehydration reads (a summary's source need not be).
+        let _ = compactor.rehydrate_blocking(&compacted, &oracle_reacquirer(state));
+        let pointer = compaction::Pointer::for_hash(*hash);
+        assert!(compactor.resolve_blocking(pointer).is_err());
+    }
+    // A refusal: nothing fits in 8 tokens.
+    let tiny = Compactor::builder().budget(8).build().unwrap();
+    assert!(tiny.compact_blocking(state).is_err());
+    let summaries = summarizer.0.lock().unwrap().clone();
+    (summaries, compacted)
+}
+
+fn budget() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => 60usize..400, 3 => 400usize..3_000, 1 => 3_000usize..40_000]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(support::cases(64)))]
+
+    #[test]
+    fn no_value_record_or_summary_is_ever_logged(raw in state(), budget in budget()) {
+        let mut marker = Marker::default();
+        let state = marker.state(&raw);
+        let capture = Capture::default();
+        let (summaries, compacted) =
+            tracing::subscriber::with_default(capture.clone(), || exercise(&state, budget));
+        let log = capture.text();
+        for needle in &marker.markers {
+            prop_assert!(!log.contains(needle.as_str()), "{needle} was logged:\n{log}");
+        }
+        for summary in summaries.iter().filter(|s| s.chars().count() >= 8) {
+            prop_assert!(!log.contains(summary.as_str()), "a summary was logged:\n{log}");
+        }
+        // The run was traced: compaction spans, the refusal, a decision per field.
+        prop_assert!(log.contains("compaction.compact state_type=PropState"), "{log}");
+        prop_assert!(log.contains("refusal=protected_over_budget"), "{log}");
+        prop_assert!(!compacted || log.contains("field=constraints outcome="), "{log}");
+    }
+}
+
+/// A budget at which `rich_state` has its `ci_log` summarized.
+const BUDGET: usize = 1100;
+
+/// One compaction's spans and events carry its counts, and the cache's hits.
+#[test]
+fn spans_carry_the_counts_and_cache_hits() {
+    let state = support::fixtures::rich_state();
+    let capture = Capture::default();
+    let (first, second) = tracing::subscriber::with_default(capture.clone(), || {
+        let compactor = Compactor::builder()
+            .budget(BUDGET)
+            .summarizer(Recording::default())
+            .build()
+            .unwrap();
+        let first = compactor.compact_blocking(&state).unwrap();
+        let second = compactor.compact_blocking(&state).unwrap();
+        compactor
+            .rehydrate_blocking(&second, &oracle_reacquirer(&state))
+            .unwrap();
+        (first, second)
+    });
+    let log = capture.text();
+    let count = |report: &compaction::CompactionReport, kind: fn(&FieldOutcome) -> bool| {
+        report.fields.iter().filter(|f| kind(&f.outcome)).count()
+    };
+    let summarized = count(second.report(), |o| {
+        matches!(o, FieldOutcome::Summarized { .. })
+    });
+    assert!(summarized > 0, "{}", second.report());
+    assert_eq!(second.report().cached_summaries().len(), summarized);
+    assert!(first.report().cached_summaries().is_empty());
+    let kept = count(second.report(), |o| matches!(o, FieldOutcome::Kept));
+    let spilled = count(second.report(), |o| {
+        matches!(o, FieldOutcome::Spilled { .. })
+    });
+    let expected = format!(
+        "tokens={} budget={BUDGET} kept={kept} spilled={spilled} summarized={summarized}",
+        second.tokens()
+    );
+    assert!(log.contains(&expected), "{expected} not in:\n{log}");
+    assert!(log.contains(&format!("cache_hits={summarized}")), "{log}");
+    assert!(log.contains("cache_hits=0"), "{log}");
+    assert!(log.contains("compaction.summarize field=ci_log"), "{log}");
+    assert!(log.contains("cached=true"), "{log}");
+    assert!(
+        log.contains("compaction.rehydrate state_type=PropState"),
+        "{log}"
+    );
+    // One debug event per field decision, for both compactions.
+    let decisions = log.matches("message=field decision").count();
+    assert_eq!(
+        decisions,
+        first.report().fields.len() + second.report().fields.len()
+    );
+    assert!(log.contains("field=constraints outcome=kept"), "{log}");
+}
+
+#[derive(compaction::Compactable, serde::Serialize, serde::Deserialize)]
+struct Support {
+    #[protected]
+    customer: String,
+    #[transcript(keep_recent = 1)]
+    chat: compaction::Transcript,
+}
+
+/// A conversation's folds are summarized under a `compaction.summarize` span, and no message,
+/// tool call, tool result or fold summary is logged.
+#[test]
+fn transcript_folds_are_traced_without_their_text() {
+    use compaction::{Message, ToolCall, Transcript};
+    let mut marker = Marker::default();
+    let mut chat = Transcript::new();
+    chat.push(Message::system(marker.mark("You help customers.")));
+    for turn in 0..12 {
+        let call = format!("call-{turn}");
+        chat.push(Message::user(marker.mark(&format!("question {turn}"))));
+        chat.push(Message::assistant_with_tools(
+            marker.mark("looking it up"),
+            vec![ToolCall::new(
+                &call,
+                "lookup_order",
+                serde_json::json!({ "order": marker.mark("order id") }),
+            )],
+        ));
+        let result = marker.mark(&"order line shipped\n".repeat(40));
+        chat.push(Message::tool_result(&call, result));
+        chat.push(Message::assistant(marker.mark(&format!("answer {turn}"))));
+    }
+    let state = Support {
+        customer: marker.mark("cus_42"),
+        chat,
+    };
+    let summarizer = Recording::default();
+    let capture = Capture::default();
+    let compacted = tracing::subscriber::with_default(capture.clone(), || {
+        Compactor::builder()
+            .budget(1_500)
+            .summarizer(summarizer.clone())
+            .build()
+            .unwrap()
+            .compact_blocking(&state)
+            .unwrap()
+    });
+    let log = capture.text();
+    let summaries = summarizer.0.lock().unwrap().clone();
+    assert!(!summaries.is_empty(), "no fold was summarized");
+    assert!(compacted.tokens() <= 1_500);
+    assert!(log.contains("compaction.summarize field=chat"), "{log}");
+    for needle in &marker.markers {
+        assert!(
+            !log.contains(needle.as_str()),
+            "{needle} was logged:\n{log}"
+        );
+    }
+    for summary in &summaries {
+        assert!(
+            !log.contains(summary.as_str()),
+            "a summary was logged:\n{log}"
+        );
+    }
+}
