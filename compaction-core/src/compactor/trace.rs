@@ -158,6 +158,9 @@ fn summarizer_error_kind(error: &SummarizerError) -> &'static str {
         SummarizerError::Failed { .. } => "summarizer_failed",
         SummarizerError::Empty { .. } => "summary_empty",
         SummarizerError::OverLong { .. } => "summary_over_long",
+        SummarizerError::Http { .. } => "summarizer_http",
+        SummarizerError::Timeout { .. } => "summarizer_timeout",
+        SummarizerError::Malformed { .. } => "summarizer_malformed",
     }
 }
 
