@@ -448,6 +448,41 @@ fn a_compacted_state_that_does_not_match_its_seal_allows_nothing() {
 }
 
 #[test]
+fn replies_in_the_transcript_compact_and_rehydrate_byte_identical() {
+    let s = setup();
+    let mut state = agent("cus_A", "read the log", &s.output);
+    let resolver = s.resolver.clone().with_max_bytes(500);
+    // A cut part, a whole error and a resolved marker imitation all go back into the chat.
+    for (id, arguments) in [
+        ("r1", json!({ "pointer": s.mine.to_string() })),
+        ("r2", json!({ "pointer": s.theirs.to_string() })),
+        ("r3", json!("{broken")),
+    ] {
+        let call = ToolCall::new(id, RESOLVE_POINTER, arguments);
+        let reply = resolver.handle_blocking(&s.compactor, &call);
+        assert!(reply.message.content.starts_with(MARKER_PREFIX));
+        state
+            .chat
+            .push(Message::assistant_with_tools("", vec![call]));
+        state.chat.push(reply.message);
+    }
+    state.chat.push(Message::user("thanks"));
+    for budget in [400, 4_000] {
+        let compactor = Compactor::builder()
+            .budget(budget)
+            .token_counter(Tokenizer::O200kBase)
+            .store(s.store.clone())
+            .build()
+            .unwrap();
+        let compacted = compactor.compact_blocking(&state).unwrap();
+        let back = compactor
+            .rehydrate_blocking(&compacted, &compaction::NoReacquire)
+            .unwrap();
+        assert_eq!(back, state, "budget {budget}");
+    }
+}
+
+#[test]
 fn the_handler_runs_on_any_executor() {
     fn assert_send<T: Send>(value: T) -> T {
         value
