@@ -9,8 +9,8 @@
 mod support;
 
 use compaction::{
-    Compactor, Effect, EffectLog, Extractive, FieldOutcome, MemoryStore, Summarizer,
-    SummarizerError, SummaryRequest, Tokenizer,
+    CompactionError, Compactor, Effect, EffectLog, Extractive, FieldOutcome, MemoryLedger,
+    MemoryStore, Summarizer, SummarizerError, SummaryRequest, Tokenizer,
 };
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -216,6 +216,14 @@ fn exercise(state: &PropState, budget: usize) -> (Vec<String>, bool) {
         let pointer = compaction::Pointer::for_hash(*hash);
         assert!(compactor.resolve_blocking(pointer).is_err());
     }
+    // A refusal whose message quotes an effect key: the state's records are in no ledger.
+    if !state.migrations.is_empty() {
+        let refused = compactor.compact_with_ledger_blocking(state, &MemoryLedger::new());
+        assert!(matches!(
+            refused,
+            Err(CompactionError::EffectNotInLedger { .. })
+        ));
+    }
     // A refusal: nothing fits in 8 tokens.
     let tiny = Compactor::builder().budget(8).build().unwrap();
     assert!(tiny.compact_blocking(state).is_err());
@@ -247,6 +255,10 @@ proptest! {
         // The run was traced: compaction spans, the refusal, a decision per field.
         prop_assert!(log.contains("compaction.compact state_type=PropState"), "{log}");
         prop_assert!(log.contains("refusal=protected_over_budget"), "{log}");
+        prop_assert!(
+            state.migrations.is_empty() || log.contains("refusal=effect_not_in_ledger"),
+            "{log}"
+        );
         prop_assert!(!compacted || log.contains("field=constraints outcome="), "{log}");
     }
 }

@@ -40,8 +40,8 @@ pub(super) fn compacted(span: &Span, report: Result<&CompactionReport, &Compacti
         Ok(report) => report,
         Err(error) => {
             let kind = error_kind(error);
-            span.record("refusal", kind);
-            tracing::info!(refusal = kind, "compaction refused");
+            span.record("refusal", kind.as_str());
+            tracing::info!(refusal = kind.as_str(), "compaction refused");
             return;
         }
     };
@@ -98,9 +98,9 @@ pub(super) fn resolve_span() -> Span {
 /// Records a failed rehydration or resolve by the kind of its error.
 pub(super) fn refused(span: &Span, error: &CompactionError) {
     let kind = error_kind(error);
-    span.record("refusal", kind);
+    span.record("refusal", kind.as_str());
     let _entered = span.enter();
-    tracing::debug!(refusal = kind, "refused");
+    tracing::debug!(refusal = kind.as_str(), "refused");
 }
 
 /// The span of one summary of the field at `field`, cached or made.
@@ -131,7 +131,7 @@ pub(super) fn summary_made(
     match made {
         Ok(summary) => summarized(span, false, counter.count(summary)),
         Err(error) => {
-            span.record("refusal", summarizer_error_kind(error));
+            span.record("refusal", summarizer_error_kind(error).as_str());
         }
     }
 }
@@ -153,37 +153,71 @@ fn outcome_name(outcome: &FieldOutcome) -> &'static str {
     }
 }
 
-fn summarizer_error_kind(error: &SummarizerError) -> &'static str {
+fn summarizer_error_kind(error: &SummarizerError) -> String {
     match error {
-        SummarizerError::Failed { .. } => "summarizer_failed",
-        SummarizerError::Empty { .. } => "summary_empty",
-        SummarizerError::OverLong { .. } => "summary_over_long",
-        SummarizerError::Http { .. } => "summarizer_http",
-        SummarizerError::Timeout { .. } => "summarizer_timeout",
-        SummarizerError::Malformed { .. } => "summarizer_malformed",
+        SummarizerError::Empty { .. } => "summary_empty".to_owned(),
+        SummarizerError::OverLong { .. } => "summary_over_long".to_owned(),
+        // `Failed`, and the variants a model summarizer adds (HTTP status, timeout, ...).
+        other => format!("summarizer_{}", variant_name(other)),
     }
 }
 
 /// The name of an error's kind: what a log may say about it (messages can quote values).
-fn error_kind(error: &CompactionError) -> &'static str {
+fn error_kind(error: &CompactionError) -> String {
     match error {
-        CompactionError::ProtectedOverBudget { .. } => "protected_over_budget",
-        CompactionError::ProtectedToSummarizer { .. } => "protected_to_summarizer",
-        CompactionError::UnknownEffect { .. } => "unknown_effect",
         CompactionError::Summarizer(e) => summarizer_error_kind(e),
-        CompactionError::Store(_) => "store",
-        CompactionError::Integrity { .. } => "integrity",
-        CompactionError::Reacquire { .. } => "reacquire",
-        CompactionError::SchemaMismatch { .. } => "schema_mismatch",
-        CompactionError::Rebuild(_) => "rebuild",
-        CompactionError::Serialize { .. } => "serialize",
-        CompactionError::Config(_) => "config",
-        CompactionError::Ledger { .. } => "ledger",
-        CompactionError::EffectNotInLedger { .. } => "effect_not_in_ledger",
-        CompactionError::SchemaChanged { .. } => "schema_changed",
-        CompactionError::CheckpointFormat { .. } => "checkpoint_format",
-        CompactionError::InvalidTranscript { .. } => "invalid_transcript",
-        CompactionError::TranscriptOverBudget { .. } => "transcript_over_budget",
-        CompactionError::WrongStateType { .. } => "wrong_state_type",
+        CompactionError::Store(e) => format!("store_{}", e.kind()),
+        other => variant_name(other),
+    }
+}
+
+/// The snake_case name of an enum value's variant, read from the start of its derived `Debug`
+/// (the rest, which may quote values, is dropped unread): every variant has a name, those
+/// added later included, without a list to keep in step.
+fn variant_name(value: &impl std::fmt::Debug) -> String {
+    let debug = format!("{value:?}");
+    let name = debug
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    let mut snake = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            snake.push('_');
+        }
+        snake.push(c.to_ascii_lowercase());
+    }
+    snake
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ContentHash, StoreError};
+
+    #[test]
+    fn kinds_name_the_variant_and_nothing_it_carries() {
+        let secret = "cus_42 never touch /etc/prod";
+        let unknown = CompactionError::UnknownEffect {
+            field: secret.into(),
+            key: secret.into(),
+        };
+        assert_eq!(error_kind(&unknown), "unknown_effect");
+        let over = CompactionError::Summarizer(SummarizerError::OverLong {
+            field: secret.into(),
+            tokens: 9,
+            target: 3,
+        });
+        assert_eq!(error_kind(&over), "summary_over_long");
+        let failed = CompactionError::Summarizer(SummarizerError::failed(secret, secret));
+        assert_eq!(error_kind(&failed), "summarizer_failed");
+        let missing = CompactionError::Store(StoreError::NotFound {
+            hash: ContentHash::of(secret.as_bytes()),
+        });
+        assert_eq!(error_kind(&missing), "store_not_found");
+        assert_eq!(
+            error_kind(&CompactionError::Config(secret.into())),
+            "config"
+        );
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::compacted::Compacted;
 use crate::compactor::builder::Compactor;
+use crate::compactor::trace;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
@@ -148,7 +149,15 @@ impl Compactor {
         S: Compactable + Sync,
         L: EffectLedger,
     {
-        let views = ledger_views(state, ledger).await?;
+        let views = match ledger_views(state, ledger).await {
+            Ok(views) => views,
+            Err(error) => {
+                // Refused before the compaction began: traced as a compaction all the same.
+                let span = trace::compact_span(S::schema().type_name(), self.budget);
+                trace::compacted(&span, Err(&error));
+                return Err(error);
+            }
+        };
         self.compact_with_views(state, Some(&views)).await
     }
 
