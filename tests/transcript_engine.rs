@@ -3,7 +3,7 @@
 
 use compaction::transcript::chat_tokens;
 use compaction::{
-    Compactable, CompactionError, Compactor, Effect, EffectLog, Extractive, FieldClass,
+    Compactable, Compacted, CompactionError, Compactor, Effect, EffectLog, Extractive, FieldClass,
     MemoryStore, Message, NoReacquire, Role, Tokenizer, ToolCall, Transcript, TranscriptError,
 };
 use serde::{Deserialize, Serialize};
@@ -197,6 +197,35 @@ fn an_invalid_transcript_is_refused_with_its_index() {
         }
         other => panic!("{other}"),
     }
+}
+
+#[test]
+fn a_saved_window_edited_into_an_orphaned_pair_does_not_load() {
+    let compacted = compactor(4000).compact_blocking(&session(3)).unwrap();
+    let mut saved: serde_json::Value = serde_json::to_value(&compacted).unwrap();
+    let messages = saved["transcript"]["messages"].as_array_mut().unwrap();
+    // Drop the first assistant message that makes calls: its results are left orphaned.
+    let caller = messages
+        .iter()
+        .position(|m| {
+            m.get("tool_calls")
+                .is_some_and(|c| !c.as_array().unwrap().is_empty())
+        })
+        .expect("the session calls tools");
+    messages.remove(caller);
+    let err = serde_json::from_value::<Compacted<CodingAgent>>(saved.clone()).err();
+    let err = err
+        .expect("an orphaned result is refused on load")
+        .to_string();
+    assert!(err.contains("no earlier message made"), "{err}");
+
+    // A name on a tool message: no chat API could send it.
+    let mut saved = serde_json::to_value(&compacted).unwrap();
+    let messages = saved["transcript"]["messages"].as_array_mut().unwrap();
+    let result = messages.iter().position(|m| m["role"] == "tool").unwrap();
+    messages[result]["name"] = json!("read_file");
+    let err = serde_json::from_value::<Compacted<CodingAgent>>(saved).err();
+    assert!(err.expect("refused").to_string().contains("carries a name"));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use crate::render::{Entry, Form};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::conversation::Message;
+use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::marker::pointers_in;
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
@@ -89,7 +89,12 @@ struct SealInput<'a> {
 }
 
 /// A transcript as compacted: the messages to send after the window's system message.
+///
+/// Deserialized through [`validate_messages`]: a checkpoint edited into an orphaned call or
+/// result, or into a shape no chat API takes, is refused on load, so every `Compacted` that
+/// exists holds sendable messages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "UncheckedTranscript")]
 pub(crate) struct CompactedTranscript {
     /// The field's path.
     pub(crate) path: String,
@@ -99,6 +104,29 @@ pub(crate) struct CompactedTranscript {
     pub(crate) tokens: usize,
     /// Tokens of the whole request `messages()` returns, reply priming included.
     pub(crate) request_tokens: usize,
+}
+
+/// [`CompactedTranscript`] as read, before its messages are checked.
+#[derive(Deserialize)]
+struct UncheckedTranscript {
+    path: String,
+    messages: Vec<Message>,
+    tokens: usize,
+    request_tokens: usize,
+}
+
+impl TryFrom<UncheckedTranscript> for CompactedTranscript {
+    type Error = TranscriptError;
+
+    fn try_from(read: UncheckedTranscript) -> Result<Self, TranscriptError> {
+        validate_messages(&read.messages)?;
+        Ok(CompactedTranscript {
+            path: read.path,
+            messages: read.messages,
+            tokens: read.tokens,
+            request_tokens: read.request_tokens,
+        })
+    }
 }
 
 impl<S> Compacted<S> {

@@ -203,6 +203,24 @@ pub enum TranscriptError {
         /// Its role.
         role: &'static str,
     },
+    /// A message that is not a tool message carries a `tool_call_id`: it answers nothing, and no
+    /// chat API has a place for it.
+    #[error("message {index}: a {role} message carries a tool_call_id (only tool messages may)")]
+    CallIdOutsideTool {
+        /// The message.
+        index: usize,
+        /// Its role.
+        role: &'static str,
+    },
+    /// A tool message carries a `name`. Chat APIs know a tool result by its `tool_call_id`
+    /// only (the tool's name is on the call), so the name could not be sent.
+    #[error(
+        "message {index}: a tool message carries a name (a result is known by its tool_call_id)"
+    )]
+    NameOnToolMessage {
+        /// The tool message.
+        index: usize,
+    },
 }
 
 /// Checks every pairing rule; the first violation, in message order, is the error.
@@ -214,6 +232,12 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
     for (index, message) in messages.iter().enumerate() {
         if !message.tool_calls.is_empty() && message.role != Role::Assistant {
             return Err(TranscriptError::ToolCallsOutsideAssistant {
+                index,
+                role: message.role.as_str(),
+            });
+        }
+        if message.tool_call_id.is_some() && message.role != Role::Tool {
+            return Err(TranscriptError::CallIdOutsideTool {
                 index,
                 role: message.role.as_str(),
             });
@@ -241,6 +265,9 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
                 let Some(call_id) = message.tool_call_id.as_deref() else {
                     return Err(TranscriptError::ToolMessageWithoutCallId { index });
                 };
+                if message.name.is_some() {
+                    return Err(TranscriptError::NameOnToolMessage { index });
+                }
                 match calls.get_mut(call_id) {
                     None => {
                         return Err(TranscriptError::ResultWithoutCall {

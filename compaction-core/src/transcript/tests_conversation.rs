@@ -132,6 +132,34 @@ fn tool_calls_on_a_user_message_are_refused() {
 }
 
 #[test]
+fn a_call_id_outside_a_tool_message_is_refused() {
+    for mut message in [
+        Message::user("x"),
+        Message::assistant("y"),
+        Message::system("z"),
+    ] {
+        let role = message.role.as_str();
+        message.tool_call_id = Some("call_1".into());
+        assert_eq!(
+            validate_messages(&[Message::user("first"), message]),
+            Err(TranscriptError::CallIdOutsideTool { index: 1, role })
+        );
+    }
+}
+
+#[test]
+fn a_name_on_a_tool_message_is_refused() {
+    let messages = vec![
+        Message::assistant_with_tools("", vec![call("a")]),
+        Message::tool_result("a", "A").with_name("read_file"),
+    ];
+    assert_eq!(
+        validate_messages(&messages),
+        Err(TranscriptError::NameOnToolMessage { index: 1 })
+    );
+}
+
+#[test]
 fn deserializing_validates_and_names_the_message() {
     let ok: Transcript = serde_json::from_str(r#"[{"role":"user","content":"hi"}]"#).unwrap();
     assert_eq!(ok.messages(), &[Message::user("hi")]);

@@ -5,9 +5,7 @@ use crate::compacted::Compacted;
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
-use crate::transcript::conversation::{
-    validate_messages, Message, Role, ToolCall, Transcript, TranscriptError,
-};
+use crate::transcript::conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -196,8 +194,8 @@ impl Transcript {
 impl<S> Compacted<S> {
     /// [`messages`](Compacted::messages) as async-openai request messages: the window's system
     /// message, then the transcript's kept, stubbed, tombstoned and folded messages. The list
-    /// is checked like [`Transcript::validate`] before conversion, so it never holds an orphaned
-    /// call or result.
+    /// is infallible: a `Compacted`'s messages were checked like [`Transcript::validate`] when
+    /// it was made or loaded (no orphaned call or result, no field the wire has no place for).
     ///
     /// ```
     /// use compaction::openai::async_openai::types::chat::ChatCompletionRequestMessage;
@@ -216,15 +214,28 @@ impl<S> Compacted<S> {
     /// chat.push(Message::user("refund order 42"));
     /// let agent = Agent { customer: "cus_9".into(), chat };
     /// let compactor = Compactor::builder().budget(2_000).build()?;
-    /// let request = compactor.compact_blocking(&agent)?.openai_messages().expect("sendable");
+    /// let request: Vec<ChatCompletionRequestMessage> =
+    ///     compactor.compact_blocking(&agent)?.openai_messages();
     /// assert!(matches!(request[0], ChatCompletionRequestMessage::System(_)));
     /// assert!(matches!(request[1], ChatCompletionRequestMessage::User(_)));
     /// # Ok::<(), compaction::CompactionError>(())
     /// ```
-    pub fn openai_messages(&self) -> Result<Vec<ChatCompletionRequestMessage>, OpenAiMessageError> {
+    pub fn openai_messages(&self) -> Vec<ChatCompletionRequestMessage> {
         let messages = self.messages();
-        validate_messages(&messages)?;
-        to_openai_messages(&messages)
+        // Every message converts: the window's is a plain system message, and the transcript's
+        // passed `validate_messages` (compaction output, or `CompactedTranscript`'s
+        // deserialization), which refuses each shape `message_to_openai` cannot send.
+        let request: Vec<ChatCompletionRequestMessage> = messages
+            .iter()
+            .enumerate()
+            .filter_map(|(index, message)| message_to_openai(message, index).ok())
+            .collect();
+        debug_assert_eq!(
+            request.len(),
+            messages.len(),
+            "a checked message did not convert"
+        );
+        request
     }
 }
 
