@@ -42,7 +42,10 @@ pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
-pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
+pub use rehydrate::{
+    DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
+    Rehydrated,
+};
 pub use render::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
 };

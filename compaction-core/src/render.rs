@@ -15,7 +15,7 @@
 //! migrations (idempotent=false, 5000 records):
 //!   {"action":"apply_migration","target":"db://users","idempotency_key":"mig-5000","status":"unknown","depends_on":["mig-4999"]}
 //!   [SPILLED 4999 records: 4999 committed, 0 not_started, 0 unknown -> store://sha256:…]
-//!   [EVICTED payloads of 12 records recover=no]
+//!   [SPILLED payloads of 12 records -> store://sha256:…]
 //! ## derivable
 //! [EVICTED config_contents recover=reacquire pointer=file:///srv/app/config.toml]
 //! ci_log = [SUMMARY not authoritative; source=store://sha256:… origin=https://ci.example/runs/6] "…summary…"
@@ -86,6 +86,10 @@ pub(crate) enum Form {
         source: Pointer,
         origin: Option<String>,
         from_tokens: usize,
+        /// How rehydration restores the value from the store. Absent in checkpoints written
+        /// before summarized values were restored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<SummaryValue>,
     },
     /// A derivable value evicted behind its pointer.
     Evicted { pointer: String },
@@ -98,8 +102,24 @@ pub(crate) enum Form {
         records: Vec<IndexedRecord>,
         spilled: Option<SpilledRecords>,
         payloads: Vec<KeptPayload>,
+        /// Payloads not in the window.
         payloads_evicted: usize,
+        /// Where those payloads are, verbatim (absent in older checkpoints, which dropped them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payloads_spilled: Option<Pointer>,
     },
+}
+
+/// Where a summarized value is in the store, so rehydration restores it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SummaryValue {
+    /// The source is the value's compact JSON (anything but text).
+    Source,
+    /// The source is the value's text: its JSON is the source as a JSON string.
+    SourceText,
+    /// Stored apart (a summary source of the author's own making).
+    Stored(Pointer),
 }
 
 /// The class a preserved field belongs to, which decides its section in the window.
@@ -140,12 +160,14 @@ impl Entry {
                 source,
                 origin: Some(origin),
                 from_tokens,
+                value,
             } => match escape_pointer(origin) {
                 Cow::Owned(origin) => Some(Form::Summary {
                     text: text.clone(),
                     source: source.clone(),
                     origin: Some(origin),
                     from_tokens: *from_tokens,
+                    value: value.clone(),
                 }),
                 Cow::Borrowed(_) => None,
             },
@@ -296,8 +318,9 @@ pub struct EffectsView<'a> {
     records: &'a [IndexedRecord],
     spilled: Option<&'a SpilledRecords>,
     payloads: &'a [KeptPayload],
-    /// Number of payloads evicted.
+    /// Number of payloads not in the window.
     pub payloads_evicted: usize,
+    payloads_spilled: Option<&'a Pointer>,
 }
 
 impl<'a> EffectsView<'a> {
@@ -310,6 +333,11 @@ impl<'a> EffectsView<'a> {
     pub fn spilled(&self) -> Option<(&'a Pointer, usize, usize, usize, usize)> {
         self.spilled
             .map(|s| (&s.pointer, s.count, s.committed, s.not_started, s.unknown))
+    }
+
+    /// Where the payloads not in the window are, verbatim, when they were spilled.
+    pub fn payloads_spilled(&self) -> Option<&'a Pointer> {
+        self.payloads_spilled
     }
 
     /// Payloads kept in the window, by idempotency key.
@@ -346,6 +374,7 @@ impl<'a> FieldView<'a> {
                 spilled,
                 payloads,
                 payloads_evicted,
+                payloads_spilled,
             } => FormView::Effects(EffectsView {
                 idempotent: *idempotent,
                 total: *total,
@@ -353,6 +382,7 @@ impl<'a> FieldView<'a> {
                 spilled: spilled.as_ref(),
                 payloads,
                 payloads_evicted: *payloads_evicted,
+                payloads_spilled: payloads_spilled.as_ref(),
             }),
         };
         FieldView {
@@ -372,6 +402,7 @@ impl<'a> FieldView<'a> {
             FormView::Tombstone => Some("evicted"),
             FormView::Effects(e) => match (e.spilled.is_some(), e.payloads_evicted > 0) {
                 (true, _) => Some("records spilled"),
+                (false, true) if e.payloads_spilled.is_some() => Some("payloads spilled"),
                 (false, true) => Some("payloads evicted"),
                 (false, false) => None,
             },
@@ -480,12 +511,14 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
             for (key, payload) in effects.payloads() {
                 let _ = writeln!(out, "  payload {key} = {payload}");
             }
-            if effects.payloads_evicted > 0 {
-                let _ = writeln!(
-                    out,
-                    "  [EVICTED payloads of {} records recover=no]",
-                    effects.payloads_evicted
-                );
+            match (effects.payloads_evicted, effects.payloads_spilled) {
+                (0, _) => {}
+                (count, Some(pointer)) => {
+                    let _ = writeln!(out, "  [SPILLED payloads of {count} records -> {pointer}]");
+                }
+                (count, None) => {
+                    let _ = writeln!(out, "  [EVICTED payloads of {count} records recover=no]");
+                }
             }
             Ok(())
         }

@@ -1,6 +1,7 @@
 //! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
 
 mod builder;
+mod rehydrate_with;
 mod summarize;
 mod transcript;
 mod with_ledger;
@@ -13,7 +14,7 @@ use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{rehydrate, Reacquire};
+use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions};
 use crate::render::escape_inline;
 use crate::render::{Entry, WindowView};
 use crate::state::compactable::Compactable;
@@ -99,15 +100,21 @@ impl Compactor {
         block_on(self.resolve(pointer))
     }
 
-    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
-    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
+    /// Rebuilds the full state from a compacted one: everything the store holds (spilled
+    /// values, effect records and payloads, summarized values) byte-identical and verified,
+    /// evicted derivable fields through `reacquirer`. Fails with `Integrity` when any preserved
+    /// byte changed, `Reacquire` when the author's re-acquisition fails (see
+    /// [`rehydrate_with`](Self::rehydrate_with) to allow `Default` instead), and `Store` when a
     /// spilled value cannot be read.
     pub async fn rehydrate<S: Compactable>(
         &self,
         compacted: &Compacted<S>,
         reacquirer: &impl Reacquire,
     ) -> Result<S, CompactionError> {
-        rehydrate(&*self.store, compacted, reacquirer).await
+        let strict = RehydrateOptions::default();
+        Ok(rehydrate(&*self.store, compacted, reacquirer, strict)
+            .await?
+            .state)
     }
 
     /// [`rehydrate`](Self::rehydrate) for synchronous callers.

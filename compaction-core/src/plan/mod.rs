@@ -26,6 +26,7 @@ mod collect;
 mod collected;
 mod json_size;
 mod slot;
+mod spill;
 
 pub(crate) use collect::collect;
 pub(crate) use collected::{CollectedTranscript, Collection};
@@ -34,8 +35,10 @@ use crate::effects::record::Effect;
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
-use crate::plan::slot::{
-    spill_kept, spill_records, FloorForm, Movable, Payloads, Slot, SlotBody, Stage, ValuePlan,
+use crate::plan::slot::{FloorForm, Slot, SlotBody, Stage, ValuePlan};
+use crate::plan::spill::{
+    spill_kept, spill_kept_payloads, spill_payloads, spill_records, Movable, Payloads,
+    ValueFromSource,
 };
 use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
 use crate::report::{CompactionReport, FieldOutcome};
@@ -97,7 +100,7 @@ impl Plan {
                     let payloads = !matches!(
                         &slot.body,
                         SlotBody::Effects {
-                            payloads: Payloads::Evicted(_),
+                            payloads: Payloads::Spilled { .. },
                             ..
                         }
                     ) || keep_payloads(slot, collected, budget);
@@ -156,7 +159,7 @@ impl Plan {
 
     /// Everything the plan moves to the store, under its address.
     pub fn spills(&self) -> impl Iterator<Item = (ContentHash, &[u8])> {
-        self.slots.iter().filter_map(Slot::spill_blob)
+        self.slots.iter().flat_map(Slot::spill_blobs)
     }
 
     /// `ProtectedOverBudget`: what had to stay verbatim, with its tokens, and what already left.
@@ -267,7 +270,6 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                         .collect();
                     let movable =
                         spill_records(effects.iter().enumerate().filter(|(_, e)| !pins(e)));
-                    let with_payload = effects.iter().filter(|e| e.payload.is_some()).count();
                     (
                         Section::Effects,
                         SlotBody::Effects {
@@ -275,11 +277,7 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                             total: effects.len(),
                             pinned,
                             movable,
-                            payloads: if with_payload == 0 {
-                                Payloads::None
-                            } else {
-                                Payloads::Evicted(with_payload)
-                            },
+                            payloads: spill_payloads(effects),
                         },
                     )
                 }
@@ -332,7 +330,7 @@ fn upgrade(
                 if matches!(movable, Movable::Spilled { .. }) {
                     steps.push((Stage::EffectRecords, i, Step::Records));
                 }
-                if matches!(payloads, Payloads::Evicted(_)) {
+                if matches!(payloads, Payloads::Spilled { .. }) {
                     steps.push((Stage::Payloads, i, Step::Payloads));
                 }
             }
@@ -404,7 +402,7 @@ fn undo(slot: &mut Slot, step: Step) {
         Step::Payloads => {
             if let SlotBody::Effects { payloads, .. } = &mut slot.body {
                 if let Payloads::Kept(p) = payloads {
-                    *payloads = Payloads::Evicted(p.len());
+                    *payloads = spill_kept_payloads(p);
                 }
             }
         }
@@ -498,6 +496,7 @@ fn plan_value(
             source: String::new(),
             target: 0,
             done: Some((String::new(), Pointer::for_hash(ContentHash::of(b"")), 0)),
+            value: None,
         },
     );
     let frame = slot.line_tokens(ctx.counter);
@@ -509,12 +508,19 @@ fn plan_value(
     let mut source = summary.summary_text().into_owned();
     // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
     source.shrink_to_fit();
+    // The source goes to the store verbatim; rehydration restores the value from it (or from
+    // a copy of its JSON stored beside it, when the source is not the value).
+    let Some(value) = ValueFromSource::of(*value, &source) else {
+        set_value_plan(slot, ValuePlan::Evict);
+        return remaining;
+    };
     set_value_plan(
         slot,
         ValuePlan::Summarize {
             source,
             target,
             done: None,
+            value: Some(value),
         },
     );
     limit - frame - target

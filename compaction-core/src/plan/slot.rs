@@ -3,14 +3,11 @@
 //! outcome, its pending summary) and changes its own form (demotion), so nothing outside plan/
 //! ever looks at a form.
 
-use crate::effects::record::{Effect, EffectStatus};
-use crate::render::{
-    render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
-};
+use crate::plan::spill::{spill_kept, spill_kept_payloads, Movable, Payloads, ValueFromSource};
+use crate::render::{render_field, Entry, FieldView, Form, IndexedRecord, Section};
 use crate::report::{FieldOutcome, FieldReport};
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
-use serde::Serialize;
 
 /// Keep priority: lower stages come back into the window first and leave it last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -33,26 +30,10 @@ pub(crate) enum ValuePlan {
         source: String,
         target: usize,
         done: Option<(String, Pointer, usize)>,
+        /// How rehydration restores the value from the store.
+        value: Option<ValueFromSource>,
     },
     Evict,
-}
-
-/// Effect records that may leave the window (settled ones; all of them when idempotent).
-#[derive(Debug)]
-pub(crate) enum Movable {
-    None,
-    Kept(Vec<IndexedRecord>),
-    Spilled {
-        bytes: Vec<u8>,
-        summary: SpilledRecords,
-    },
-}
-
-#[derive(Debug)]
-pub(crate) enum Payloads {
-    None,
-    Kept(Vec<KeptPayload>),
-    Evicted(usize),
 }
 
 #[derive(Debug)]
@@ -112,66 +93,6 @@ impl Default for FloorForm {
     }
 }
 
-#[derive(Serialize)]
-struct RecordRef<'a> {
-    index: usize,
-    record: RecordFields<'a>,
-}
-
-/// An effect record without its payload; serializes exactly like `Effect` with `payload: None`.
-#[derive(Serialize)]
-struct RecordFields<'a> {
-    action: &'a str,
-    target: &'a str,
-    idempotency_key: &'a str,
-    status: EffectStatus,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    depends_on: &'a [String],
-}
-
-pub(crate) fn spill_records<'e>(records: impl Iterator<Item = (usize, &'e Effect)>) -> Movable {
-    let mut summary = SpilledRecords {
-        pointer: Pointer::for_hash(ContentHash::of(b"")),
-        count: 0,
-        committed: 0,
-        not_started: 0,
-        unknown: 0,
-    };
-    let refs: Vec<RecordRef<'_>> = records
-        .map(|(index, e)| {
-            summary.count += 1;
-            match e.status {
-                EffectStatus::Committed => summary.committed += 1,
-                EffectStatus::NotStarted => summary.not_started += 1,
-                EffectStatus::Unknown => summary.unknown += 1,
-            }
-            RecordRef {
-                index,
-                record: RecordFields {
-                    action: &e.action,
-                    target: &e.target,
-                    idempotency_key: &e.idempotency_key,
-                    status: e.status,
-                    depends_on: &e.depends_on,
-                },
-            }
-        })
-        .collect();
-    if refs.is_empty() {
-        return Movable::None;
-    }
-    let mut bytes = serde_json::to_vec(&refs).unwrap_or_default();
-    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
-    bytes.shrink_to_fit();
-    summary.pointer = Pointer::for_hash(ContentHash::of(&bytes));
-    Movable::Spilled { bytes, summary }
-}
-
-/// Spills records that were kept (during demotion).
-pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
-    spill_records(records.iter().map(|r| (r.index, &r.record)))
-}
-
 impl Slot {
     /// The field's concrete path.
     pub fn path(&self) -> &str {
@@ -221,12 +142,14 @@ impl Slot {
                 ValuePlan::Keep { json } => Form::Value { json: json.clone() },
                 ValuePlan::Summarize {
                     done: Some((text, source, from_tokens)),
+                    value,
                     ..
                 } => Form::Summary {
                     text: text.clone(),
                     source: source.clone(),
                     origin: pointer.clone(),
                     from_tokens: *from_tokens,
+                    value: value.as_ref().map(ValueFromSource::form),
                 },
                 // A summary not made yet renders as its eviction; it is made before rendering.
                 ValuePlan::Summarize { done: None, .. } | ValuePlan::Evict => {
@@ -253,10 +176,12 @@ impl Slot {
                     }
                     Movable::Spilled { summary, .. } => spilled = Some(summary.clone()),
                 }
-                let (payloads, payloads_evicted) = match payloads {
-                    Payloads::None => (Vec::new(), 0),
-                    Payloads::Kept(p) => (p.clone(), 0),
-                    Payloads::Evicted(n) => (Vec::new(), *n),
+                let (payloads, payloads_evicted, payloads_spilled) = match payloads {
+                    Payloads::None => (Vec::new(), 0, None),
+                    Payloads::Kept(p) => (p.clone(), 0, None),
+                    Payloads::Spilled { pointer, count, .. } => {
+                        (Vec::new(), *count, Some(pointer.clone()))
+                    }
                 };
                 Form::Effects {
                     idempotent: *idempotent,
@@ -265,6 +190,7 @@ impl Slot {
                     spilled,
                     payloads,
                     payloads_evicted,
+                    payloads_spilled,
                 }
             }
         };
@@ -300,29 +226,42 @@ impl Slot {
     }
 
     /// The bytes this slot moves to the store, under their address (a spilled protected value,
-    /// a summary's source, spilled effect records).
-    pub fn spill_blob(&self) -> Option<(ContentHash, &[u8])> {
+    /// a summary's source and its value, spilled effect records and payloads).
+    pub fn spill_blobs(&self) -> Vec<(ContentHash, &[u8])> {
         match &self.body {
             SlotBody::Protected {
                 json,
                 fingerprint,
                 spill: true,
                 ..
-            } => Some((*fingerprint, json.as_bytes())),
+            } => vec![(*fingerprint, json.as_bytes())],
             SlotBody::Value {
                 plan:
                     ValuePlan::Summarize {
                         source,
                         done: Some((_, pointer, _)),
+                        value,
                         ..
                     },
                 ..
-            } => Some((pointer.hash(), source.as_bytes())),
+            } => {
+                let mut blobs = vec![(pointer.hash(), source.as_bytes())];
+                blobs.extend(value.as_ref().and_then(ValueFromSource::blob));
+                blobs
+            }
             SlotBody::Effects {
-                movable: Movable::Spilled { bytes, summary },
-                ..
-            } => Some((summary.pointer.hash(), bytes.as_slice())),
-            _ => None,
+                movable, payloads, ..
+            } => {
+                let mut blobs = Vec::new();
+                if let Movable::Spilled { bytes, summary } = movable {
+                    blobs.push((summary.pointer.hash(), bytes.as_slice()));
+                }
+                if let Payloads::Spilled { bytes, pointer, .. } = payloads {
+                    blobs.push((pointer.hash(), bytes.as_slice()));
+                }
+                blobs
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -382,7 +321,9 @@ impl Slot {
                 let payloads = match payloads {
                     Payloads::None => None,
                     Payloads::Kept(_) => Some(FieldOutcome::Kept),
-                    Payloads::Evicted(_) => Some(FieldOutcome::Tombstoned),
+                    Payloads::Spilled { pointer, .. } => Some(FieldOutcome::Spilled {
+                        pointer: pointer.clone(),
+                    }),
                 };
                 if let Some(outcome) = payloads {
                     rows.push(row(format!("{}.payloads", self.path), outcome));
@@ -412,6 +353,7 @@ impl Slot {
                         source,
                         target,
                         done: None,
+                        ..
                     },
                 ..
             } => Some((source, *target)),
@@ -428,6 +370,7 @@ impl Slot {
                     source,
                     target,
                     done,
+                    ..
                 },
             ..
         } = &mut self.body
@@ -472,7 +415,7 @@ impl Slot {
                 payloads, movable, ..
             } => {
                 if let (Payloads::Kept(p), true) = (&*payloads, floor.evict_payloads) {
-                    *payloads = Payloads::Evicted(p.len());
+                    *payloads = spill_kept_payloads(p);
                     return true;
                 }
                 if let (Movable::Kept(kept), true) = (&*movable, floor.spill_records) {
