@@ -27,6 +27,21 @@
 //! Values are compact JSON (strings quoted and escaped), so what the model reads is exactly what
 //! rehydration restores. Sections appear only when they have fields; the "left the window" line
 //! only when something left.
+//!
+//! # The compact form
+//!
+//! Below a budget of [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW) tokens, the fixed text shrinks: no "left the
+//! window" line (every field's own line says where it went), the short [`COMPACT_NOTICE`]
+//! instead of [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there
+//! is no effect ledger (nothing to re-verify). The markers, section titles and field lines are
+//! those of the full form, so everything said above about escaping holds for both.
+//!
+//! ```text
+//! <<< COMPACTED STATE: compaction #1 of Counter >>>
+//! ## protected (verbatim)
+//! step = 3
+//! <<< END COMPACTED STATE >>>
+//! ```
 
 mod escape;
 
@@ -242,6 +257,8 @@ pub struct WindowView<'a> {
     pub(crate) state_type: &'a str,
     /// Entries as renderers see them ([`Entry::for_window`]).
     pub(crate) entries: &'a [Cow<'a, Entry>],
+    /// The compactor's budget.
+    pub(crate) budget: usize,
 }
 
 impl<'a> WindowView<'a> {
@@ -253,6 +270,12 @@ impl<'a> WindowView<'a> {
     /// The state's type name.
     pub fn state_type(&self) -> &'a str {
         self.state_type
+    }
+
+    /// The compactor's budget in tokens (the default renderer writes its compact form below
+    /// [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW)).
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// Every field, in traversal order.
@@ -414,8 +437,15 @@ impl<'a> FieldView<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRenderer;
 
-/// The instruction every compacted window carries.
+/// The instruction every compacted window in the full form carries.
 pub const REVERIFY_NOTICE: &str = "Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.";
+
+/// Budgets below this many tokens get the default renderer's compact form (see the module
+/// docs): there, the full notice alone would take a fifth of the window or more.
+pub const COMPACT_FORM_BELOW: usize = 256;
+
+/// The compact form's instruction, when something left the window or the state has effects.
+pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values are facts; resolve a pointer before relying on it. Never re-run a committed effect; reconcile an unknown one first.";
 
 impl Renderer for DefaultRenderer {
     fn render(&self, view: &WindowView<'_>) -> String {
@@ -429,11 +459,19 @@ impl Renderer for DefaultRenderer {
             .fields()
             .filter_map(|f| f.left_window().map(|how| format!("{} ({how})", f.path)))
             .collect();
-        if !left.is_empty() {
-            let _ = writeln!(out, "left the window: {}", left.join(", "));
+        if view.budget < COMPACT_FORM_BELOW {
+            let effects = view.fields().any(|f| f.section == Section::Effects);
+            if !left.is_empty() || effects {
+                out.push_str(COMPACT_NOTICE);
+                out.push('\n');
+            }
+        } else {
+            if !left.is_empty() {
+                let _ = writeln!(out, "left the window: {}", left.join(", "));
+            }
+            out.push_str(REVERIFY_NOTICE);
+            out.push('\n');
         }
-        out.push_str(REVERIFY_NOTICE);
-        out.push('\n');
         let sections = [
             (Section::Protected, "## protected (verbatim)"),
             (Section::Effects, "## effects (exact status)"),

@@ -16,7 +16,7 @@ use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
 use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions};
 use crate::render::escape_inline;
-use crate::render::{Entry, WindowView};
+use crate::render::{Entry, WindowView, COMPACT_FORM_BELOW};
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
@@ -144,24 +144,20 @@ impl Compactor {
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
-        let with_window = |plan: Plan| {
-            let (_, window) = self.render(schema, number, &plan);
-            (plan, window)
-        };
         // The all-verbatim window first: when it fits, it is the plan (nothing evicted). A
         // transcript plans first against what the floor leaves, so it skips this shortcut.
         let has_transcript = !collection.transcripts.is_empty();
         let verbatim = if has_transcript {
             None
         } else {
-            Plan::all_verbatim(&collection, self.budget).map(with_window)
+            Plan::all_verbatim(&collection, self.budget)
         };
-        let verbatim = match verbatim {
-            Some((plan, window))
-                if self
-                    .counter
-                    .count_till_limit(&window, self.budget)
-                    .is_some() =>
+        if let Some(plan) = verbatim {
+            let (_, window) = self.render(schema, number, &plan);
+            if self
+                .counter
+                .count_till_limit(&window, self.budget)
+                .is_some()
             {
                 return Ok(Prepared {
                     schema,
@@ -172,24 +168,25 @@ impl Compactor {
                     transcript: None,
                 });
             }
-            other => other,
-        };
+        }
         let mut plan = Plan::floor(&collection, &ctx);
         let (_, floor_window) = self.render(schema, number, &plan);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
-            // The smallest window is the floor or, for small states whose pointers cost as
-            // much as their values, the all-verbatim one: report the smaller.
-            // Ruled out by bytes at this budget, it may still be smaller than the floor.
-            let verbatim =
-                verbatim.or_else(|| Plan::all_verbatim(&collection, floor_tokens).map(with_window));
-            if let Some((verbatim, window)) = &verbatim {
-                let tokens = self.counter.count(window);
-                if tokens < floor_tokens {
-                    return Err(verbatim.over_budget(tokens, self.budget, &*self.counter));
+            // Counted in the form a budget of that size gets: a compact-form window at or
+            // above the threshold would be rendered in the full form (longer) at that budget.
+            let count_at = |budget: usize| {
+                move |plan: &Plan| {
+                    let (_, window) = self.render_for(schema, number, plan, budget);
+                    self.counter.count(&window)
                 }
+            };
+            let (mut tokens, mut smallest) =
+                Plan::smallest(&collection, &ctx, count_at(self.budget));
+            if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
+                (tokens, smallest) = Plan::smallest(&collection, &ctx, count_at(usize::MAX));
             }
-            return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
+            return Err(smallest.over_budget(tokens, self.budget, &*self.counter));
         }
         let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
         if floor_tokens > window_budget {
@@ -220,6 +217,18 @@ impl Compactor {
                 break (entries, window, tokens);
             }
             if !prepared.plan.demote_one() {
+                // As above: in the full form when a budget that large would get it.
+                let tokens = if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
+                    let (_, window) = self.render_for(
+                        prepared.schema,
+                        prepared.number,
+                        &prepared.plan,
+                        usize::MAX,
+                    );
+                    self.counter.count(&window)
+                } else {
+                    tokens
+                };
                 return Err(prepared.plan.over_budget(
                     tokens,
                     prepared.window_budget,
@@ -265,6 +274,17 @@ impl Compactor {
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
+        self.render_for(schema, number, plan, self.budget)
+    }
+
+    /// Renders as if the budget were `budget` (the default renderer's form depends on it).
+    fn render_for(
+        &self,
+        schema: &Schema,
+        number: u64,
+        plan: &Plan,
+        budget: usize,
+    ) -> (Vec<Entry>, String) {
         let entries = plan.entries();
         // Renderers see escaped paths, pointers and keys; the checkpoint keeps the raw ones.
         let shown: Vec<Cow<'_, Entry>> = entries.iter().map(Entry::for_window).collect();
@@ -273,6 +293,7 @@ impl Compactor {
             compaction: number,
             state_type: &state_type,
             entries: &shown,
+            budget,
         };
         let window = self.renderer.render(&view);
         (entries, window)

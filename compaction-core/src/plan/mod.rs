@@ -25,8 +25,8 @@
 mod collect;
 mod collected;
 mod json_size;
+mod outcome;
 mod slot;
-mod spill;
 
 pub(crate) use collect::collect;
 pub(crate) use collected::{CollectedTranscript, Collection};
@@ -35,10 +35,9 @@ use crate::effects::record::Effect;
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
-use crate::plan::slot::{FloorForm, Slot, SlotBody, Stage, ValuePlan};
-use crate::plan::spill::{
-    spill_kept, spill_kept_payloads, spill_payloads, spill_records, Movable, Payloads,
-    ValueFromSource,
+use crate::plan::slot::{
+    spill_kept, spill_kept_payloads, spill_payloads, spill_records, FloorForm, Movable, Payloads,
+    Slot, SlotBody, Stage, ValueFromSource, ValuePlan,
 };
 use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
 use crate::report::{CompactionReport, FieldOutcome};
@@ -122,6 +121,25 @@ impl Plan {
             }
         }
         Some(Plan { slots })
+    }
+
+    /// The smallest window that keeps every guarantee, with its tokens by `count`: the floor
+    /// or, for small states whose pointers cost as much as their values, the all-verbatim one.
+    pub fn smallest(
+        collection: &Collection<'_>,
+        ctx: &PlanContext<'_>,
+        count: impl Fn(&Plan) -> usize,
+    ) -> (usize, Plan) {
+        let floor = Plan::floor(collection, ctx);
+        let floor_tokens = count(&floor);
+        // Ruled out by bytes at the floor's size, it cannot be smaller than the floor.
+        match Plan::all_verbatim(collection, floor_tokens) {
+            Some(verbatim) => match count(&verbatim) {
+                tokens if tokens < floor_tokens => (tokens, verbatim),
+                _ => (floor_tokens, floor),
+            },
+            None => (floor_tokens, floor),
+        }
     }
 
     /// Brings fields back in keep-priority order while they fit in `remaining` tokens (the
