@@ -5,6 +5,7 @@
 
 mod support;
 
+use compaction::render::COMPACT_FORM_BELOW;
 use compaction::{Compactable, CompactionError, Compactor, Extractive, Tokenizer};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -20,11 +21,27 @@ fn compactor(budget: usize) -> Compactor {
         .unwrap()
 }
 
-/// Checks the boundary for one state; `name` labels failures.
+/// Checks the boundary for one state; `name` labels failures. Below `COMPACT_FORM_BELOW` the
+/// window takes its compact form, so the boundary is that of the form the budget gets.
 fn check_boundary<S: Compactable + Sync>(state: &S) -> Result<(), TestCaseError> {
-    let whole = compactor(1 << 30).compact_blocking(state).unwrap();
+    let full = compactor(1 << 30).compact_blocking(state).unwrap();
+    prop_assert!(full.report().nothing_evicted(), "{}", full.report());
+    let whole = if full.tokens() < COMPACT_FORM_BELOW {
+        compactor(COMPACT_FORM_BELOW - 1)
+            .compact_blocking(state)
+            .unwrap()
+    } else {
+        full.clone()
+    };
     prop_assert!(whole.report().nothing_evicted(), "{}", whole.report());
     let exact = whole.tokens();
+    let form_at = |budget: usize| {
+        if budget >= COMPACT_FORM_BELOW {
+            &full
+        } else {
+            &whole
+        }
+    };
     for budget in [exact, exact + 1] {
         match compactor(budget).compact_blocking(state) {
             Ok(c) => {
@@ -33,12 +50,14 @@ fn check_boundary<S: Compactable + Sync>(state: &S) -> Result<(), TestCaseError>
                     "budget {budget} = all-verbatim {exact}: {}",
                     c.report()
                 );
-                prop_assert_eq!(c.render(), whole.render());
+                prop_assert_eq!(c.render(), form_at(budget).render());
             }
             Err(e) => prop_assert!(false, "budget {budget} refused though {exact} fits: {e}"),
         }
     }
-    if exact > 1 {
+    // One less than the full form at the threshold is the compact form, which may still fit.
+    let compact_fits = exact == COMPACT_FORM_BELOW;
+    if exact > 1 && !compact_fits {
         match compactor(exact - 1).compact_blocking(state) {
             Ok(c) => {
                 prop_assert!(c.tokens() < exact);

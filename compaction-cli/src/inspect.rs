@@ -272,6 +272,12 @@ fn departure(field: &FieldView<'_>) -> Option<Departure> {
                          {unknown} unknown"
                     ),
                 )
+            } else if let Some(pointer) = effects.payloads_spilled() {
+                (
+                    "payloads spilled",
+                    Some(pointer.to_string()),
+                    format!("payloads of {} records", effects.payloads_evicted),
+                )
             } else if effects.payloads_evicted > 0 {
                 (
                     "payloads evicted",

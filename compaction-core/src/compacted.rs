@@ -5,7 +5,7 @@ mod fingerprint;
 
 pub(crate) use fingerprint::SchemaFingerprint;
 
-use crate::render::{Entry, Form};
+use crate::render::{Entry, Form, SummaryValue};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
@@ -172,16 +172,26 @@ impl<S> Compacted<S> {
     }
 
     /// Every store pointer this window references (spilled values, spilled effect records and
-    /// summary sources).
+    /// payloads, summary sources and the summarized values).
     pub fn pointers(&self) -> Vec<Pointer> {
         let mut out = Vec::new();
         for entry in &self.entries {
             match &entry.form {
                 Form::ProtectedSpilled { pointer } => out.push(pointer.clone()),
-                Form::Summary { source, .. } => out.push(source.clone()),
+                Form::Summary { source, value, .. } => {
+                    out.push(source.clone());
+                    if let Some(SummaryValue::Stored(pointer)) = value {
+                        out.push(pointer.clone());
+                    }
+                }
                 Form::Effects {
-                    spilled: Some(s), ..
-                } => out.push(s.pointer.clone()),
+                    spilled,
+                    payloads_spilled,
+                    ..
+                } => {
+                    out.extend(spilled.iter().map(|s| s.pointer.clone()));
+                    out.extend(payloads_spilled.iter().cloned());
+                }
                 _ => {}
             }
         }

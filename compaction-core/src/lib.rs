@@ -49,7 +49,10 @@ pub use integrations::openai;
 pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
-pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};
+pub use rehydrate::{
+    DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
+    Rehydrated,
+};
 pub use render::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
 };

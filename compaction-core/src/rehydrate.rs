@@ -1,16 +1,17 @@
-//! Rehydration: from a compacted window back to a full state. Protected values come back
-//! byte-identical (fingerprint-verified), derivable ones through the author's [`Reacquire`],
-//! redundant ones as `Default`, effect records verbatim.
+//! Rehydration: from a compacted window back to a full state. Everything the store holds comes
+//! back byte-identical and verified (protected values, effect records and payloads, summarized
+//! values); evicted derivable ones through the author's [`Reacquire`] (or, when the caller opts
+//! in with [`RehydrateOptions`], as `Default`, reported); tombstoned redundant ones as `Default`.
 
 use crate::compacted::{Compacted, FORMAT};
 use crate::effects::record::{Effect, EffectLog};
 use crate::error::CompactionError;
 use crate::future::BoxFuture;
-use crate::render::{Form, IndexedRecord, Section};
+use crate::render::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
-use crate::store::{get_verified, ContentHash, DynStore};
+use crate::store::{get_verified, ContentHash, DynStore, Pointer};
 use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
 use std::collections::HashMap;
 use std::future::Future;
@@ -100,13 +101,83 @@ impl<T: Reacquire> DynReacquire for T {
     }
 }
 
+/// How rehydration treats an evicted `#[derivable]` field it cannot re-acquire. The default is
+/// strict: the re-acquisition's failure is a `CompactionError::Reacquire`.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, NoReacquire, RehydrateOptions, Tokenizer};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct State {
+///     #[protected]
+///     path: String,
+///     #[derivable(pointer = "file://{path}")]
+///     contents: String,
+/// }
+///
+/// let compactor = Compactor::builder().budget(120).token_counter(Tokenizer::O200kBase).build()?;
+/// let state = State { path: "/srv/app.toml".into(), contents: "x = 1\n".repeat(500) };
+/// let compacted = compactor.compact_blocking(&state)?;
+///
+/// // Strict by default: nothing can re-read the file, so rehydrate refuses.
+/// assert!(compactor.rehydrate_blocking(&compacted, &NoReacquire).is_err());
+///
+/// // Opted in: the field comes back empty, and the result says so.
+/// let options = RehydrateOptions::default().default_unreacquirable(true);
+/// let rehydrated = compactor.rehydrate_with_blocking(&compacted, &NoReacquire, options)?;
+/// assert_eq!(rehydrated.state.path, "/srv/app.toml");
+/// assert_eq!(rehydrated.state.contents, "");
+/// assert_eq!(rehydrated.defaulted[0].field, "contents");
+/// assert_eq!(rehydrated.defaulted[0].pointer, "file:///srv/app.toml");
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RehydrateOptions {
+    default_unreacquirable: bool,
+}
+
+impl RehydrateOptions {
+    /// When re-acquiring an evicted `#[derivable]` field fails, bring it back as `Default`
+    /// and name it in [`Rehydrated::defaulted`] instead of failing (off by default). For
+    /// fields the author re-reads on demand; everything the store holds is still restored
+    /// and verified, and a tampered checkpoint or store is still an error.
+    pub fn default_unreacquirable(mut self, allow: bool) -> Self {
+        self.default_unreacquirable = allow;
+        self
+    }
+}
+
+/// A rehydrated state, and the fields that did not come back as they were.
+#[derive(Debug)]
+pub struct Rehydrated<S> {
+    /// The state.
+    pub state: S,
+    /// Evicted `#[derivable]` fields that could not be re-acquired and are `Default` in
+    /// [`state`](Self::state) (only with
+    /// [`default_unreacquirable`](RehydrateOptions::default_unreacquirable)).
+    pub defaulted: Vec<DefaultedField>,
+}
+
+/// An evicted `#[derivable]` field that came back as `Default`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultedField {
+    /// The field's concrete path.
+    pub field: String,
+    /// The pointer it was to be re-acquired from.
+    pub pointer: String,
+    /// Why re-acquiring it failed (the author's error).
+    pub reason: String,
+}
+
 /// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
 /// `Compactor::rehydrate` runs).
 pub(crate) async fn rehydrate<S: Compactable>(
     store: &dyn DynStore,
     compacted: &Compacted<S>,
     reacquirer: &dyn DynReacquire,
-) -> Result<S, CompactionError> {
+    options: RehydrateOptions,
+) -> Result<Rehydrated<S>, CompactionError> {
     if compacted.format != FORMAT {
         return Err(CompactionError::CheckpointFormat {
             found: compacted.format,
@@ -135,6 +206,7 @@ pub(crate) async fn rehydrate<S: Compactable>(
         path: m.path,
         reason: m.reason,
     })?;
+    let mut defaulted = Vec::new();
     let mut parts = Parts::new();
     for (path, shape) in &compacted.shapes {
         parts.insert_shape(path, *shape);
@@ -155,17 +227,29 @@ pub(crate) async fn rehydrate<S: Compactable>(
                 Part::Json(String::from_utf8(bytes).map_err(|_| integrity(path))?)
             }
             Form::Value { json } => Part::Json(json.clone()),
+            Form::Summary {
+                value: Some(value),
+                source,
+                ..
+            } => Part::Json(summarized_value(store, path, source, value).await?),
+            // Checkpoints written before summarized values were stored.
             Form::Summary { origin, .. } if entry.section == Section::Derivable => {
                 let pointer = origin.as_deref().unwrap_or_default();
-                Part::Json(reacquire(reacquirer, path, pointer).await?)
+                let reacquired = reacquire(reacquirer, path, pointer).await;
+                or_default(reacquired, options, path, pointer, &mut defaulted)?
             }
-            Form::Evicted { pointer } => Part::Json(reacquire(reacquirer, path, pointer).await?),
+            Form::Evicted { pointer } => {
+                let reacquired = reacquire(reacquirer, path, pointer).await;
+                or_default(reacquired, options, path, pointer, &mut defaulted)?
+            }
             Form::Summary { .. } | Form::Tombstone => Part::Default,
             Form::Effects {
                 total,
                 records,
                 spilled,
                 payloads,
+                payloads_evicted,
+                payloads_spilled,
                 ..
             } => {
                 let mut all = records.clone();
@@ -184,10 +268,21 @@ pub(crate) async fn rehydrate<S: Compactable>(
                     return Err(integrity(path));
                 }
                 let mut effects: Vec<Effect> = all.into_iter().map(|r| r.record).collect();
-                for payload in payloads {
+                let mut restored = payloads.clone();
+                if let Some(pointer) = payloads_spilled {
+                    let bytes = fetch(store, path, &pointer.hash()).await?;
+                    let more: Vec<KeptPayload> =
+                        serde_json::from_slice(&bytes).map_err(|_| integrity(path))?;
+                    if more.len() != *payloads_evicted {
+                        return Err(integrity(path));
+                    }
+                    restored.extend(more);
+                }
+                for payload in restored {
                     match effects.get_mut(payload.index) {
-                        Some(e) if e.idempotency_key == payload.key => {
-                            e.payload = Some(payload.value.clone())
+                        // A record's payload is restored once: a second one is a forgery.
+                        Some(e) if e.idempotency_key == payload.key && e.payload.is_none() => {
+                            e.payload = Some(payload.value)
                         }
                         _ => return Err(integrity(path)),
                     }
@@ -202,7 +297,50 @@ pub(crate) async fn rehydrate<S: Compactable>(
         let json = rehydrate_transcript_json(store, path, &transcript.messages).await?;
         parts.insert(path, Part::Json(json));
     }
-    Ok(S::rebuild(&mut parts)?)
+    let state = S::rebuild(&mut parts)?;
+    Ok(Rehydrated { state, defaulted })
+}
+
+/// A re-acquired value, or (opted in) `Default` for a field that could not be re-acquired,
+/// named in `defaulted`.
+fn or_default(
+    reacquired: Result<String, CompactionError>,
+    options: RehydrateOptions,
+    field: &str,
+    pointer: &str,
+    defaulted: &mut Vec<DefaultedField>,
+) -> Result<Part, CompactionError> {
+    match reacquired {
+        Ok(json) => Ok(Part::Json(json)),
+        Err(CompactionError::Reacquire { source, .. }) if options.default_unreacquirable => {
+            defaulted.push(DefaultedField {
+                field: field.to_owned(),
+                pointer: pointer.to_owned(),
+                reason: source.to_string(),
+            });
+            Ok(Part::Default)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A summarized field's exact value (JSON), from its stored source or the copy beside it.
+async fn summarized_value(
+    store: &dyn DynStore,
+    path: &str,
+    source: &Pointer,
+    value: &SummaryValue,
+) -> Result<String, CompactionError> {
+    let pointer = match value {
+        SummaryValue::Source | SummaryValue::SourceText => source,
+        SummaryValue::Stored(pointer) => pointer,
+    };
+    let bytes = fetch(store, path, &pointer.hash()).await?;
+    let text = String::from_utf8(bytes).map_err(|_| integrity(path))?;
+    match value {
+        SummaryValue::SourceText => serde_json::to_string(&text).map_err(|_| integrity(path)),
+        _ => Ok(text),
+    }
 }
 
 /// The transcript field's exact value: its planned messages with every stub, tombstone and

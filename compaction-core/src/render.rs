@@ -15,7 +15,7 @@
 //! migrations (idempotent=false, 5000 records):
 //!   {"action":"apply_migration","target":"db://users","idempotency_key":"mig-5000","status":"unknown","depends_on":["mig-4999"]}
 //!   [SPILLED 4999 records: 4999 committed, 0 not_started, 0 unknown -> store://sha256:…]
-//!   [EVICTED payloads of 12 records recover=no]
+//!   [SPILLED payloads of 12 records -> store://sha256:…]
 //! ## derivable
 //! [EVICTED config_contents recover=reacquire pointer=file:///srv/app/config.toml]
 //! ci_log = [SUMMARY not authoritative; source=store://sha256:… origin=https://ci.example/runs/6] "…summary…"
@@ -27,6 +27,21 @@
 //! Values are compact JSON (strings quoted and escaped), so what the model reads is exactly what
 //! rehydration restores. Sections appear only when they have fields; the "left the window" line
 //! only when something left.
+//!
+//! # The compact form
+//!
+//! Below a budget of [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW) tokens, the fixed text shrinks: no "left the
+//! window" line (every field's own line says where it went), the short [`COMPACT_NOTICE`]
+//! instead of [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there
+//! is no effect ledger (nothing to re-verify). The markers, section titles and field lines are
+//! those of the full form, so everything said above about escaping holds for both.
+//!
+//! ```text
+//! <<< COMPACTED STATE: compaction #1 of Counter >>>
+//! ## protected (verbatim)
+//! step = 3
+//! <<< END COMPACTED STATE >>>
+//! ```
 
 mod escape;
 
@@ -86,6 +101,10 @@ pub(crate) enum Form {
         source: Pointer,
         origin: Option<String>,
         from_tokens: usize,
+        /// How rehydration restores the value from the store. Absent in checkpoints written
+        /// before summarized values were restored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<SummaryValue>,
     },
     /// A derivable value evicted behind its pointer.
     Evicted { pointer: String },
@@ -98,8 +117,24 @@ pub(crate) enum Form {
         records: Vec<IndexedRecord>,
         spilled: Option<SpilledRecords>,
         payloads: Vec<KeptPayload>,
+        /// Payloads not in the window.
         payloads_evicted: usize,
+        /// Where those payloads are, verbatim (absent in older checkpoints, which dropped them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payloads_spilled: Option<Pointer>,
     },
+}
+
+/// Where a summarized value is in the store, so rehydration restores it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SummaryValue {
+    /// The source is the value's compact JSON (anything but text).
+    Source,
+    /// The source is the value's text: its JSON is the source as a JSON string.
+    SourceText,
+    /// Stored apart (a summary source of the author's own making).
+    Stored(Pointer),
 }
 
 /// The class a preserved field belongs to, which decides its section in the window.
@@ -140,12 +175,14 @@ impl Entry {
                 source,
                 origin: Some(origin),
                 from_tokens,
+                value,
             } => match escape_pointer(origin) {
                 Cow::Owned(origin) => Some(Form::Summary {
                     text: text.clone(),
                     source: source.clone(),
                     origin: Some(origin),
                     from_tokens: *from_tokens,
+                    value: value.clone(),
                 }),
                 Cow::Borrowed(_) => None,
             },
@@ -220,6 +257,8 @@ pub struct WindowView<'a> {
     pub(crate) state_type: &'a str,
     /// Entries as renderers see them ([`Entry::for_window`]).
     pub(crate) entries: &'a [Cow<'a, Entry>],
+    /// The compactor's budget.
+    pub(crate) budget: usize,
 }
 
 impl<'a> WindowView<'a> {
@@ -231,6 +270,12 @@ impl<'a> WindowView<'a> {
     /// The state's type name.
     pub fn state_type(&self) -> &'a str {
         self.state_type
+    }
+
+    /// The compactor's budget in tokens (the default renderer writes its compact form below
+    /// [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW)).
+    pub fn budget(&self) -> usize {
+        self.budget
     }
 
     /// Every field, in traversal order.
@@ -296,8 +341,9 @@ pub struct EffectsView<'a> {
     records: &'a [IndexedRecord],
     spilled: Option<&'a SpilledRecords>,
     payloads: &'a [KeptPayload],
-    /// Number of payloads evicted.
+    /// Number of payloads not in the window.
     pub payloads_evicted: usize,
+    payloads_spilled: Option<&'a Pointer>,
 }
 
 impl<'a> EffectsView<'a> {
@@ -310,6 +356,11 @@ impl<'a> EffectsView<'a> {
     pub fn spilled(&self) -> Option<(&'a Pointer, usize, usize, usize, usize)> {
         self.spilled
             .map(|s| (&s.pointer, s.count, s.committed, s.not_started, s.unknown))
+    }
+
+    /// Where the payloads not in the window are, verbatim, when they were spilled.
+    pub fn payloads_spilled(&self) -> Option<&'a Pointer> {
+        self.payloads_spilled
     }
 
     /// Payloads kept in the window, by idempotency key.
@@ -346,6 +397,7 @@ impl<'a> FieldView<'a> {
                 spilled,
                 payloads,
                 payloads_evicted,
+                payloads_spilled,
             } => FormView::Effects(EffectsView {
                 idempotent: *idempotent,
                 total: *total,
@@ -353,6 +405,7 @@ impl<'a> FieldView<'a> {
                 spilled: spilled.as_ref(),
                 payloads,
                 payloads_evicted: *payloads_evicted,
+                payloads_spilled: payloads_spilled.as_ref(),
             }),
         };
         FieldView {
@@ -372,6 +425,7 @@ impl<'a> FieldView<'a> {
             FormView::Tombstone => Some("evicted"),
             FormView::Effects(e) => match (e.spilled.is_some(), e.payloads_evicted > 0) {
                 (true, _) => Some("records spilled"),
+                (false, true) if e.payloads_spilled.is_some() => Some("payloads spilled"),
                 (false, true) => Some("payloads evicted"),
                 (false, false) => None,
             },
@@ -383,8 +437,15 @@ impl<'a> FieldView<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRenderer;
 
-/// The instruction every compacted window carries.
+/// The instruction every compacted window in the full form carries.
 pub const REVERIFY_NOTICE: &str = "Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.";
+
+/// Budgets below this many tokens get the default renderer's compact form (see the module
+/// docs): there, the full notice alone would take a fifth of the window or more.
+pub const COMPACT_FORM_BELOW: usize = 256;
+
+/// The compact form's instruction, when something left the window or the state has effects.
+pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values are facts; resolve a pointer before relying on it. Never re-run a committed effect; reconcile an unknown one first.";
 
 impl Renderer for DefaultRenderer {
     fn render(&self, view: &WindowView<'_>) -> String {
@@ -398,11 +459,19 @@ impl Renderer for DefaultRenderer {
             .fields()
             .filter_map(|f| f.left_window().map(|how| format!("{} ({how})", f.path)))
             .collect();
-        if !left.is_empty() {
-            let _ = writeln!(out, "left the window: {}", left.join(", "));
+        if view.budget < COMPACT_FORM_BELOW {
+            let effects = view.fields().any(|f| f.section == Section::Effects);
+            if !left.is_empty() || effects {
+                out.push_str(COMPACT_NOTICE);
+                out.push('\n');
+            }
+        } else {
+            if !left.is_empty() {
+                let _ = writeln!(out, "left the window: {}", left.join(", "));
+            }
+            out.push_str(REVERIFY_NOTICE);
+            out.push('\n');
         }
-        out.push_str(REVERIFY_NOTICE);
-        out.push('\n');
         let sections = [
             (Section::Protected, "## protected (verbatim)"),
             (Section::Effects, "## effects (exact status)"),
@@ -480,12 +549,14 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
             for (key, payload) in effects.payloads() {
                 let _ = writeln!(out, "  payload {key} = {payload}");
             }
-            if effects.payloads_evicted > 0 {
-                let _ = writeln!(
-                    out,
-                    "  [EVICTED payloads of {} records recover=no]",
-                    effects.payloads_evicted
-                );
+            match (effects.payloads_evicted, effects.payloads_spilled) {
+                (0, _) => {}
+                (count, Some(pointer)) => {
+                    let _ = writeln!(out, "  [SPILLED payloads of {count} records -> {pointer}]");
+                }
+                (count, None) => {
+                    let _ = writeln!(out, "  [EVICTED payloads of {count} records recover=no]");
+                }
             }
             Ok(())
         }

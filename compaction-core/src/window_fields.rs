@@ -64,6 +64,7 @@ mod tests {
             compaction: 1,
             state_type: "T",
             entries: &entries,
+            budget: 100,
         });
         let lines: Vec<String> = compacted.fields().map(|f| f.default_lines()).collect();
         assert_eq!(lines, ["a [pinned] = 1\n", "[EVICTED b recover=no]\n"]);

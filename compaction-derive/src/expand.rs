@@ -371,7 +371,7 @@ fn rebuild_field(field: &Field<'_>) -> TokenStream {
     let gate = quote!((&&__Gate::<#ty>::NEW));
     let value = match field.class {
         Class::Protected { .. } | Class::Transcript { .. } => quote!(__parts.protected(#name)),
-        Class::Derivable { .. } => quote!(__parts.derivable(#name)),
+        Class::Derivable { .. } => quote!(#gate.__rebuild_derivable(__parts, #name)),
         Class::Redundant { .. } => quote!(#gate.__rebuild_redundant(__parts, #name)),
         Class::Effect { .. } => quote!(#gate.__rebuild_effect(__parts, #name)),
         Class::Nested => quote!(#gate.__rebuild_nested(__parts, #name)),

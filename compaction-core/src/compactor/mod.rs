@@ -1,6 +1,7 @@
 //! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
 
 mod builder;
+mod rehydrate_with;
 mod summarize;
 mod summary_cache;
 mod summary_step;
@@ -16,9 +17,9 @@ use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{rehydrate, Reacquire};
+use crate::rehydrate::{Reacquire, RehydrateOptions};
 use crate::render::escape_inline;
-use crate::render::{Entry, WindowView};
+use crate::render::{Entry, WindowView, COMPACT_FORM_BELOW};
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
@@ -122,22 +123,22 @@ impl Compactor {
         block_on(self.resolve(pointer))
     }
 
-    /// Rebuilds the full state from a compacted one. Fails with `Integrity` when any preserved
-    /// byte changed, `Reacquire` when the author's re-acquisition fails, and `Store` when a
+    /// Rebuilds the full state from a compacted one: everything the store holds (spilled
+    /// values, effect records and payloads, summarized values) byte-identical and verified,
+    /// evicted derivable fields through `reacquirer`. Fails with `Integrity` when any preserved
+    /// byte changed, `Reacquire` when the author's re-acquisition fails (see
+    /// [`rehydrate_with`](Self::rehydrate_with) to allow `Default` instead), and `Store` when a
     /// spilled value cannot be read.
     pub async fn rehydrate<S: Compactable>(
         &self,
         compacted: &Compacted<S>,
         reacquirer: &impl Reacquire,
     ) -> Result<S, CompactionError> {
-        let span = trace::rehydrate_span(S::schema().type_name());
-        let rehydrated = rehydrate(&*self.store, compacted, reacquirer)
-            .instrument(span.clone())
-            .await;
-        if let Err(error) = &rehydrated {
-            trace::refused(&span, error);
-        }
-        rehydrated
+        let strict = RehydrateOptions::default();
+        Ok(self
+            .rehydrate_with(compacted, reacquirer, strict)
+            .await?
+            .state)
     }
 
     /// [`rehydrate`](Self::rehydrate) for synchronous callers.
@@ -167,24 +168,20 @@ impl Compactor {
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
-        let with_window = |plan: Plan| {
-            let (_, window) = self.render(schema, number, &plan);
-            (plan, window)
-        };
         // The all-verbatim window first: when it fits, it is the plan (nothing evicted). A
         // transcript plans first against what the floor leaves, so it skips this shortcut.
         let has_transcript = !collection.transcripts.is_empty();
         let verbatim = if has_transcript {
             None
         } else {
-            Plan::all_verbatim(&collection, self.budget).map(with_window)
+            Plan::all_verbatim(&collection, self.budget)
         };
-        let verbatim = match verbatim {
-            Some((plan, window))
-                if self
-                    .counter
-                    .count_till_limit(&window, self.budget)
-                    .is_some() =>
+        if let Some(plan) = verbatim {
+            let (_, window) = self.render(schema, number, &plan);
+            if self
+                .counter
+                .count_till_limit(&window, self.budget)
+                .is_some()
             {
                 return Ok(Prepared {
                     schema,
@@ -195,24 +192,25 @@ impl Compactor {
                     transcript: None,
                 });
             }
-            other => other,
-        };
+        }
         let mut plan = Plan::floor(&collection, &ctx);
         let (_, floor_window) = self.render(schema, number, &plan);
         let floor_tokens = self.counter.count(&floor_window);
         if floor_tokens > self.budget {
-            // The smallest window is the floor or, for small states whose pointers cost as
-            // much as their values, the all-verbatim one: report the smaller.
-            // Ruled out by bytes at this budget, it may still be smaller than the floor.
-            let verbatim =
-                verbatim.or_else(|| Plan::all_verbatim(&collection, floor_tokens).map(with_window));
-            if let Some((verbatim, window)) = &verbatim {
-                let tokens = self.counter.count(window);
-                if tokens < floor_tokens {
-                    return Err(verbatim.over_budget(tokens, self.budget, &*self.counter));
+            // Counted in the form a budget of that size gets: a compact-form window at or
+            // above the threshold would be rendered in the full form (longer) at that budget.
+            let count_at = |budget: usize| {
+                move |plan: &Plan| {
+                    let (_, window) = self.render_for(schema, number, plan, budget);
+                    self.counter.count(&window)
                 }
+            };
+            let (mut tokens, mut smallest) =
+                Plan::smallest(&collection, &ctx, count_at(self.budget));
+            if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
+                (tokens, smallest) = Plan::smallest(&collection, &ctx, count_at(usize::MAX));
             }
-            return Err(plan.over_budget(floor_tokens, self.budget, &*self.counter));
+            return Err(smallest.over_budget(tokens, self.budget, &*self.counter));
         }
         let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
         if floor_tokens > window_budget {
@@ -244,6 +242,18 @@ impl Compactor {
                 break (entries, window, tokens);
             }
             if !prepared.plan.demote_one() {
+                // As above: in the full form when a budget that large would get it.
+                let tokens = if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
+                    let (_, window) = self.render_for(
+                        prepared.schema,
+                        prepared.number,
+                        &prepared.plan,
+                        usize::MAX,
+                    );
+                    self.counter.count(&window)
+                } else {
+                    tokens
+                };
                 return Err(prepared.plan.over_budget(
                     tokens,
                     prepared.window_budget,
@@ -291,6 +301,17 @@ impl Compactor {
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
+        self.render_for(schema, number, plan, self.budget)
+    }
+
+    /// Renders as if the budget were `budget` (the default renderer's form depends on it).
+    fn render_for(
+        &self,
+        schema: &Schema,
+        number: u64,
+        plan: &Plan,
+        budget: usize,
+    ) -> (Vec<Entry>, String) {
         let entries = plan.entries();
         // Renderers see escaped paths, pointers and keys; the checkpoint keeps the raw ones.
         let shown: Vec<Cow<'_, Entry>> = entries.iter().map(Entry::for_window).collect();
@@ -299,6 +320,7 @@ impl Compactor {
             compaction: number,
             state_type: &state_type,
             entries: &shown,
+            budget,
         };
         let window = self.renderer.render(&view);
         (entries, window)

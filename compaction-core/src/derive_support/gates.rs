@@ -4,7 +4,8 @@
 //! `(&&Gate::<T>::NEW).method(..)` selects the `*Yes` trait's real method when `T` has the trait
 //! and the `*No` trait's silent fallback when it does not: then the field's own compile check is
 //! the one and only error, at the field. The fallbacks are never run: a build that selects one
-//! fails (and were one ever reached, visiting panics rather than skip a field in silence).
+//! fails (and were one ever reached, visiting panics rather than skip a field in silence). The
+//! one exception is `__rebuild_derivable`, whose fallback is the strict rebuild.
 //!
 //! They live here, once, rather than in every derive's output: declared per struct they were a
 //! third of the derive's compile time (type and borrow checking of ten traits per struct).
@@ -166,6 +167,12 @@ pub trait DefaultYes<T: Default> {
     {
         parts.redundant(name)
     }
+    fn __rebuild_derivable(&self, parts: &mut Parts, name: &str) -> Result<T, RebuildError>
+    where
+        T: DeserializeOwned,
+    {
+        parts.derivable_or_default(name)
+    }
 }
 impl<T: Default> DefaultYes<T> for &Gate<T> {}
 
@@ -175,6 +182,14 @@ pub trait DefaultNo<T> {
         T: DeserializeOwned,
     {
         Err(parts.error(name, "unreachable"))
+    }
+    /// Not a silent fallback but the strict rule: a derivable field whose type has no
+    /// `Default` must be re-acquired (rehydrate's opt-in to `Default` cannot apply to it).
+    fn __rebuild_derivable(&self, parts: &mut Parts, name: &str) -> Result<T, RebuildError>
+    where
+        T: DeserializeOwned,
+    {
+        parts.derivable(name)
     }
 }
 impl<T> DefaultNo<T> for Gate<T> {}

@@ -25,6 +25,7 @@
 mod collect;
 mod collected;
 mod json_size;
+mod outcome;
 mod slot;
 
 pub(crate) use collect::collect;
@@ -35,7 +36,8 @@ use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
 use crate::plan::slot::{
-    spill_kept, spill_records, FloorForm, Movable, Payloads, Slot, SlotBody, Stage, ValuePlan,
+    spill_kept, spill_kept_payloads, spill_payloads, spill_records, FloorForm, Movable, Payloads,
+    Slot, SlotBody, Stage, ValueFromSource, ValuePlan,
 };
 use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
 use crate::report::{CompactionReport, FieldOutcome};
@@ -97,7 +99,7 @@ impl Plan {
                     let payloads = !matches!(
                         &slot.body,
                         SlotBody::Effects {
-                            payloads: Payloads::Evicted(_),
+                            payloads: Payloads::Spilled { .. },
                             ..
                         }
                     ) || keep_payloads(slot, collected, budget);
@@ -119,6 +121,25 @@ impl Plan {
             }
         }
         Some(Plan { slots })
+    }
+
+    /// The smallest window that keeps every guarantee, with its tokens by `count`: the floor
+    /// or, for small states whose pointers cost as much as their values, the all-verbatim one.
+    pub fn smallest(
+        collection: &Collection<'_>,
+        ctx: &PlanContext<'_>,
+        count: impl Fn(&Plan) -> usize,
+    ) -> (usize, Plan) {
+        let floor = Plan::floor(collection, ctx);
+        let floor_tokens = count(&floor);
+        // Ruled out by bytes at the floor's size, it cannot be smaller than the floor.
+        match Plan::all_verbatim(collection, floor_tokens) {
+            Some(verbatim) => match count(&verbatim) {
+                tokens if tokens < floor_tokens => (tokens, verbatim),
+                _ => (floor_tokens, floor),
+            },
+            None => (floor_tokens, floor),
+        }
     }
 
     /// Brings fields back in keep-priority order while they fit in `remaining` tokens (the
@@ -156,7 +177,7 @@ impl Plan {
 
     /// Everything the plan moves to the store, under its address.
     pub fn spills(&self) -> impl Iterator<Item = (ContentHash, &[u8])> {
-        self.slots.iter().filter_map(Slot::spill_blob)
+        self.slots.iter().flat_map(Slot::spill_blobs)
     }
 
     /// `ProtectedOverBudget`: what had to stay verbatim, with its tokens, and what already left.
@@ -267,7 +288,6 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                         .collect();
                     let movable =
                         spill_records(effects.iter().enumerate().filter(|(_, e)| !pins(e)));
-                    let with_payload = effects.iter().filter(|e| e.payload.is_some()).count();
                     (
                         Section::Effects,
                         SlotBody::Effects {
@@ -275,11 +295,7 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                             total: effects.len(),
                             pinned,
                             movable,
-                            payloads: if with_payload == 0 {
-                                Payloads::None
-                            } else {
-                                Payloads::Evicted(with_payload)
-                            },
+                            payloads: spill_payloads(effects),
                         },
                     )
                 }
@@ -332,7 +348,7 @@ fn upgrade(
                 if matches!(movable, Movable::Spilled { .. }) {
                     steps.push((Stage::EffectRecords, i, Step::Records));
                 }
-                if matches!(payloads, Payloads::Evicted(_)) {
+                if matches!(payloads, Payloads::Spilled { .. }) {
                     steps.push((Stage::Payloads, i, Step::Payloads));
                 }
             }
@@ -404,7 +420,7 @@ fn undo(slot: &mut Slot, step: Step) {
         Step::Payloads => {
             if let SlotBody::Effects { payloads, .. } = &mut slot.body {
                 if let Payloads::Kept(p) = payloads {
-                    *payloads = Payloads::Evicted(p.len());
+                    *payloads = spill_kept_payloads(p);
                 }
             }
         }
@@ -498,6 +514,7 @@ fn plan_value(
             source: String::new(),
             target: 0,
             done: Some((String::new(), Pointer::for_hash(ContentHash::of(b"")), 0)),
+            value: None,
         },
     );
     let frame = slot.line_tokens(ctx.counter);
@@ -509,12 +526,19 @@ fn plan_value(
     let mut source = summary.summary_text().into_owned();
     // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
     source.shrink_to_fit();
+    // The source goes to the store verbatim; rehydration restores the value from it (or from
+    // a copy of its JSON stored beside it, when the source is not the value).
+    let Some(value) = ValueFromSource::of(*value, &source) else {
+        set_value_plan(slot, ValuePlan::Evict);
+        return remaining;
+    };
     set_value_plan(
         slot,
         ValuePlan::Summarize {
             source,
             target,
             done: None,
+            value: Some(value),
         },
     );
     limit - frame - target

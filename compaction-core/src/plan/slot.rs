@@ -4,10 +4,11 @@
 //! ever looks at a form.
 
 use crate::effects::record::{Effect, EffectStatus};
+use crate::plan::json_size::JsonValue;
 use crate::render::{
     render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
+    SummaryValue,
 };
-use crate::report::{FieldOutcome, FieldReport};
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
 use serde::Serialize;
@@ -33,6 +34,8 @@ pub(crate) enum ValuePlan {
         source: String,
         target: usize,
         done: Option<(String, Pointer, usize)>,
+        /// How rehydration restores the value from the store.
+        value: Option<ValueFromSource>,
     },
     Evict,
 }
@@ -52,7 +55,167 @@ pub(crate) enum Movable {
 pub(crate) enum Payloads {
     None,
     Kept(Vec<KeptPayload>),
-    Evicted(usize),
+    /// Moved to the store verbatim, as one block of `KeptPayload`s.
+    Spilled {
+        bytes: Vec<u8>,
+        pointer: Pointer,
+        count: usize,
+    },
+}
+
+#[derive(Serialize)]
+struct RecordRef<'a> {
+    index: usize,
+    record: RecordFields<'a>,
+}
+
+/// An effect record without its payload; serializes exactly like `Effect` with `payload: None`.
+#[derive(Serialize)]
+struct RecordFields<'a> {
+    action: &'a str,
+    target: &'a str,
+    idempotency_key: &'a str,
+    status: EffectStatus,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    depends_on: &'a [String],
+}
+
+/// A payload tied to its record; serializes exactly like [`KeptPayload`].
+#[derive(Serialize)]
+struct PayloadRef<'a> {
+    index: usize,
+    key: &'a str,
+    value: &'a serde_json::Value,
+}
+
+/// How a summarized value comes back from the store: from its summary's source, which is
+/// stored anyway (text and JSON sources, every built-in `Summarizable`), or from a copy of its
+/// own JSON stored beside it (a source of the author's own making).
+#[derive(Debug)]
+pub(crate) enum ValueFromSource {
+    Json,
+    Text,
+    Stored { json: String, pointer: Pointer },
+}
+
+impl ValueFromSource {
+    /// How `value` comes back given its summary's `source`; `None` when it does not serialize.
+    pub fn of(value: &dyn JsonValue, source: &str) -> Option<ValueFromSource> {
+        let mut bytes = Vec::new();
+        value.write_json(&mut bytes).ok()?;
+        let json = String::from_utf8(bytes).ok()?;
+        if json == source {
+            return Some(ValueFromSource::Json);
+        }
+        if serde_json::to_string(source).ok()? == json {
+            return Some(ValueFromSource::Text);
+        }
+        let pointer = Pointer::for_hash(ContentHash::of(json.as_bytes()));
+        Some(ValueFromSource::Stored { json, pointer })
+    }
+
+    /// What the checkpoint records.
+    pub fn form(&self) -> SummaryValue {
+        match self {
+            ValueFromSource::Json => SummaryValue::Source,
+            ValueFromSource::Text => SummaryValue::SourceText,
+            ValueFromSource::Stored { pointer, .. } => SummaryValue::Stored(pointer.clone()),
+        }
+    }
+
+    /// The bytes to store beside the source, under their address (only a value stored apart).
+    pub fn blob(&self) -> Option<(ContentHash, &[u8])> {
+        match self {
+            ValueFromSource::Stored { json, pointer } => Some((pointer.hash(), json.as_bytes())),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) fn spill_records<'e>(records: impl Iterator<Item = (usize, &'e Effect)>) -> Movable {
+    let mut summary = SpilledRecords {
+        pointer: Pointer::for_hash(ContentHash::of(b"")),
+        count: 0,
+        committed: 0,
+        not_started: 0,
+        unknown: 0,
+    };
+    let refs: Vec<RecordRef<'_>> = records
+        .map(|(index, e)| {
+            summary.count += 1;
+            match e.status {
+                EffectStatus::Committed => summary.committed += 1,
+                EffectStatus::NotStarted => summary.not_started += 1,
+                EffectStatus::Unknown => summary.unknown += 1,
+            }
+            RecordRef {
+                index,
+                record: RecordFields {
+                    action: &e.action,
+                    target: &e.target,
+                    idempotency_key: &e.idempotency_key,
+                    status: e.status,
+                    depends_on: &e.depends_on,
+                },
+            }
+        })
+        .collect();
+    if refs.is_empty() {
+        return Movable::None;
+    }
+    let mut bytes = serde_json::to_vec(&refs).unwrap_or_default();
+    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
+    bytes.shrink_to_fit();
+    summary.pointer = Pointer::for_hash(ContentHash::of(&bytes));
+    Movable::Spilled { bytes, summary }
+}
+
+/// Spills records that were kept (during demotion).
+pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
+    spill_records(records.iter().map(|r| (r.index, &r.record)))
+}
+
+/// Spills every payload of a log as one block of `KeptPayload`s, in log order.
+pub(crate) fn spill_payloads(effects: &[Effect]) -> Payloads {
+    let refs: Vec<PayloadRef<'_>> = effects
+        .iter()
+        .enumerate()
+        .filter_map(|(index, e)| {
+            e.payload.as_ref().map(|value| PayloadRef {
+                index,
+                key: &e.idempotency_key,
+                value,
+            })
+        })
+        .collect();
+    payloads_block(&refs)
+}
+
+/// Spills payloads that were kept (during demotion).
+pub(crate) fn spill_kept_payloads(kept: &[KeptPayload]) -> Payloads {
+    let refs: Vec<PayloadRef<'_>> = kept
+        .iter()
+        .map(|p| PayloadRef {
+            index: p.index,
+            key: &p.key,
+            value: &p.value,
+        })
+        .collect();
+    payloads_block(&refs)
+}
+
+fn payloads_block(refs: &[PayloadRef<'_>]) -> Payloads {
+    if refs.is_empty() {
+        return Payloads::None;
+    }
+    let mut bytes = serde_json::to_vec(refs).unwrap_or_default();
+    bytes.shrink_to_fit();
+    let pointer = Pointer::for_hash(ContentHash::of(&bytes));
+    Payloads::Spilled {
+        bytes,
+        pointer,
+        count: refs.len(),
+    }
 }
 
 #[derive(Debug)]
@@ -112,66 +275,6 @@ impl Default for FloorForm {
     }
 }
 
-#[derive(Serialize)]
-struct RecordRef<'a> {
-    index: usize,
-    record: RecordFields<'a>,
-}
-
-/// An effect record without its payload; serializes exactly like `Effect` with `payload: None`.
-#[derive(Serialize)]
-struct RecordFields<'a> {
-    action: &'a str,
-    target: &'a str,
-    idempotency_key: &'a str,
-    status: EffectStatus,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    depends_on: &'a [String],
-}
-
-pub(crate) fn spill_records<'e>(records: impl Iterator<Item = (usize, &'e Effect)>) -> Movable {
-    let mut summary = SpilledRecords {
-        pointer: Pointer::for_hash(ContentHash::of(b"")),
-        count: 0,
-        committed: 0,
-        not_started: 0,
-        unknown: 0,
-    };
-    let refs: Vec<RecordRef<'_>> = records
-        .map(|(index, e)| {
-            summary.count += 1;
-            match e.status {
-                EffectStatus::Committed => summary.committed += 1,
-                EffectStatus::NotStarted => summary.not_started += 1,
-                EffectStatus::Unknown => summary.unknown += 1,
-            }
-            RecordRef {
-                index,
-                record: RecordFields {
-                    action: &e.action,
-                    target: &e.target,
-                    idempotency_key: &e.idempotency_key,
-                    status: e.status,
-                    depends_on: &e.depends_on,
-                },
-            }
-        })
-        .collect();
-    if refs.is_empty() {
-        return Movable::None;
-    }
-    let mut bytes = serde_json::to_vec(&refs).unwrap_or_default();
-    // Held until the window fits: do not hold the serializer's spare capacity too (up to 2x).
-    bytes.shrink_to_fit();
-    summary.pointer = Pointer::for_hash(ContentHash::of(&bytes));
-    Movable::Spilled { bytes, summary }
-}
-
-/// Spills records that were kept (during demotion).
-pub(crate) fn spill_kept(records: &[IndexedRecord]) -> Movable {
-    spill_records(records.iter().map(|r| (r.index, &r.record)))
-}
-
 impl Slot {
     /// The field's concrete path.
     pub fn path(&self) -> &str {
@@ -221,12 +324,14 @@ impl Slot {
                 ValuePlan::Keep { json } => Form::Value { json: json.clone() },
                 ValuePlan::Summarize {
                     done: Some((text, source, from_tokens)),
+                    value,
                     ..
                 } => Form::Summary {
                     text: text.clone(),
                     source: source.clone(),
                     origin: pointer.clone(),
                     from_tokens: *from_tokens,
+                    value: value.as_ref().map(ValueFromSource::form),
                 },
                 // A summary not made yet renders as its eviction; it is made before rendering.
                 ValuePlan::Summarize { done: None, .. } | ValuePlan::Evict => {
@@ -253,10 +358,12 @@ impl Slot {
                     }
                     Movable::Spilled { summary, .. } => spilled = Some(summary.clone()),
                 }
-                let (payloads, payloads_evicted) = match payloads {
-                    Payloads::None => (Vec::new(), 0),
-                    Payloads::Kept(p) => (p.clone(), 0),
-                    Payloads::Evicted(n) => (Vec::new(), *n),
+                let (payloads, payloads_evicted, payloads_spilled) = match payloads {
+                    Payloads::None => (Vec::new(), 0, None),
+                    Payloads::Kept(p) => (p.clone(), 0, None),
+                    Payloads::Spilled { pointer, count, .. } => {
+                        (Vec::new(), *count, Some(pointer.clone()))
+                    }
                 };
                 Form::Effects {
                     idempotent: *idempotent,
@@ -265,6 +372,7 @@ impl Slot {
                     spilled,
                     payloads,
                     payloads_evicted,
+                    payloads_spilled,
                 }
             }
         };
@@ -299,110 +407,12 @@ impl Slot {
         }
     }
 
-    /// The bytes this slot moves to the store, under their address (a spilled protected value,
-    /// a summary's source, spilled effect records).
-    pub fn spill_blob(&self) -> Option<(ContentHash, &[u8])> {
-        match &self.body {
-            SlotBody::Protected {
-                json,
-                fingerprint,
-                spill: true,
-                ..
-            } => Some((*fingerprint, json.as_bytes())),
-            SlotBody::Value {
-                plan:
-                    ValuePlan::Summarize {
-                        source,
-                        done: Some((_, pointer, _)),
-                        ..
-                    },
-                ..
-            } => Some((pointer.hash(), source.as_bytes())),
-            SlotBody::Effects {
-                movable: Movable::Spilled { bytes, summary },
-                ..
-            } => Some((summary.pointer.hash(), bytes.as_slice())),
-            _ => None,
-        }
-    }
-
     /// The fingerprint of a protected value.
     pub fn fingerprint(&self) -> Option<ContentHash> {
         match &self.body {
             SlotBody::Protected { fingerprint, .. } => Some(*fingerprint),
             _ => None,
         }
-    }
-
-    /// The report's rows for this slot: one per field, and for an effect ledger with payloads
-    /// a second row for `<path>.payloads`.
-    pub fn outcomes(&self, counter: &dyn TokenCounter) -> Vec<FieldReport> {
-        let row = |field: String, outcome| FieldReport { field, outcome };
-        let outcome = match &self.body {
-            SlotBody::Protected {
-                fingerprint, spill, ..
-            } => {
-                if *spill {
-                    FieldOutcome::Spilled {
-                        pointer: Pointer::for_hash(*fingerprint),
-                    }
-                } else {
-                    FieldOutcome::Kept
-                }
-            }
-            SlotBody::Value {
-                redundant,
-                pointer,
-                plan,
-            } => match plan {
-                ValuePlan::Keep { .. } => FieldOutcome::Kept,
-                ValuePlan::Summarize {
-                    done: Some((text, source, from_tokens)),
-                    ..
-                } => FieldOutcome::Summarized {
-                    from_tokens: *from_tokens,
-                    to_tokens: counter.count(text),
-                    source: source.clone(),
-                    // The compactor marks the summaries that came from its cache.
-                    cached: false,
-                },
-                _ => match (redundant, pointer) {
-                    (false, Some(p)) => FieldOutcome::Evicted { pointer: p.clone() },
-                    _ => FieldOutcome::Tombstoned,
-                },
-            },
-            SlotBody::Effects {
-                movable, payloads, ..
-            } => {
-                let records = match movable {
-                    Movable::Spilled { summary, .. } => FieldOutcome::Spilled {
-                        pointer: summary.pointer.clone(),
-                    },
-                    _ => FieldOutcome::Kept,
-                };
-                let mut rows = vec![row(self.path.clone(), records)];
-                let payloads = match payloads {
-                    Payloads::None => None,
-                    Payloads::Kept(_) => Some(FieldOutcome::Kept),
-                    Payloads::Evicted(_) => Some(FieldOutcome::Tombstoned),
-                };
-                if let Some(outcome) = payloads {
-                    rows.push(row(format!("{}.payloads", self.path), outcome));
-                }
-                return rows;
-            }
-        };
-        vec![row(self.path.clone(), outcome)]
-    }
-
-    /// Tokens the field's value took beyond its line, known at least, when it left the window
-    /// (0 for a field kept, and for effect ledgers, whose records are counted exactly).
-    pub fn tokens_left_at_least(&self, counter: &dyn TokenCounter) -> usize {
-        if matches!(self.body, SlotBody::Effects { .. }) || self.is_verbatim() {
-            return 0;
-        }
-        self.whole_tokens_at_least
-            .saturating_sub(self.line_tokens(counter))
     }
 
     /// The summary this slot still waits for: its source text and its target in tokens.
@@ -414,6 +424,7 @@ impl Slot {
                         source,
                         target,
                         done: None,
+                        ..
                     },
                 ..
             } => Some((source, *target)),
@@ -430,6 +441,7 @@ impl Slot {
                     source,
                     target,
                     done,
+                    ..
                 },
             ..
         } = &mut self.body
@@ -474,7 +486,7 @@ impl Slot {
                 payloads, movable, ..
             } => {
                 if let (Payloads::Kept(p), true) = (&*payloads, floor.evict_payloads) {
-                    *payloads = Payloads::Evicted(p.len());
+                    *payloads = spill_kept_payloads(p);
                     return true;
                 }
                 if let (Movable::Kept(kept), true) = (&*movable, floor.spill_records) {

@@ -317,6 +317,17 @@ impl Parts {
         self.required(name)
     }
 
+    /// A `#[derivable]` field whose type has a `Default`: its verbatim or re-acquired value, or
+    /// `Default` when rehydration was allowed to leave it empty
+    /// ([`RehydrateOptions::default_unreacquirable`](crate::rehydrate::RehydrateOptions::default_unreacquirable)).
+    pub fn derivable_or_default<T: DeserializeOwned + Default>(
+        &mut self,
+        name: &str,
+    ) -> Result<T, RebuildError> {
+        // The same rule as a redundant field's: a value, or `Default` for an evicted marker.
+        self.redundant(name)
+    }
+
     /// A `#[redundant]` field: its verbatim value, or `Default` when it was evicted.
     pub fn redundant<T: DeserializeOwned + Default>(
         &mut self,
