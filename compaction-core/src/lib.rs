@@ -18,9 +18,9 @@ pub mod derive_support;
 pub mod effects;
 pub mod error;
 mod future;
-#[cfg(feature = "openai-types")]
 mod integrations;
 pub mod plan;
+pub mod pointer_tool;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod rehydrate;
@@ -42,8 +42,11 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(feature = "hf-tokenizers")]
+pub use integrations::hf_tokenizers::{self, HfTokenizer, HfTokenizerError};
 #[cfg(feature = "openai-types")]
 pub use integrations::openai;
+pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
 #[cfg(feature = "postgres")]
 pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{FnReacquire, NoReacquire, Reacquire, ReacquireError};

@@ -1,5 +1,7 @@
-//! Adapters to the clients agents use, each behind its own cargo feature. The core never
-//! names them; they build on its traits ([`Summarizer`](crate::Summarizer), `Message`).
+//! Bridges to outside crates, each behind its cargo feature: the core's traits and types on one
+//! side, the crate's on the other. The core never names anything here.
 
+#[cfg(feature = "hf-tokenizers")]
+pub mod hf_tokenizers;
 #[cfg(feature = "openai-types")]
 pub mod openai;

@@ -1,9 +1,21 @@
-//! The OpenAI protocol, for any compatible server (OpenAI, Azure OpenAI, vLLM, llama.cpp,
-//! Ollama, OpenRouter): [`OpenAiSummarizer`] (feature `openai`). Reached as
-//! `compaction::openai`.
+//! The OpenAI chat protocol through `async-openai`, for any compatible server (OpenAI, Azure
+//! OpenAI, vLLM, llama.cpp, Ollama, OpenRouter): conversions between our messages and its chat
+//! request messages, `Compacted::openai_messages()` and the pointer tool as its tool type
+//! (feature `openai-types`, types only: no HTTP client); and [`OpenAiSummarizer`] (feature
+//! `openai`). Reached as `compaction::openai`.
 
+mod messages;
 #[cfg(feature = "openai")]
 mod summarizer;
 
+pub use messages::{
+    from_openai_message, from_openai_messages, from_openai_response_message,
+    resolve_pointer_chat_tool, to_openai_message, to_openai_messages, tool_call_from_openai,
+    tool_call_to_openai, OpenAiMessageError,
+};
 #[cfg(feature = "openai")]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};
+
+/// The `async-openai` crate these conversions speak, re-exported so your request types are the
+/// same as ours (its chat types are in `async_openai::types::chat`).
+pub use async_openai;
