@@ -10,6 +10,7 @@ use crate::render::{Form, IndexedRecord, Section};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
+use crate::store::seal::SealKeys;
 use crate::store::{get_verified, ContentHash, DynStore};
 use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
 use std::collections::HashMap;
@@ -100,24 +101,36 @@ impl<T: Reacquire> DynReacquire for T {
     }
 }
 
-/// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
-/// `Compactor::rehydrate` runs).
-pub(crate) async fn rehydrate<S: Compactable>(
-    store: &dyn DynStore,
+/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
+/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
+/// seal that does not verify.
+pub(crate) fn check_checkpoint<S>(
     compacted: &Compacted<S>,
-    reacquirer: &dyn DynReacquire,
-) -> Result<S, CompactionError> {
+    keys: &SealKeys,
+) -> Result<(), CompactionError> {
     if compacted.format != FORMAT {
         return Err(CompactionError::CheckpointFormat {
             found: compacted.format,
             supported: FORMAT,
         });
     }
-    if !compacted.verify_seal() {
+    if !compacted.seals_verify(keys) {
         return Err(CompactionError::Integrity {
             field: "<checkpoint>".into(),
         });
     }
+    Ok(())
+}
+
+/// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
+/// `Compactor::rehydrate` runs), once its format and seals checked out under `keys`.
+pub(crate) async fn rehydrate<S: Compactable>(
+    store: &dyn DynStore,
+    compacted: &Compacted<S>,
+    keys: &SealKeys,
+    reacquirer: &dyn DynReacquire,
+) -> Result<S, CompactionError> {
+    check_checkpoint(compacted, keys)?;
     let expected = S::schema().type_name();
     if compacted.state_type != expected {
         return Err(CompactionError::WrongStateType {
