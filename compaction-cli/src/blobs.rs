@@ -5,7 +5,9 @@ use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{count, print_json, progress};
 use crate::target::{Access, Database};
 use compaction::sqlite::{GcError, GcOptions, SqliteStore};
-use compaction::{block_on, CompactionError, ContentHash, Pointer, Store as _, StoreError};
+use compaction::{
+    block_on, CompactionError, Compactor, ContentHash, Pointer, SealKey, Store as _, StoreError,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::Write;
@@ -94,6 +96,7 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     let store = db.store(Access::Read)?;
     let mut problems = Vec::new();
     let mut checked = Checked::default();
+    let keys = seal_keys()?;
     // PostgreSQL has no blob listing: its blobs are re-hashed as the checkpoints' pointers
     // are read (every read is verified), orphans are not visited.
     let blob_ok = match &store {
@@ -101,7 +104,7 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
         #[cfg(feature = "postgres")]
         Store::Postgres(_) => HashMap::new(),
     };
-    verify_checkpoints(&store, &blob_ok, &mut problems, &mut checked)?;
+    verify_checkpoints(&store, &blob_ok, keys.as_ref(), &mut problems, &mut checked)?;
     let ledger = db.ledger(Access::Read)?;
     match &ledger {
         Ledger::Sqlite(sqlite) => match sqlite.load_all() {
@@ -158,6 +161,40 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     })
 }
 
+/// The environment variable holding the seal keys `verify` checks keyed seals with: never an
+/// argument, so no secret shows in the process list or the shell history.
+const KEYS_ENV: &str = "COMPACTION_SEAL_KEYS";
+
+/// The keys of `COMPACTION_SEAL_KEYS` (`ID=HEX[,ID=HEX..]`), as a compactor that verifies with
+/// them; `None` when it is not set.
+fn seal_keys() -> Result<Option<Compactor>, Failure> {
+    let Ok(spec) = std::env::var(KEYS_ENV) else {
+        return Ok(None);
+    };
+    let bad = |message: String| {
+        Failure::new(Exit::Usage, format!("{KEYS_ENV}: {message}"))
+            .hint("give the keys as ID=HEX, separated by commas (the agents' seal keys)")
+    };
+    let mut builder = Compactor::builder().budget(1);
+    for (i, entry) in spec
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .enumerate()
+    {
+        let (id, hex) = entry
+            .split_once('=')
+            .ok_or_else(|| bad(format!("entry {} has no `=`", i + 1)))?;
+        let key = SealKey::from_hex(id, hex).map_err(|e| bad(e.to_string()))?;
+        builder = if i == 0 {
+            builder.seal_key(key)
+        } else {
+            builder.verify_key(key)
+        };
+    }
+    builder.build().map(Some).map_err(|e| bad(e.to_string()))
+}
+
 /// Re-hashes every blob (through the store's own verified read); returns each address's result.
 fn verify_blobs(
     store: &SqliteStore,
@@ -202,6 +239,7 @@ fn verify_blobs(
 fn verify_checkpoints(
     store: &Store,
     blob_ok: &HashMap<ContentHash, bool>,
+    keys: Option<&Compactor>,
     problems: &mut Vec<Problem>,
     checked: &mut Checked,
 ) -> Result<(), Failure> {
@@ -233,6 +271,21 @@ fn verify_checkpoints(
                 detail: "stored bytes do not match their checksum and seal (altered in storage)"
                     .into(),
             });
+        } else if let Some(keys) = keys {
+            if keys.verify_checkpoint(&compacted).is_err() {
+                let detail = match compacted.seal_key_id() {
+                    Some(id) => format!(
+                        "its keyed seal (key `{id}`) does not verify under {KEYS_ENV}: forged, \
+                         or sealed with a key not given"
+                    ),
+                    None => format!("it has no keyed seal, and {KEYS_ENV} is set"),
+                };
+                problems.push(Problem {
+                    kind: "checkpoint",
+                    subject: subject.clone(),
+                    detail,
+                });
+            }
         }
         for pointer in compacted.pointers() {
             checked.pointers += 1;

@@ -16,6 +16,9 @@ Exit codes:
   3  cannot open the database (missing, not a compaction database, newer schema, locked)
   4  not found (no such agent, effect key or blob)
 
+verify checks keyed checkpoint seals when COMPACTION_SEAL_KEYS holds the agents' keys as \
+ID=HEX[,ID=HEX...] (an environment variable, so no secret shows in the process list).
+
 Every read command takes --json and prints one JSON object (shapes in compaction-cli/README.md).";
 
 /// Inspect and operate a compaction database: checkpoints, effects, blobs.
