@@ -85,3 +85,26 @@ pub use compaction_derive::Compactable;
 /// }
 /// ```
 pub use compaction_derive::Summarizable;
+
+/// The README shows `examples/fleet.rs` as an `ignore` block (it needs the `postgres` feature,
+/// which the README's doc tests are not built with); CI compiles the file. This keeps the two
+/// equal.
+#[cfg(test)]
+mod readme_fleet {
+    #[test]
+    fn the_readme_fleet_block_is_examples_fleet_rs() {
+        let readme = include_str!("../README.md");
+        let example = include_str!("../examples/fleet.rs");
+        let code = &example[example.find("use compaction::").unwrap()..];
+        let start = readme
+            .find("```rust,ignore\nuse compaction::{\n    Compactable, Compactor, Effect, EffectLog, NoReacquire, PgLedger")
+            .expect("the fleet block in README.md")
+            + "```rust,ignore\n".len();
+        let end = start + readme[start..].find("```\n").unwrap();
+        assert_eq!(
+            &readme[start..end],
+            code,
+            "README.md's fleet block differs from examples/fleet.rs: copy the file into the README"
+        );
+    }
+}

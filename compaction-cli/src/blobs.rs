@@ -1,10 +1,13 @@
 //! `resolve`, `verify` and `gc`: the blobs behind pointers, checked and collected.
 
+use crate::backend::{Ledger, Store};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{count, print_json, progress};
 use crate::target::{Access, Database};
 use compaction::sqlite::{GcError, GcOptions, SqliteStore};
-use compaction::{block_on, CompactionError, ContentHash, Pointer, Store, StoreError};
+use compaction::{
+    block_on, CompactionError, Compactor, ContentHash, Pointer, SealKey, Store as _, StoreError,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::Write;
@@ -17,12 +20,12 @@ pub fn resolve(db: &Database, pointer: &str, as_json: bool) -> Outcome {
             .hint("copy the pointer from the window or from `compaction show --budget`")
     })?;
     let store = db.store(Access::Read)?;
-    let bytes = match block_on(store.get(&pointer.hash())) {
+    let bytes = match store.get(&pointer.hash()) {
         Ok(bytes) => bytes,
         Err(StoreError::NotFound { .. }) => {
             return Err(Failure::new(
                 Exit::NotFound,
-                format!("no blob for {pointer} in `{}`", db.path().display()),
+                format!("no blob for {pointer} in `{}`", db.name()),
             )
             .hint("it was never stored here, or removed by gc; `compaction verify` lists pointers that do not resolve"))
         }
@@ -32,7 +35,7 @@ pub fn resolve(db: &Database, pointer: &str, as_json: bool) -> Outcome {
                 format!(
                     "the blob for {pointer} in `{}` fails verification: its bytes do not hash to \
                      its address",
-                    db.path().display()
+                    db.name()
                 ),
             )
             .hint("the stored value was altered or corrupted; restore the file from a backup"))
@@ -93,20 +96,33 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     let store = db.store(Access::Read)?;
     let mut problems = Vec::new();
     let mut checked = Checked::default();
-    let blob_ok = verify_blobs(&store, &mut problems, &mut checked)?;
-    verify_checkpoints(&store, &blob_ok, &mut problems, &mut checked)?;
+    let keys = seal_keys()?;
+    // PostgreSQL has no blob listing: its blobs are re-hashed as the checkpoints' pointers
+    // are read (every read is verified), orphans are not visited.
+    let blob_ok = match &store {
+        Store::Sqlite(sqlite) => verify_blobs(sqlite, &mut problems, &mut checked)?,
+        #[cfg(feature = "postgres")]
+        Store::Postgres(_) => HashMap::new(),
+    };
+    verify_checkpoints(&store, &blob_ok, keys.as_ref(), &mut problems, &mut checked)?;
     let ledger = db.ledger(Access::Read)?;
-    match ledger.load_all() {
-        Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
-        Err(e) => match e.as_backend() {
-            Some(backend) if backend.kind() == compaction::SqliteErrorKind::Corrupt => problems
-                .push(Problem {
-                    kind: "effect",
-                    subject: "effect ledger".into(),
-                    detail: backend.context().to_string(),
-                }),
-            _ => return Err(Failure::ledger(&e)),
+    match &ledger {
+        Ledger::Sqlite(sqlite) => match sqlite.load_all() {
+            Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
+            Err(e) => match e.as_backend() {
+                Some(backend) if backend.kind() == compaction::SqliteErrorKind::Corrupt => problems
+                    .push(Problem {
+                        kind: "effect",
+                        subject: "effect ledger".into(),
+                        detail: backend.context().to_string(),
+                    }),
+                _ => return Err(Failure::ledger(&e)),
+            },
         },
+        #[cfg(feature = "postgres")]
+        Ledger::Postgres(_) => {
+            checked.effects = ledger.load_all()?.values().map(|log| log.len()).sum()
+        }
     }
     if as_json {
         print_json(&json!({
@@ -143,6 +159,40 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     } else {
         Exit::Problems
     })
+}
+
+/// The environment variable holding the seal keys `verify` checks keyed seals with: never an
+/// argument, so no secret shows in the process list or the shell history.
+const KEYS_ENV: &str = "COMPACTION_SEAL_KEYS";
+
+/// The keys of `COMPACTION_SEAL_KEYS` (`ID=HEX[,ID=HEX..]`), as a compactor that verifies with
+/// them; `None` when it is not set.
+fn seal_keys() -> Result<Option<Compactor>, Failure> {
+    let Ok(spec) = std::env::var(KEYS_ENV) else {
+        return Ok(None);
+    };
+    let bad = |message: String| {
+        Failure::new(Exit::Usage, format!("{KEYS_ENV}: {message}"))
+            .hint("give the keys as ID=HEX, separated by commas (the agents' seal keys)")
+    };
+    let mut builder = Compactor::builder().budget(1);
+    for (i, entry) in spec
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .enumerate()
+    {
+        let (id, hex) = entry
+            .split_once('=')
+            .ok_or_else(|| bad(format!("entry {} has no `=`", i + 1)))?;
+        let key = SealKey::from_hex(id, hex).map_err(|e| bad(e.to_string()))?;
+        builder = if i == 0 {
+            builder.seal_key(key)
+        } else {
+            builder.verify_key(key)
+        };
+    }
+    builder.build().map(Some).map_err(|e| bad(e.to_string()))
 }
 
 /// Re-hashes every blob (through the store's own verified read); returns each address's result.
@@ -187,17 +237,18 @@ fn verify_blobs(
 
 /// Verifies every checkpoint's seal and that every pointer it holds resolves to good bytes.
 fn verify_checkpoints(
-    store: &SqliteStore,
+    store: &Store,
     blob_ok: &HashMap<ContentHash, bool>,
+    keys: Option<&Compactor>,
     problems: &mut Vec<Problem>,
     checked: &mut Checked,
 ) -> Result<(), Failure> {
-    let infos = store.list_checkpoints().map_err(|e| Failure::store(&e))?;
+    let infos = store.list_checkpoints()?;
     let bar = progress("checkpoints", infos.len());
     for info in &infos {
         bar.inc(1);
         let subject = format!("checkpoint `{}`", info.agent_id);
-        let compacted = match store.load_checkpoint::<()>(&info.agent_id) {
+        let compacted = match store.load_checkpoint(&info.agent_id) {
             Ok(Some(compacted)) => compacted,
             Ok(None) => continue,
             Err(CompactionError::Integrity { .. }) => {
@@ -220,13 +271,28 @@ fn verify_checkpoints(
                 detail: "stored bytes do not match their checksum and seal (altered in storage)"
                     .into(),
             });
+        } else if let Some(keys) = keys {
+            if keys.verify_checkpoint(&compacted).is_err() {
+                let detail = match compacted.seal_key_id() {
+                    Some(id) => format!(
+                        "its keyed seal (key `{id}`) does not verify under {KEYS_ENV}: forged, \
+                         or sealed with a key not given"
+                    ),
+                    None => format!("it has no keyed seal, and {KEYS_ENV} is set"),
+                };
+                problems.push(Problem {
+                    kind: "checkpoint",
+                    subject: subject.clone(),
+                    detail,
+                });
+            }
         }
         for pointer in compacted.pointers() {
             checked.pointers += 1;
             let hash = pointer.hash();
             let ok = match blob_ok.get(&hash) {
                 Some(ok) => Ok(*ok),
-                None => match block_on(store.get(&hash)) {
+                None => match store.get(&hash) {
                     Ok(_) => Ok(true),
                     Err(StoreError::Integrity { .. }) => Ok(false),
                     Err(e) => Err(e),
@@ -255,6 +321,7 @@ fn verify_checkpoints(
 pub fn gc(db: &Database, dry_run: bool, min_age: Duration, as_json: bool) -> Outcome {
     let access = if dry_run { Access::Read } else { Access::Write };
     let store = db.store(access)?;
+    let store = store.sqlite("gc")?;
     let options = GcOptions::new().dry_run(dry_run).min_age(min_age);
     let mut bar = None;
     let report = store

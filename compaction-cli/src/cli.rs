@@ -4,8 +4,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
 const AFTER_HELP: &str = "\
-DATABASE is the path of a SQLite file written by `SqliteStore` / `SqliteLedger`. \
-PostgreSQL targets (postgres://...) come with the PostgreSQL backend; they are refused for now.
+DATABASE is the path of a SQLite file written by `SqliteStore` / `SqliteLedger`, or (in a build \
+with the `postgres` feature) a postgres://user@host/db URL with --namespace NAME: agents, show, \
+effects, history, resolve and verify work on it; reconcile and gc are SQLite-only for now.
 
 Exit codes:
   0  success
@@ -14,6 +15,9 @@ Exit codes:
   2  usage error (bad arguments, malformed pointer)
   3  cannot open the database (missing, not a compaction database, newer schema, locked)
   4  not found (no such agent, effect key or blob)
+
+verify checks keyed checkpoint seals when COMPACTION_SEAL_KEYS holds the agents' keys as \
+ID=HEX[,ID=HEX...] (an environment variable, so no secret shows in the process list).
 
 Every read command takes --json and prints one JSON object (shapes in compaction-cli/README.md).";
 
@@ -29,9 +33,19 @@ pub struct Cli {
 /// The database argument every command takes.
 #[derive(Debug, Args)]
 pub struct Target {
-    /// The database: a SQLite file path (postgres:// URLs are not supported yet).
+    /// The database: a SQLite file path, or a postgres:// URL (with --namespace).
     #[arg(value_name = "DATABASE")]
     pub database: String,
+    /// The namespace (tenant) inside a PostgreSQL database.
+    #[arg(long, env = "COMPACTION_NAMESPACE", value_name = "NAME")]
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    /// The database it names.
+    pub fn open(&self) -> Result<crate::target::Database, crate::fail::Failure> {
+        crate::target::Database::locate(&self.database, self.namespace.as_deref())
+    }
 }
 
 /// The `--json` flag of read commands.

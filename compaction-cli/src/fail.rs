@@ -92,8 +92,48 @@ impl Failure {
 
     /// A store failure; backend failures keep their path and kind.
     pub fn store(error: &StoreError) -> Failure {
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = compaction::PgError::from_store_error(error) {
+            return Failure::postgres(pg);
+        }
         match SqliteError::from_store_error(error) {
             Some(sqlite) => Failure::sqlite(sqlite),
+            None => Failure::new(Exit::Problems, error.to_string()),
+        }
+    }
+
+    /// A failure of the PostgreSQL backend, classified by its kind. Its message names the
+    /// server, database and namespace, never the password.
+    #[cfg(feature = "postgres")]
+    pub fn postgres(error: &compaction::PgError) -> Failure {
+        use compaction::PgErrorKind;
+        let hint = match error.kind() {
+            PgErrorKind::Config => "check the connection string and the namespace",
+            PgErrorKind::CannotConnect => {
+                "check that the server is up, that the database exists and that this role may                  log in (the password goes in the URL or in PGPASSWORD)"
+            }
+            PgErrorKind::Schema => "the database was written by a newer version: upgrade this tool",
+            PgErrorKind::PermissionDenied | PgErrorKind::ReadOnly => {
+                "this role may not read (or, for writes, write) the compaction schema"
+            }
+            _ => "the message above says what PostgreSQL reported",
+        };
+        let exit = match error.kind() {
+            PgErrorKind::Config
+            | PgErrorKind::CannotConnect
+            | PgErrorKind::Schema
+            | PgErrorKind::PermissionDenied
+            | PgErrorKind::ReadOnly => Exit::CannotOpen,
+            _ => Exit::Problems,
+        };
+        Failure::new(exit, error.to_string()).hint(hint)
+    }
+
+    /// A PostgreSQL ledger failure; backend failures keep their kind.
+    #[cfg(feature = "postgres")]
+    pub fn pg_ledger(error: &compaction::PgLedgerError) -> Failure {
+        match error.as_backend() {
+            Some(pg) => Failure::postgres(pg),
             None => Failure::new(Exit::Problems, error.to_string()),
         }
     }

@@ -1,16 +1,14 @@
 //! `agents` and `show`: what each agent's latest checkpoint holds and where its tokens go.
 
+use crate::backend::{AnyCheckpoint, Store};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{bar, millis, percent, print_json, printable, table, utc};
 use crate::target::{Access, Database};
-use compaction::sqlite::{CheckpointInfo, SqliteStore};
+use compaction::sqlite::CheckpointInfo;
 use compaction::{
-    Compacted, CompactionError, FieldOutcome, FieldView, FormView, Section, TokenCounter, Tokenizer,
+    CompactionError, FieldOutcome, FieldView, FormView, Section, TokenCounter, Tokenizer,
 };
 use serde_json::{json, Value};
-
-/// A checkpoint loaded without its state type (the type is only a marker on `Compacted`).
-type AnyCheckpoint = Compacted<()>;
 
 /// How a checkpoint row reads.
 enum Loaded {
@@ -25,8 +23,8 @@ enum Loaded {
     Gone,
 }
 
-fn load(store: &SqliteStore, agent_id: &str) -> Result<Loaded, Failure> {
-    match store.load_checkpoint::<()>(agent_id) {
+fn load(store: &Store, agent_id: &str) -> Result<Loaded, Failure> {
+    match store.load_checkpoint(agent_id) {
         Ok(Some(compacted)) => Ok(Loaded::Readable {
             intact: compacted.verify_seal(),
             compacted: Box::new(compacted),
@@ -56,7 +54,7 @@ fn counts(compacted: &AnyCheckpoint) -> [usize; 4] {
 /// `compaction agents DB`.
 pub fn agents(db: &Database, as_json: bool) -> Outcome {
     let store = db.store(Access::Read)?;
-    let infos = store.list_checkpoints().map_err(|e| Failure::store(&e))?;
+    let infos = store.list_checkpoints()?;
     let mut rows = Vec::new();
     let mut objects = Vec::new();
     for info in &infos {
@@ -71,7 +69,7 @@ pub fn agents(db: &Database, as_json: bool) -> Outcome {
     if as_json {
         print_json(&json!({ "agents": objects }));
     } else if rows.is_empty() {
-        say!("no checkpoints in {}", db.path().display());
+        say!("no checkpoints in {}", db.name());
     } else {
         emit!(
             "{}",
@@ -142,10 +140,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
     let not_found = || {
         Failure::new(
             Exit::NotFound,
-            format!(
-                "no checkpoint of agent `{agent}` in `{}`",
-                db.path().display()
-            ),
+            format!("no checkpoint of agent `{agent}` in `{}`", db.name()),
         )
         .hint("list the agents with `compaction agents DATABASE`")
     };
@@ -154,7 +149,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
             Exit::Problems,
             format!(
                 "the checkpoint of agent `{agent}` in `{}` {what}",
-                db.path().display()
+                db.name()
             ),
         )
         .hint("run `compaction verify DATABASE` to list the damage; do not trust this window")

@@ -1,10 +1,11 @@
 //! `effects`, `history` and `reconcile`: the effect ledger, read and settled by an operator.
 
+use crate::backend::Ledger;
 use crate::cli::{SettleArg, StatusArg};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{millis, print_json, printable, table, utc};
 use crate::target::{Access, Database};
-use compaction::{Effect, EffectError, EffectStatus, SqliteLedger};
+use compaction::{Effect, EffectError, EffectStatus};
 use serde_json::json;
 
 fn status_of(arg: StatusArg) -> EffectStatus {
@@ -39,26 +40,23 @@ fn scope_label(scope: &str) -> String {
 /// Every effect as `(scope, effect)`: of one scope, or of every scope (scopes by name, records
 /// in record order within each).
 fn scoped_effects(
-    ledger: &SqliteLedger,
+    ledger: &Ledger,
     scope: Option<&str>,
     status: Option<EffectStatus>,
 ) -> Result<Vec<(String, Effect)>, Failure> {
-    let fail = |e: compaction::LedgerError| Failure::ledger(&e);
     let all: Vec<(String, Effect)> = match scope {
         Some(scope) => {
             let handle = ledger.scope(scope);
             match status {
                 Some(status) => handle.list(status),
                 None => handle.effects(),
-            }
-            .map_err(fail)?
+            }?
             .into_iter()
             .map(|e| (scope.to_string(), e))
             .collect()
         }
         None => ledger
-            .load_all()
-            .map_err(fail)?
+            .load_all()?
             .into_iter()
             .flat_map(|(scope, log)| {
                 log.iter()
@@ -129,14 +127,14 @@ pub fn effects(
 /// The scope holding `key`: the one given, or the only one that has it.
 fn scope_of(
     db: &Database,
-    ledger: &SqliteLedger,
+    ledger: &Ledger,
     key: &str,
     scope: Option<&str>,
 ) -> Result<String, Failure> {
     let not_found = || {
         Failure::new(
             Exit::NotFound,
-            format!("no effect `{key}` in `{}`", db.path().display()),
+            format!("no effect `{key}` in `{}`", db.name()),
         )
         .hint("list the keys with `compaction effects DATABASE`")
     };
@@ -144,7 +142,7 @@ fn scope_of(
         return match ledger.scope(scope).get(key) {
             Ok(Some(_)) => Ok(scope.to_string()),
             Ok(None) => Err(not_found()),
-            Err(e) => Err(Failure::ledger(&e)),
+            Err(e) => Err(e),
         };
     }
     let scopes: Vec<String> = scoped_effects(ledger, None, None)?
@@ -175,14 +173,13 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
     let ledger = db.ledger(Access::Read)?;
     let scope = scope_of(db, &ledger, key, scope)?;
     let handle = ledger.scope(&scope);
-    let fail = |e: compaction::LedgerError| Failure::ledger(&e);
-    let effect = handle.get(key).map_err(fail)?.ok_or_else(|| {
+    let effect = handle.get(key)?.ok_or_else(|| {
         Failure::new(
             Exit::NotFound,
             format!("effect `{key}` was removed meanwhile"),
         )
     })?;
-    let events = handle.annotated_history(key).map_err(fail)?;
+    let events = handle.history(key)?;
     if as_json {
         print_json(&json!({
             "effect": effect_json(&scope, &effect),
@@ -272,8 +269,9 @@ pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
         SettleArg::NotStarted => EffectStatus::NotStarted,
     };
     let ledger = db.ledger(Access::Write)?;
+    let sqlite = ledger.sqlite("reconcile")?;
     let scope = scope_of(db, &ledger, key, request.scope)?;
-    let handle = ledger.scope(&scope);
+    let handle = sqlite.scope(&scope);
     let before = handle
         .status(key)
         .map_err(|e| Failure::ledger(&e))?

@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod output;
+mod backend;
 mod blobs;
 mod cli;
 mod fail;
@@ -18,7 +19,6 @@ use clap::Parser;
 use cli::{Cli, Command};
 use fail::Outcome;
 use std::process::ExitCode;
-use target::Database;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,42 +33,25 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> Outcome {
     match command {
-        Command::Agents { target, format } => {
-            inspect::agents(&Database::locate(&target.database)?, format.json)
-        }
+        Command::Agents { target, format } => inspect::agents(&target.open()?, format.json),
         Command::Show {
             target,
             agent,
             budget,
             format,
-        } => inspect::show(
-            &Database::locate(&target.database)?,
-            &agent,
-            budget,
-            format.json,
-        ),
+        } => inspect::show(&target.open()?, &agent, budget, format.json),
         Command::Effects {
             target,
             status,
             scope,
             format,
-        } => ledger_cmd::effects(
-            &Database::locate(&target.database)?,
-            status,
-            scope.as_deref(),
-            format.json,
-        ),
+        } => ledger_cmd::effects(&target.open()?, status, scope.as_deref(), format.json),
         Command::History {
             target,
             key,
             scope,
             format,
-        } => ledger_cmd::history(
-            &Database::locate(&target.database)?,
-            &key,
-            scope.as_deref(),
-            format.json,
-        ),
+        } => ledger_cmd::history(&target.open()?, &key, scope.as_deref(), format.json),
         Command::Reconcile {
             target,
             key,
@@ -78,7 +61,7 @@ fn run(command: Command) -> Outcome {
             scope,
             force,
         } => ledger_cmd::reconcile(
-            &Database::locate(&target.database)?,
+            &target.open()?,
             &ledger_cmd::Settlement {
                 key: &key,
                 scope: scope.as_deref(),
@@ -92,20 +75,13 @@ fn run(command: Command) -> Outcome {
             target,
             pointer,
             format,
-        } => blobs::resolve(&Database::locate(&target.database)?, &pointer, format.json),
-        Command::Verify { target, format } => {
-            blobs::verify(&Database::locate(&target.database)?, format.json)
-        }
+        } => blobs::resolve(&target.open()?, &pointer, format.json),
+        Command::Verify { target, format } => blobs::verify(&target.open()?, format.json),
         Command::Gc {
             target,
             dry_run,
             min_age,
             format,
-        } => blobs::gc(
-            &Database::locate(&target.database)?,
-            dry_run,
-            min_age,
-            format.json,
-        ),
+        } => blobs::gc(&target.open()?, dry_run, min_age, format.json),
     }
 }

@@ -1,15 +1,26 @@
 //! Opening the database a command names: an existing SQLite file, read-only unless the command
-//! writes; never creating or migrating a file by accident.
+//! writes, never creating or migrating a file by accident; or, with the `postgres` feature, one
+//! namespace of a PostgreSQL database (`postgres://...` with `--namespace`).
 
+use crate::backend::{Ledger, Store};
 use crate::fail::{Exit, Failure};
 use compaction::sqlite::{SqliteOptions, SqliteStore};
 use compaction::SqliteLedger;
 use std::path::{Path, PathBuf};
 
-/// An existing database file.
+/// The database a command runs on.
 #[derive(Debug, Clone)]
-pub struct Database {
-    path: PathBuf,
+pub enum Database {
+    /// An existing SQLite file.
+    Sqlite(PathBuf),
+    /// One namespace of a PostgreSQL database.
+    #[cfg(feature = "postgres")]
+    Postgres {
+        /// The connection string, as given.
+        url: String,
+        /// The tenant.
+        namespace: String,
+    },
 }
 
 /// Whether a command only reads or also writes.
@@ -21,16 +32,40 @@ pub enum Access {
     Write,
 }
 
+/// Whether `target` is a PostgreSQL connection string.
+fn is_postgres(target: &str) -> bool {
+    let lower = target.to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// A connection string without its password, for messages.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let user = user.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 impl Database {
-    /// Checks the target: a path to an existing file (`sqlite://` prefix allowed).
-    pub fn locate(target: &str) -> Result<Database, Failure> {
-        let lower = target.to_ascii_lowercase();
-        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+    /// Checks the target: a path to an existing file (`sqlite://` prefix allowed), or a
+    /// `postgres://` URL with a namespace (with the `postgres` feature).
+    pub fn locate(target: &str, namespace: Option<&str>) -> Result<Database, Failure> {
+        if is_postgres(target) {
+            return Self::postgres(target, namespace);
+        }
+        if namespace.is_some() {
             return Err(Failure::new(
-                Exit::CannotOpen,
-                "PostgreSQL targets are not supported yet (they come with the PostgreSQL backend)",
+                Exit::Usage,
+                "--namespace applies to postgres:// targets only",
             )
-            .hint("pass the path of a SQLite database file"));
+            .hint("a SQLite file holds one tenant: drop --namespace"));
         }
         let path = Path::new(target.strip_prefix("sqlite://").unwrap_or(target));
         if !path.is_file() {
@@ -48,27 +83,93 @@ impl Database {
                  `SqliteLedger::open` (this tool never creates one)",
             ));
         }
-        Ok(Database {
-            path: path.to_path_buf(),
+        Ok(Database::Sqlite(path.to_path_buf()))
+    }
+
+    #[cfg(feature = "postgres")]
+    fn postgres(url: &str, namespace: Option<&str>) -> Result<Database, Failure> {
+        let namespace = namespace.ok_or_else(|| {
+            Failure::new(
+                Exit::Usage,
+                format!("`{}` needs a namespace", redacted(url)),
+            )
+            .hint(
+                "add --namespace NAME (or set COMPACTION_NAMESPACE): the one the agents passed \
+                 to `PgStore::connect(url, namespace)`",
+            )
+        })?;
+        Ok(Database::Postgres {
+            url: url.to_string(),
+            namespace: namespace.to_string(),
         })
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
+    #[cfg(not(feature = "postgres"))]
+    fn postgres(url: &str, _namespace: Option<&str>) -> Result<Database, Failure> {
+        Err(Failure::new(
+            Exit::CannotOpen,
+            format!("`{}`: this build has no PostgreSQL support", redacted(url)),
+        )
+        .hint("build the tool with it: cargo install compaction-cli --features postgres"))
+    }
+
+    /// How messages name the database: the file, or the server without its password and the
+    /// namespace.
+    pub fn name(&self) -> String {
+        match self {
+            Database::Sqlite(path) => path.display().to_string(),
+            #[cfg(feature = "postgres")]
+            Database::Postgres { url, namespace } => {
+                format!("{} (namespace {namespace})", redacted(url))
+            }
+        }
     }
 
     fn options(access: Access) -> SqliteOptions {
         SqliteOptions::new().read_only(access == Access::Read)
     }
 
-    /// The blob store and checkpoints in the file.
-    pub fn store(&self, access: Access) -> Result<SqliteStore, Failure> {
-        SqliteStore::open_with(&self.path, &Self::options(access)).map_err(|e| Failure::store(&e))
+    /// The blob store and checkpoints.
+    pub fn store(&self, access: Access) -> Result<Store, Failure> {
+        match self {
+            Database::Sqlite(path) => SqliteStore::open_with(path, &Self::options(access))
+                .map(Store::Sqlite)
+                .map_err(|e| Failure::store(&e)),
+            #[cfg(feature = "postgres")]
+            Database::Postgres { url, namespace } => compaction::PgStore::connect(url, namespace)
+                .map(Store::Postgres)
+                .map_err(|e| Failure::store(&e)),
+        }
     }
 
-    /// The effect ledger in the file.
-    pub fn ledger(&self, access: Access) -> Result<SqliteLedger, Failure> {
-        SqliteLedger::open_with(&self.path, &Self::options(access)).map_err(|e| Failure::ledger(&e))
+    /// The effect ledger.
+    pub fn ledger(&self, access: Access) -> Result<Ledger, Failure> {
+        match self {
+            Database::Sqlite(path) => SqliteLedger::open_with(path, &Self::options(access))
+                .map(Ledger::Sqlite)
+                .map_err(|e| Failure::ledger(&e)),
+            #[cfg(feature = "postgres")]
+            Database::Postgres { url, namespace } => compaction::PgLedger::connect(url, namespace)
+                .map(Ledger::Postgres)
+                .map_err(|e| Failure::pg_ledger(&e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redacted("postgres://agent:s3cr@t@db.internal:5432/fleet"),
+            "postgres://agent:***@db.internal:5432/fleet"
+        );
+        assert_eq!(
+            redacted("postgres://agent@db/fleet"),
+            "postgres://agent@db/fleet"
+        );
+        assert_eq!(redacted("/tmp/a.db"), "/tmp/a.db");
     }
 }

@@ -218,8 +218,14 @@ fn a_database_that_cannot_be_opened_is_named_with_what_to_do() {
     assert!(stderr.contains("not a SQLite database"), "{stderr}");
 
     let (code, _, stderr) = run(&["agents", "postgres://ops@db/agents"]);
-    assert_eq!(code, 3);
-    assert!(stderr.contains("not supported yet"), "{stderr}");
+    if cfg!(feature = "postgres") {
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("needs a namespace"), "{stderr}");
+    } else {
+        assert_eq!(code, 3, "{stderr}");
+        assert!(stderr.contains("no PostgreSQL support"), "{stderr}");
+        assert!(stderr.contains("--features postgres"), "{stderr}");
+    }
 
     let (code, _, _) = run(&["agents"]);
     assert_eq!(code, 2, "usage errors exit 2");

@@ -224,3 +224,68 @@ fn a_checkpoint_saved_while_gc_scans_keeps_its_blobs() {
     let (code, stdout, _) = run(&["verify", fx.path.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}");
 }
+
+#[test]
+fn verify_checks_keyed_seals_with_the_keys_in_the_environment() {
+    let dir = TempDir::new("verify-keys");
+    let path = dir.0.join("keyed.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let secret = [7u8; 32];
+    let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    let keyed = Compactor::builder()
+        .budget(40_000)
+        .store(store.clone())
+        .seal_key(compaction::SealKey::new("k1", secret).unwrap())
+        .build()
+        .unwrap();
+    let plain = Compactor::builder()
+        .budget(40_000)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    store
+        .save_checkpoint("keyed", &keyed.compact_blocking(&state(2)).unwrap())
+        .unwrap();
+    let db = path.to_str().unwrap();
+    let verify = |keys: Option<&str>| {
+        let mut cmd = cli();
+        cmd.args(["verify", db, "--json"]);
+        match keys {
+            Some(keys) => cmd.env("COMPACTION_SEAL_KEYS", keys),
+            None => cmd.env_remove("COMPACTION_SEAL_KEYS"),
+        };
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !stdout.contains(&hex) && !stderr.contains(&hex),
+            "{stdout}{stderr}"
+        );
+        (out.status.code().unwrap(), stdout, stderr)
+    };
+    let right = format!("old={},k1={hex}", "11".repeat(32));
+    assert_eq!(verify(None).0, 0);
+    assert_eq!(verify(Some(&right)).0, 0, "the key is among the given ones");
+    let (code, stdout, _) = verify(Some(&format!("k1={}", "22".repeat(32))));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("checkpoint `keyed`") && stdout.contains("key `k1`"),
+        "{stdout}"
+    );
+
+    // A checkpoint without a keyed seal, once keys are given.
+    store
+        .save_checkpoint("plain", &plain.compact_blocking(&state(3)).unwrap())
+        .unwrap();
+    let (code, stdout, _) = verify(Some(&right));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("checkpoint `plain`") && stdout.contains("no keyed seal"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("checkpoint `keyed`"), "{stdout}");
+
+    let (code, _, stderr) = verify(Some("k1=abc"));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("COMPACTION_SEAL_KEYS"), "{stderr}");
+}

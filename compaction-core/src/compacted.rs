@@ -8,6 +8,7 @@ pub(crate) use fingerprint::SchemaFingerprint;
 use crate::render::{Entry, Form, SummaryValue};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
+use crate::store::seal::{KeyedSeal, SealKeys};
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::marker::pointers_in;
@@ -64,6 +65,10 @@ pub struct Compacted<S> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) transcript: Option<CompactedTranscript>,
     pub(crate) seal: ContentHash,
+    /// The HMAC of the same content under the author's key, when the compactor had one
+    /// (`CompactorBuilder::seal_key`). Absent otherwise, so unkeyed checkpoints are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) keyed_seal: Option<KeyedSeal>,
     #[serde(skip)]
     pub(crate) _state: PhantomData<fn() -> S>,
 }
@@ -202,7 +207,8 @@ impl<S> Compacted<S> {
         out
     }
 
-    pub(crate) fn compute_seal(&self) -> ContentHash {
+    /// The bytes both seals cover: every field but the seals themselves.
+    pub(crate) fn seal_input(&self) -> Vec<u8> {
         let input = SealInput {
             format: self.format,
             state_type: &self.state_type,
@@ -216,13 +222,40 @@ impl<S> Compacted<S> {
             transcript: self.transcript.as_ref(),
         };
         // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
-        let bytes = serde_json::to_vec(&input).unwrap_or_default();
-        ContentHash::of(&bytes)
+        serde_json::to_vec(&input).unwrap_or_default()
     }
 
-    /// Whether the checkpoint is intact (its seal matches its content).
+    pub(crate) fn compute_seal(&self) -> ContentHash {
+        ContentHash::of(&self.seal_input())
+    }
+
+    /// Whether the checkpoint is intact (its plain seal, a SHA-256, matches its content).
+    ///
+    /// This detects damage, not forgery: whoever can write the checkpoint can recompute a
+    /// plain hash. A compactor built with a [`SealKey`](crate::SealKey) also checks the keyed
+    /// seal ([`Compactor::verify_checkpoint`](crate::Compactor::verify_checkpoint)).
     pub fn verify_seal(&self) -> bool {
         self.format == FORMAT && self.compute_seal() == self.seal
+    }
+
+    /// The id of the key whose keyed seal this checkpoint carries; `None` when it was sealed
+    /// without a key. Only the key itself proves the seal valid.
+    pub fn seal_key_id(&self) -> Option<&str> {
+        self.keyed_seal.as_ref().map(|seal| seal.key.as_str())
+    }
+
+    /// Seals the content: the plain seal, and the keyed one when `keys` has a signing key.
+    pub(crate) fn seal_with(&mut self, keys: &SealKeys) {
+        let input = self.seal_input();
+        self.seal = ContentHash::of(&input);
+        self.keyed_seal = keys.sign(&input);
+    }
+
+    /// Whether both seals verify: the plain one, and the keyed one under `keys` (see
+    /// `SealKeys::verify` for a missing keyed seal or an empty key set).
+    pub(crate) fn seals_verify(&self, keys: &SealKeys) -> bool {
+        let input = self.seal_input();
+        ContentHash::of(&input) == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
     }
 }
 
@@ -240,6 +273,7 @@ impl<S> Clone for Compacted<S> {
             report: self.report.clone(),
             transcript: self.transcript.clone(),
             seal: self.seal,
+            keyed_seal: self.keyed_seal.clone(),
             _state: PhantomData,
         }
     }

@@ -2,6 +2,7 @@
 //! `compact` only borrows it.
 
 use crate::state::path::RebuildError;
+use crate::store::seal::SealKeyError;
 use crate::store::StoreError;
 use crate::summarize::SummarizerError;
 use crate::transcript::conversation::TranscriptError;
@@ -226,6 +227,13 @@ impl CompactionError {
 impl From<StoreError> for CompactionError {
     fn from(e: StoreError) -> Self {
         CompactionError::from_store(e, None)
+    }
+}
+
+/// An unusable seal key is a configuration error.
+impl From<SealKeyError> for CompactionError {
+    fn from(e: SealKeyError) -> Self {
+        CompactionError::Config(e.to_string())
     }
 }
 

@@ -65,7 +65,10 @@ pub use state::{
     Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
     SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
-pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
+pub use store::{
+    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, SealKey, SealKeyError, Store,
+    StoreError,
+};
 pub use summarize::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
 pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};

@@ -11,6 +11,7 @@ use crate::render::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
+use crate::store::seal::SealKeys;
 use crate::store::{get_verified, ContentHash, DynStore, Pointer};
 use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
 use std::collections::HashMap;
@@ -170,25 +171,37 @@ pub struct DefaultedField {
     pub reason: String,
 }
 
-/// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
-/// `Compactor::rehydrate` runs).
-pub(crate) async fn rehydrate<S: Compactable>(
-    store: &dyn DynStore,
+/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
+/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
+/// seal that does not verify.
+pub(crate) fn check_checkpoint<S>(
     compacted: &Compacted<S>,
-    reacquirer: &dyn DynReacquire,
-    options: RehydrateOptions,
-) -> Result<Rehydrated<S>, CompactionError> {
+    keys: &SealKeys,
+) -> Result<(), CompactionError> {
     if compacted.format != FORMAT {
         return Err(CompactionError::CheckpointFormat {
             found: compacted.format,
             supported: FORMAT,
         });
     }
-    if !compacted.verify_seal() {
+    if !compacted.seals_verify(keys) {
         return Err(CompactionError::Integrity {
             field: "<checkpoint>".into(),
         });
     }
+    Ok(())
+}
+
+/// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
+/// `Compactor::rehydrate` runs), once its format and seals checked out under `keys`.
+pub(crate) async fn rehydrate<S: Compactable>(
+    store: &dyn DynStore,
+    compacted: &Compacted<S>,
+    keys: &SealKeys,
+    reacquirer: &dyn DynReacquire,
+    options: RehydrateOptions,
+) -> Result<Rehydrated<S>, CompactionError> {
+    check_checkpoint(compacted, keys)?;
     let expected = S::schema().type_name();
     if compacted.state_type != expected {
         return Err(CompactionError::WrongStateType {

@@ -4,7 +4,8 @@
 use crate::compactor::summarize::DynSummarizer;
 use crate::error::CompactionError;
 use crate::render::{DefaultRenderer, Renderer};
-use crate::store::{DynStore, MemoryStore, Store};
+use crate::store::seal::SealKeys;
+use crate::store::{DynStore, MemoryStore, SealKey, Store};
 use crate::summarize::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
 use crate::transcript::count::TranscriptPlanner;
@@ -22,6 +23,7 @@ pub struct CompactorBuilder {
     pub(super) refuse_on_unknown: bool,
     pub(super) evict_on_summarizer_error: bool,
     pub(super) max_summary_tokens: usize,
+    pub(super) seal_keys: SealKeys,
 }
 
 impl Default for CompactorBuilder {
@@ -35,6 +37,7 @@ impl Default for CompactorBuilder {
             refuse_on_unknown: false,
             evict_on_summarizer_error: false,
             max_summary_tokens: 512,
+            seal_keys: SealKeys::default(),
         }
     }
 }
@@ -90,6 +93,68 @@ impl CompactorBuilder {
     /// The largest summary target handed to the summarizer (default 512 tokens).
     pub fn max_summary_tokens(mut self, tokens: usize) -> Self {
         self.max_summary_tokens = tokens;
+        self
+    }
+
+    /// Seals every checkpoint this compactor makes with `key` (HMAC-SHA256, beside the plain
+    /// SHA-256 seal) and verifies every checkpoint it rehydrates or
+    /// [verifies](Compactor::verify_checkpoint) with it: a checkpoint whose keyed seal does not
+    /// verify is `Integrity`, whoever recomputed its plain hash, and so is a checkpoint with no
+    /// keyed seal (see [`accept_unkeyed_checkpoints`](Self::accept_unkeyed_checkpoints)).
+    /// Calling it again replaces the signing key; keep the old one with
+    /// [`verify_key`](Self::verify_key) while its checkpoints are still around.
+    ///
+    /// Without a key, checkpoints carry the plain seal only. It detects damage (a flipped byte,
+    /// a truncated row) but not a forger: whoever can write the checkpoint's storage can change
+    /// it and recompute the hash.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, CompactionError, NoReacquire, SealKey};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+    /// struct State {
+    ///     #[protected]
+    ///     step: u32,
+    /// }
+    ///
+    /// // Rotation: the new key signs, the old one still verifies what it sealed.
+    /// let old = SealKey::new("2026-10", [1u8; 32])?;
+    /// let new = SealKey::new("2026-11", [2u8; 32])?;
+    /// let before = Compactor::builder().budget(100).seal_key(old.clone()).build()?;
+    /// let after = Compactor::builder().budget(100).seal_key(new.clone()).verify_key(old).build()?;
+    ///
+    /// let checkpoint = before.compact_blocking(&State { step: 4 })?;
+    /// assert_eq!(checkpoint.seal_key_id(), Some("2026-10"));
+    /// assert_eq!(after.rehydrate_blocking(&checkpoint, &NoReacquire)?, State { step: 4 });
+    ///
+    /// // Once the old key is dropped, what it sealed is refused.
+    /// let only_new = Compactor::builder().budget(100).seal_key(new).build()?;
+    /// assert!(matches!(
+    ///     only_new.verify_checkpoint(&checkpoint),
+    ///     Err(CompactionError::Integrity { .. })
+    /// ));
+    /// # Ok::<(), CompactionError>(())
+    /// ```
+    pub fn seal_key(mut self, key: SealKey) -> Self {
+        self.seal_keys.set_signing(key);
+        self
+    }
+
+    /// A key that still verifies checkpoints but no longer signs them (a rotated-out key).
+    /// Repeat for several; requires a [`seal_key`](Self::seal_key), and every key needs its own
+    /// id (`build` refuses otherwise with `Config`).
+    pub fn verify_key(mut self, key: SealKey) -> Self {
+        self.seal_keys.add_retired(key);
+        self
+    }
+
+    /// With a [`seal_key`](Self::seal_key): also accept checkpoints that carry no keyed seal
+    /// (made before keys were introduced), checking their plain seal only. Off by default;
+    /// turn it on for a migration, then off, since while it is on a forger can strip the
+    /// keyed seal. A keyed seal that is present must still verify.
+    pub fn accept_unkeyed_checkpoints(mut self, accept: bool) -> Self {
+        self.seal_keys.set_accept_unkeyed(accept);
         self
     }
 }
@@ -149,6 +214,8 @@ pub struct Compactor {
     /// Remembers the counts of the last transcript planned, so the next (one message longer)
     /// is planned without recounting it.
     pub(super) transcript_planner: TranscriptPlanner,
+    /// The keys checkpoints are sealed and verified with (none by default).
+    pub(super) seal_keys: SealKeys,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -158,6 +225,7 @@ impl std::fmt::Debug for Compactor {
             .field("counter", &self.counter.name())
             .field("summarizer", &self.summarizer.is_some())
             .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
+            .field("seal_key_ids", &self.seal_keys.ids())
             .finish_non_exhaustive()
     }
 }
@@ -173,6 +241,7 @@ impl CompactorBuilder {
                 "the budget must be above zero".into(),
             ));
         }
+        self.seal_keys.check().map_err(CompactionError::from)?;
         Ok(Compactor {
             budget,
             transcript_planner: TranscriptPlanner::new(self.counter.clone()),
@@ -184,6 +253,7 @@ impl CompactorBuilder {
             evict_on_summarizer_error: self.evict_on_summarizer_error,
             max_summary_tokens: self.max_summary_tokens,
             compactions: AtomicU64::new(0),
+            seal_keys: self.seal_keys,
         })
     }
 }

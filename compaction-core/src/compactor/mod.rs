@@ -17,7 +17,7 @@ use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{Reacquire, RehydrateOptions};
+use crate::rehydrate::{check_checkpoint, Reacquire, RehydrateOptions};
 use crate::render::escape_inline;
 use crate::render::{Entry, WindowView, COMPACT_FORM_BELOW};
 use crate::state::compactable::Compactable;
@@ -126,8 +126,10 @@ impl Compactor {
     /// Rebuilds the full state from a compacted one: everything the store holds (spilled
     /// values, effect records and payloads, summarized values) byte-identical and verified,
     /// evicted derivable fields through `reacquirer`. Fails with `Integrity` when any preserved
-    /// byte changed, `Reacquire` when the author's re-acquisition fails (see
-    /// [`rehydrate_with`](Self::rehydrate_with) to allow `Default` instead), and `Store` when a
+    /// byte changed or a seal does not verify (see
+    /// [`verify_checkpoint`](Self::verify_checkpoint), run first), `Reacquire` when the author's
+    /// re-acquisition fails (see [`rehydrate_with`](Self::rehydrate_with) to allow `Default`
+    /// instead), and `Store` when a
     /// spilled value cannot be read.
     pub async fn rehydrate<S: Compactable>(
         &self,
@@ -139,6 +141,18 @@ impl Compactor {
             .rehydrate_with(compacted, reacquirer, strict)
             .await?
             .state)
+    }
+
+    /// Checks a checkpoint before its window or state is used: `CheckpointFormat` for another
+    /// format, `Integrity { field: "<checkpoint>" }` when its plain seal does not match its
+    /// content or, with [`seal_key`](CompactorBuilder::seal_key), when its keyed seal does not
+    /// verify under one of this compactor's keys (or is missing, unless
+    /// [`accept_unkeyed_checkpoints`](CompactorBuilder::accept_unkeyed_checkpoints)).
+    /// [`rehydrate`](Self::rehydrate) runs it first; call it yourself before sending a loaded
+    /// checkpoint's [`render`](Compacted::render) or [`messages`](Compacted::messages) to a
+    /// model.
+    pub fn verify_checkpoint<S>(&self, compacted: &Compacted<S>) -> Result<(), CompactionError> {
+        check_checkpoint(compacted, &self.seal_keys)
     }
 
     /// [`rehydrate`](Self::rehydrate) for synchronous callers.
@@ -294,9 +308,10 @@ impl Compactor {
             report,
             transcript,
             seal: ContentHash::of(b""),
+            keyed_seal: None,
             _state: PhantomData,
         };
-        compacted.seal = compacted.compute_seal();
+        compacted.seal_with(&self.seal_keys);
         Ok(compacted)
     }
 

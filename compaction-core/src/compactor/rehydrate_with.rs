@@ -20,9 +20,15 @@ impl Compactor {
         options: RehydrateOptions,
     ) -> Result<Rehydrated<S>, CompactionError> {
         let span = trace::rehydrate_span(S::schema().type_name());
-        let rehydrated = rehydrate(&*self.store, compacted, reacquirer, options)
-            .instrument(span.clone())
-            .await;
+        let rehydrated = rehydrate(
+            &*self.store,
+            compacted,
+            &self.seal_keys,
+            reacquirer,
+            options,
+        )
+        .instrument(span.clone())
+        .await;
         if let Err(error) = &rehydrated {
             trace::refused(&span, error);
         }
