@@ -214,6 +214,7 @@ impl Plan {
             counter: counter.name().to_owned(),
             fields,
             fingerprints,
+            transcript: None,
         }
     }
 }
