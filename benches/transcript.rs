@@ -19,10 +19,10 @@ use std::sync::LazyLock;
 /// The request budget, the whole `messages()` list by the chat formula.
 pub const BUDGET: usize = 32_000;
 
-/// Messages in the conversation (100 on the smoke run).
+/// Messages in the conversation (300 on the smoke run: enough to need compaction).
 fn length() -> usize {
     if std::env::var_os("COMPACTION_BENCH_TINY").is_some() {
-        100
+        300
     } else {
         10_000
     }
