@@ -243,3 +243,51 @@ fn a_budget_too_small_for_the_recent_turns_is_a_typed_error() {
     );
     assert_eq!(serde_json::to_string(&agent).unwrap(), before);
 }
+
+#[test]
+fn the_report_counts_every_message_once_by_outcome() {
+    use compaction::transcript::MARKER_PREFIX;
+    let agent = session(30);
+    let compacted = compactor(4000).compact_blocking(&agent).unwrap();
+    let report = compacted.report().transcript.clone().expect("a transcript");
+    assert_eq!(report.field, "chat");
+    assert_eq!(report.messages_in, agent.chat.len());
+    assert_eq!(
+        report.kept + report.stubbed + report.tombstoned + report.folded,
+        report.messages_in
+    );
+    let sent = &compacted.messages()[1..];
+    let markers = |role: Role, kind: &str| {
+        let start = format!("{MARKER_PREFIX}{kind} ");
+        sent.iter()
+            .filter(|m| m.role == role && m.content.starts_with(&start))
+            .count()
+    };
+    assert_eq!(report.tombstoned, markers(Role::Tool, "tombstone"));
+    assert_eq!(report.stubbed, markers(Role::User, "spilled"));
+    assert_eq!(report.fold_messages, markers(Role::Assistant, "folded"));
+    assert!(report.tombstoned > 0 && report.folded > 0, "{report:?}");
+    assert!(report.summarized_folds <= report.fold_messages);
+    assert_eq!(
+        sent.len(),
+        report.kept + report.stubbed + report.tombstoned + report.fold_messages
+    );
+    let verbatim = sent
+        .iter()
+        .filter(|m| agent.chat.messages().contains(m))
+        .count();
+    assert_eq!(report.kept, verbatim);
+    assert_eq!(
+        report.tokens,
+        chat_tokens(sent, &Tokenizer::O200kBase) - compaction::transcript::REPLY_PRIMING_TOKENS
+    );
+    assert!(!compacted.report().nothing_evicted());
+    assert!(compacted.report().to_string().contains("tombstoned"));
+
+    let small = session(2);
+    let whole = compactor(100_000).compact_blocking(&small).unwrap();
+    let report = whole.report().transcript.clone().expect("a transcript");
+    assert!(report.all_kept(), "{report:?}");
+    assert_eq!(report.kept, small.chat.len());
+    assert!(whole.report().nothing_evicted(), "{}", whole.report());
+}

@@ -56,7 +56,7 @@ pub use rehydrate::{
 pub use render::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
 };
-pub use report::{CompactionReport, FieldOutcome, FieldReport};
+pub use report::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{
     LedgerError, SqliteError, SqliteErrorKind, SqliteLedger, SqliteOptions, SqliteStore,

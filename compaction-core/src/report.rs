@@ -68,6 +68,41 @@ pub struct CompactionReport {
     pub fields: Vec<FieldReport>,
     /// The fingerprint of every protected field, kept or spilled.
     pub fingerprints: BTreeMap<String, Fingerprint>,
+    /// What happened to the messages of the state's `#[transcript]` field (`None` when the
+    /// state has none). Absent from the JSON of reports without a transcript.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<TranscriptReport>,
+}
+
+/// What one compaction did to the messages of a `#[transcript]` field: one count per outcome
+/// (every input message is counted exactly once), plus the messages the compaction added.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TranscriptReport {
+    /// Path of the `#[transcript]` field.
+    pub field: String,
+    /// Messages of the input.
+    pub messages_in: usize,
+    /// Input messages sent verbatim.
+    pub kept: usize,
+    /// User messages replaced by a stub (their content is in the store).
+    pub stubbed: usize,
+    /// Tool results whose content was replaced by a tombstone (the content is in the store).
+    pub tombstoned: usize,
+    /// Assistant and tool messages folded into a run (the run is in the store).
+    pub folded: usize,
+    /// Fold messages the compaction added (one per folded run).
+    pub fold_messages: usize,
+    /// Of those, the ones that carry a summary.
+    pub summarized_folds: usize,
+    /// Tokens of the transcript's messages as sent (chat formula, without the reply priming).
+    pub tokens: usize,
+}
+
+impl TranscriptReport {
+    /// Whether every input message was sent verbatim.
+    pub fn all_kept(&self) -> bool {
+        self.kept == self.messages_in
+    }
 }
 
 impl CompactionReport {
@@ -79,9 +114,14 @@ impl CompactionReport {
             .map(|f| &f.outcome)
     }
 
-    /// Whether every field stayed in the window verbatim.
+    /// Whether every field stayed in the window verbatim, and every message of the
+    /// transcript (if any) was sent verbatim.
     pub fn nothing_evicted(&self) -> bool {
         self.fields.iter().all(|f| f.outcome == FieldOutcome::Kept)
+            && self
+                .transcript
+                .as_ref()
+                .is_none_or(TranscriptReport::all_kept)
     }
 
     /// Paths of the fields whose summary came from the summary cache (no summarizer call).
@@ -111,6 +151,21 @@ impl fmt::Display for CompactionReport {
             "compaction #{}: {before}{} -> {} tokens (budget {}, {})",
             self.compaction, self.tokens_before, self.tokens_after, self.budget, self.counter
         )?;
+        if let Some(t) = &self.transcript {
+            write!(
+                f,
+                "; {}: {} messages -> {} kept, {} stubbed, {} tombstoned, {} folded into {} \
+                 ({} summarized)",
+                t.field,
+                t.messages_in,
+                t.kept,
+                t.stubbed,
+                t.tombstoned,
+                t.folded,
+                t.fold_messages,
+                t.summarized_folds
+            )?;
+        }
         if self.nothing_evicted() {
             return write!(f, "; everything kept verbatim");
         }

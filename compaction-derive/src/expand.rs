@@ -267,15 +267,17 @@ fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
     let mut marker = field.member.clone();
     marker.set_span(name_span);
     let infer = quote_spanned!(name_span=> _);
-    // Whether the type carries state, by autoref: a carrier may be neither evicted nor protected
-    // whole. `assert` names the check (`assert_evictable` or `assert_protectable`).
+    // Whether the type is a conversation, carries state, or is plain, by autoref: a carrier may
+    // be neither evicted nor protected whole, and only a conversation may be a `#[transcript]`.
+    // `assert` names the check (`assert_evictable`, `assert_protectable`,
+    // `assert_transcript_field`).
     let no_state_inside = |assert: &str| {
         let assert = syn::Ident::new(assert, span);
         quote_spanned! {span=>
             {
                 #[allow(unused_imports)]
-                use #private::{CarriesStateProbe as _, PlainProbe as _};
-                let __verdict = (&&#private::Probe::<#ty>::new()).verdict();
+                use #private::{CarriesStateProbe as _, ConversationProbe as _, PlainProbe as _};
+                let __verdict = (&&&#private::Probe::<#ty>::new()).verdict();
                 mod __field {
                     #[allow(non_camel_case_types, dead_code)]
                     pub struct #marker;
@@ -292,12 +294,14 @@ fn compile_checks(krate: &syn::Path, field: &Field<'_>) -> TokenStream {
             checks.extend(quote_spanned!(span=> #private::assert_redundant_default::<#ty>();));
         }
         Class::Effect { .. } => {
-            checks.extend(quote_spanned!(span=> #private::assert_effect_records::<#ty>();))
+            checks.extend(no_state_inside("assert_effect_field"));
+            checks.extend(quote_spanned!(span=> #private::assert_effect_records::<#ty>();));
         }
-        Class::Nested => checks.extend(quote_spanned!(span=> #private::assert_nested::<#ty>();)),
-        Class::Transcript { .. } => {
-            checks.extend(quote_spanned!(span=> #private::assert_transcript::<#ty>();))
+        Class::Nested => {
+            checks.extend(no_state_inside("assert_nested_field"));
+            checks.extend(quote_spanned!(span=> #private::assert_nested::<#ty>();));
         }
+        Class::Transcript { .. } => checks.extend(no_state_inside("assert_transcript_field")),
     }
     if field.class.allows_summary() {
         checks.extend(quote_spanned!(span=> #private::assert_summarizable::<#ty>();));

@@ -20,6 +20,10 @@ use proc_macro::TokenStream;
 /// `summarize`), `#[redundant]` (with optional `summarize`), `#[effect(idempotent = true|false)]`
 /// (with an optional `scope = "..."`: its scope in a durable ledger, default its path) or
 /// `#[nested]`. See the `compaction` crate for what each class guarantees.
+///
+/// `#[nested]` takes a `Compactable` type, or an `Option`, `Vec` or `Box` of one; its fields are
+/// classified in place. In a `Vec`, newer is kept before older: the later elements come back
+/// into the window first and leave it last (put the newest last, as `push` does).
 #[proc_macro_derive(
     Compactable,
     attributes(

@@ -275,12 +275,13 @@ impl Compactor {
                 ));
             }
         };
-        let (transcript, transcript_blobs) = match prepared.transcript.take() {
+        let (transcript, transcript_blobs, transcript_report) = match prepared.transcript.take() {
             Some((path, plan)) => {
-                let (transcript, blobs) = self.finish_transcript(path, plan, tokens).await?;
-                (Some(transcript), blobs)
+                let (transcript, blobs, report) =
+                    self.finish_transcript(path, plan, tokens).await?;
+                (Some(transcript), blobs, Some(report))
             }
-            None => (None, Vec::new()),
+            None => (None, Vec::new(), None),
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
@@ -294,6 +295,7 @@ impl Compactor {
         let mut report = prepared
             .plan
             .report(prepared.number, self.budget, tokens, &*self.counter);
+        report.transcript = transcript_report;
         cache.mark(&mut report);
         cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {

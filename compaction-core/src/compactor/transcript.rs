@@ -13,13 +13,14 @@ use crate::compactor::summarize::{checked_summary, DynSummarizer};
 use crate::compactor::trace;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
+use crate::report::TranscriptReport;
 use crate::store::ContentHash;
 use crate::summarize::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Transcript};
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::error::TranscriptPlanError;
-use crate::transcript::plan::TranscriptPlan;
+use crate::transcript::plan::{MessageOutcome, PlannedTranscript, TranscriptPlan};
 use std::collections::HashSet;
 use tracing::Instrument;
 
@@ -116,6 +117,30 @@ pub(super) fn plan_error(
     }
 }
 
+/// A completed transcript, the blobs its stubs, tombstones and folds point to, and its report.
+pub(super) type FinishedTranscript = (
+    CompactedTranscript,
+    Vec<(ContentHash, Vec<u8>)>,
+    TranscriptReport,
+);
+
+/// One count per outcome of the planned transcript.
+fn transcript_report(path: &str, planned: &PlannedTranscript) -> TranscriptReport {
+    let outcomes = planned.outcomes();
+    let count = |wanted: MessageOutcome| outcomes.iter().filter(|o| **o == wanted).count();
+    TranscriptReport {
+        field: path.to_owned(),
+        messages_in: outcomes.len(),
+        kept: count(MessageOutcome::Kept),
+        stubbed: count(MessageOutcome::Spilled),
+        tombstoned: count(MessageOutcome::Tombstoned),
+        folded: count(MessageOutcome::Folded),
+        fold_messages: planned.fold_messages(),
+        summarized_folds: planned.summarized_folds(),
+        tokens: planned.tokens(),
+    }
+}
+
 impl Compactor {
     /// Plans the state's transcript, if it has one, into what the budget leaves after the
     /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
@@ -151,7 +176,7 @@ impl Compactor {
         path: String,
         plan: TranscriptPlan,
         window_tokens: usize,
-    ) -> Result<(CompactedTranscript, Vec<(ContentHash, Vec<u8>)>), CompactionError> {
+    ) -> Result<FinishedTranscript, CompactionError> {
         let requests: Vec<(String, usize)> = plan
             .summary_requests()
             .map(|r| (r.text.clone(), r.target_tokens))
@@ -164,6 +189,7 @@ impl Compactor {
             .map_err(|e| plan_error(&path, 0, self.budget, e))?;
         let (blobs, tokens) = (planned.blobs().to_vec(), planned.tokens());
         let request_tokens = window_tokens + request_overhead(&*self.counter) + tokens;
+        let report = transcript_report(&path, &planned);
         let messages = planned.into_messages();
         Ok((
             CompactedTranscript {
@@ -173,6 +199,7 @@ impl Compactor {
                 request_tokens,
             },
             blobs,
+            report,
         ))
     }
 }

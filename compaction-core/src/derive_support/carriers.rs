@@ -122,6 +122,29 @@ pub trait CarriesStateProbe<W> {
 }
 impl<T: CarriesState<W> + ?Sized, W> CarriesStateProbe<W> for &Probe<T> {}
 
+/// The verdict for a conversation (`Transcript`): it takes `#[transcript]` and no other class.
+pub struct IsConversation;
+
+/// Selected first, for a `Transcript` (the derive probes with `&&&Probe`): its own verdict, so
+/// the checks can say `#[transcript]` where they would say `#[nested]` for other state.
+pub trait ConversationProbe {
+    /// The verdict.
+    fn verdict(&self) -> IsConversation {
+        IsConversation
+    }
+}
+impl ConversationProbe for &&Probe<Transcript> {}
+
+/// A conversation in a field of another class: never satisfied (by the field's type), so the
+/// message names the class it takes. Checked through the verdict traits' impls for
+/// [`IsConversation`].
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` is a conversation (`compaction::Transcript`): classify it `#[transcript]`",
+    label = "a `Transcript` takes `#[transcript]` (optionally `keep_recent = N`, `pin_user`)",
+    note = "`#[transcript]` keeps every tool call with its result and every user message verbatim or behind a pointer; evicted, protected or nested whole, the conversation would not be planned message by message"
+)]
+pub trait TakesTranscript<Field> {}
+
 /// Selected for every other type.
 pub trait PlainProbe {
     /// The verdict.
@@ -153,12 +176,99 @@ pub trait Protectable<Field, Type: ?Sized> {}
 #[diagnostic::do_not_recommend]
 impl<Field, Type: ?Sized> Protectable<Field, Type> for PlainValue {}
 
+/// What `#[transcript]` accepts, by the field type's verdict: a conversation. Compile-time
+/// check used by the derive on `#[transcript]` fields.
+pub fn assert_transcript_field<Field, Type: ?Sized, T: TranscriptField<Field, Type>>(_verdict: T) {}
+
+/// The verdicts `#[transcript]` accepts: only [`IsConversation`]; the others fail through a
+/// trait whose message names the class the type takes.
+pub trait TranscriptField<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> TranscriptField<Field, Type> for IsConversation {}
+impl<Field, Type: ?Sized + NestedNotTranscript<Field>> TranscriptField<Field, Type>
+    for HoldsProtectedState
+{
+}
+impl<Field, Type: ?Sized + PlainNotTranscript<Field>> TranscriptField<Field, Type> for PlainValue {}
+
+/// State with classes of its own under `#[transcript]`: never satisfied.
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Self}`, which is compaction state, not a conversation: classify it `#[nested]`",
+    label = "`#[transcript]` takes a `compaction::Transcript`",
+    note = "`#[nested]` keeps the classes of the fields inside (`Option`, `Vec` and `Box` of such state too); an `EffectLog` takes `#[effect(idempotent = true|false)]`"
+)]
+pub trait NestedNotTranscript<Field> {}
+
+/// Plain data under `#[transcript]`: never satisfied.
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Self}`, which is plain data, not a conversation: `#[transcript]` takes a `compaction::Transcript`",
+    label = "not a `Transcript`",
+    note = "a chat history is a `compaction::Transcript` (a list of `Message`s, `Transcript::from_messages`); other plain data takes `#[protected]`, `#[derivable(pointer = \"...\")]` or `#[redundant]`"
+)]
+pub trait PlainNotTranscript<Field> {}
+
 /// Compile-time check used by the derive on `#[redundant]` and `#[derivable]` fields: the
 /// verdict must be [`PlainValue`].
-pub fn assert_evictable<Field, Type: ?Sized, T: Evictable<Field, Type>>(_verdict: T) {}
+pub fn assert_evictable<Field, Type: ?Sized, T: EvictVerdict<Field, Type>>(_verdict: T) {}
 /// Compile-time check used by the derive on `#[protected]` fields: the verdict must be
 /// [`PlainValue`].
-pub fn assert_protectable<Field, Type: ?Sized, T: Protectable<Field, Type>>(_verdict: T) {}
+pub fn assert_protectable<Field, Type: ?Sized, T: ProtectVerdict<Field, Type>>(_verdict: T) {}
+/// Compile-time check used by the derive on `#[nested]` fields: not a conversation.
+pub fn assert_nested_field<Field, Type: ?Sized, T: NestedVerdict<Field, Type>>(_verdict: T) {}
+/// Compile-time check used by the derive on `#[effect]` fields: not a conversation.
+pub fn assert_effect_field<Field, Type: ?Sized, T: EffectVerdict<Field, Type>>(_verdict: T) {}
+
+// The verdict traits carry no message of their own, so the error of a failed check is the one
+// of the trait their impl needs (rustc reports the root's message when it has one): each
+// verdict thus gets the message that fits it.
+
+/// State evicted whole: never satisfied by the field's type (the verdict traits' leaf).
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Self}`, which carries `#[protected]` or `#[effect]` state, so it cannot be evicted",
+    label = "evicting `{Field}` would silently drop the protected state inside it",
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too); an effect ledger takes `#[effect(idempotent = true|false)]`"
+)]
+pub trait StateNotEvictable<Field> {}
+
+/// State protected whole: never satisfied by the field's type (the verdict traits' leaf).
+#[diagnostic::on_unimplemented(
+    message = "field `{Field}` holds `{Self}`, which has compaction classes of its own, so it cannot be `#[protected]` whole",
+    label = "`#[protected]` would keep or spill `{Field}` as one value, its pinned fields and live effects included",
+    note = "classify the field `#[nested]` so the fields inside keep their classes (`Option`, `Vec` and `Box` of such state can be `#[nested]` too); an effect ledger takes `#[effect(idempotent = true|false)]`"
+)]
+pub trait StateNotProtectable<Field> {}
+
+/// The verdicts `#[redundant]` and `#[derivable]` accept.
+pub trait EvictVerdict<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> EvictVerdict<Field, Type> for PlainValue {}
+impl<Field, Type: ?Sized + StateNotEvictable<Field>> EvictVerdict<Field, Type>
+    for HoldsProtectedState
+{
+}
+impl<Field, Type: ?Sized + TakesTranscript<Field>> EvictVerdict<Field, Type> for IsConversation {}
+
+/// The verdicts `#[protected]` accepts.
+pub trait ProtectVerdict<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> ProtectVerdict<Field, Type> for PlainValue {}
+impl<Field, Type: ?Sized + StateNotProtectable<Field>> ProtectVerdict<Field, Type>
+    for HoldsProtectedState
+{
+}
+impl<Field, Type: ?Sized + TakesTranscript<Field>> ProtectVerdict<Field, Type> for IsConversation {}
+
+/// The verdicts `#[nested]` accepts: any but a conversation (whether the type is a
+/// `NestedField` is `assert_nested`'s check, whose message fits plain types better than the
+/// `Compactable` one a bound here would surface).
+pub trait NestedVerdict<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> NestedVerdict<Field, Type> for PlainValue {}
+impl<Field, Type: ?Sized> NestedVerdict<Field, Type> for HoldsProtectedState {}
+impl<Field, Type: ?Sized + TakesTranscript<Field>> NestedVerdict<Field, Type> for IsConversation {}
+
+/// The verdicts `#[effect]` accepts: any but a conversation (whether the type records effects
+/// is `assert_effect_records`'s check).
+pub trait EffectVerdict<Field, Type: ?Sized> {}
+impl<Field, Type: ?Sized> EffectVerdict<Field, Type> for PlainValue {}
+impl<Field, Type: ?Sized> EffectVerdict<Field, Type> for HoldsProtectedState {}
+impl<Field, Type: ?Sized + TakesTranscript<Field>> EffectVerdict<Field, Type> for IsConversation {}
 
 /// Types proven to carry no protected or effect state: the bound the derive puts on a generic
 /// `#[protected]`, `#[redundant]` or `#[derivable]` field, checked where the type parameter is

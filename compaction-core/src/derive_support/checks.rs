@@ -32,14 +32,3 @@ pub fn assert_redundant_default<T: RedundantDefault>() {}
 pub fn assert_effect_records<T: EffectRecords>() {}
 /// Compile-time check used by the derive.
 pub fn assert_nested<T: NestedField>() {}
-/// Compile-time check used by the derive: `#[transcript]` only on a `Transcript`.
-pub fn assert_transcript<T: IsTranscript>() {}
-
-/// The type `#[transcript]` accepts.
-#[diagnostic::on_unimplemented(
-    message = "`#[transcript]` needs a field of type `compaction::Transcript`, found `{Self}`",
-    label = "not a `Transcript`",
-    note = "declare the field as `compaction::Transcript` (a list of `Message`s), or give it another class"
-)]
-pub trait IsTranscript {}
-impl IsTranscript for crate::transcript::Transcript {}

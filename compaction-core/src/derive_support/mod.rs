@@ -9,12 +9,16 @@ pub mod gates;
 mod placeholder;
 
 pub use carriers::{
-    assert_evictable, assert_protectable, At, CarriesState, CarriesStateProbe, Evictable, Here,
-    HoldsProtectedState, Inside, PlainData, PlainProbe, PlainValue, Probe, Protectable,
+    assert_effect_field, assert_evictable, assert_nested_field, assert_protectable,
+    assert_transcript_field, At, CarriesState, CarriesStateProbe, ConversationProbe, EffectVerdict,
+    EvictVerdict, Evictable, Here, HoldsProtectedState, Inside, IsConversation,
+    NestedNotTranscript, NestedVerdict, PlainData, PlainNotTranscript, PlainProbe, PlainValue,
+    Probe, ProtectVerdict, Protectable, StateNotEvictable, StateNotProtectable, TakesTranscript,
+    TranscriptField,
 };
 pub use checks::{
     assert_effect_records, assert_nested, assert_redundant_default, assert_summarizable,
-    assert_transcript, IsTranscript, RedundantDefault,
+    RedundantDefault,
 };
 pub use placeholder::push_placeholder;
 // The contract's items the generated impls name.

@@ -54,6 +54,11 @@ struct Collector<'a> {
     /// Records that replace `#[effect]` fields' own, by concrete path (the ledger's, from
     /// `Compactor::compact_with_ledger`).
     effect_views: Option<&'a HashMap<String, EffectLog>>,
+    /// The priority key of the current path (see [`CollectedField::rank`]): one entry per
+    /// segment entered.
+    rank: Vec<usize>,
+    /// The next field ordinal (traversal order).
+    ordinal: usize,
 }
 
 /// What a visitor call claims about a field.
@@ -77,7 +82,17 @@ impl<'a> Collector<'a> {
             transcripts: Vec::new(),
             error: None,
             effect_views: None,
+            rank: Vec::new(),
+            ordinal: 0,
         }
+    }
+
+    /// The priority key of a field collected now, at the current path.
+    fn next_rank(&mut self) -> Vec<usize> {
+        let mut rank = self.rank.clone();
+        rank.push(self.ordinal);
+        self.ordinal += 1;
+        rank
     }
 
     /// Collects the `#[effect]` fields at these concrete paths with these records instead of
@@ -189,8 +204,10 @@ impl<'a> Collector<'a> {
                 build(&mut p);
                 p
             });
+            let rank = self.next_rank();
             self.fields.push(CollectedField {
                 path,
+                rank,
                 class,
                 value: Collected::Value {
                     value,
@@ -223,8 +240,10 @@ impl<'a> Visitor<'a> for Collector<'a> {
         match canonical_json(value) {
             Ok(json) => {
                 let fingerprint = ContentHash::of(json.as_bytes());
+                let rank = self.next_rank();
                 self.fields.push(CollectedField {
                     path,
+                    rank,
                     class,
                     value: Collected::Protected {
                         pin,
@@ -295,8 +314,10 @@ impl<'a> Visitor<'a> for Collector<'a> {
     fn effect<E: EffectRecords>(&mut self, name: &'static str, idempotent: bool, value: &'a E) {
         if let Some((path, class)) = self.admit(name, Claim::Effect { idempotent }) {
             let view = self.effect_views.and_then(|views| views.get(&path));
+            let rank = self.next_rank();
             self.fields.push(CollectedField {
                 path,
+                rank,
                 class,
                 value: Collected::Effects {
                     idempotent,
@@ -332,11 +353,21 @@ impl<'a> Visitor<'a> for Collector<'a> {
     fn enter(&mut self, segment: Segment) {
         self.marks.push(self.path.len());
         push_segment(&mut self.path, segment);
+        // Rule 5, newer before older: the elements of a `Vec` of nested state rank from the
+        // last to the first; everything else ranks in traversal order.
+        self.rank.push(match segment {
+            Segment::Field(_) => {
+                self.ordinal += 1;
+                self.ordinal - 1
+            }
+            Segment::Index(i) => usize::MAX - i,
+        });
     }
 
     fn leave(&mut self) {
         if let Some(len) = self.marks.pop() {
             self.path.truncate(len);
+            self.rank.pop();
         }
     }
 

@@ -93,6 +93,10 @@ pub(crate) enum Collected<'a> {
 
 pub(crate) struct CollectedField<'a> {
     pub path: String,
+    /// Priority key: a field with a smaller rank comes back into the window first and leaves
+    /// it last. Traversal order, except that later elements of a `Vec` of nested state rank
+    /// before earlier ones (newer before older).
+    pub rank: Vec<usize>,
     pub class: FieldClass,
     pub value: Collected<'a>,
 }

@@ -17,7 +17,9 @@
 //! 5. `#[redundant]` fields (else: a summary when `summarize` is set, else a tombstone).
 //!
 //! Within a step, fields go in traversal (declaration) order: an earlier field is kept in
-//! preference to a later one, and a later, smaller field is still kept if it fits. Eviction is
+//! preference to a later one, and a later, smaller field is still kept if it fits. The one
+//! exception is rule 5 of the transcripts, newer before older: the elements of a `Vec` of
+//! `#[nested]` state go from the last to the first (`CollectedField::rank`). Eviction is
 //! the same order read backwards: redundant first, protected last. The budget is then checked on
 //! the rendered text; if the estimate was short, the last field brought back is demoted, and so
 //! on, until the window fits.
@@ -162,7 +164,10 @@ impl Plan {
     pub fn demote_one(&mut self) -> bool {
         let slots = &mut self.slots;
         let mut order: Vec<usize> = (0..slots.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse((slots[i].stage(), i)));
+        order.sort_by(|&a, &b| {
+            let key = |i: usize| (slots[i].stage(), &slots[i].rank);
+            key(b).cmp(&key(a))
+        });
         order.into_iter().any(|i| slots[i].demote())
     }
 
@@ -235,6 +240,7 @@ impl Plan {
             counter: counter.name().to_owned(),
             fields,
             fingerprints,
+            transcript: None,
         }
     }
 }
@@ -302,6 +308,7 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
             };
             Slot {
                 path: field.path.clone(),
+                rank: field.rank.clone(),
                 section,
                 body,
                 whole_tokens_at_least: 0,
@@ -359,7 +366,7 @@ fn upgrade(
             SlotBody::Value { .. } => {}
         }
     }
-    steps.sort_by_key(|&(stage, i, _)| (stage, i));
+    steps.sort_by(|a, b| (a.0, &slots[a.1].rank).cmp(&(b.0, &slots[b.1].rank)));
     for (_, i, step) in steps {
         if !summaries {
             // The floor pass keeps a field only when it is no longer than its own pointer: what

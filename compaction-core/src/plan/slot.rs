@@ -245,6 +245,8 @@ pub(crate) enum SlotBody {
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(super) path: String,
+    /// The field's priority key (`CollectedField::rank`).
+    pub(super) rank: Vec<usize>,
     pub(super) section: Section,
     pub(super) body: SlotBody,
     /// Tokens the field is known to take at least when rendered whole (0 when unmeasured).

@@ -79,6 +79,7 @@ pub struct PlannedTranscript {
     outcomes: Vec<MessageOutcome>,
     blobs: Vec<(ContentHash, Vec<u8>)>,
     tokens: usize,
+    summarized_folds: usize,
 }
 
 impl PlannedTranscript {
@@ -105,6 +106,22 @@ impl PlannedTranscript {
     /// Tokens of the messages by the chat formula (without the reply priming).
     pub fn tokens(&self) -> usize {
         self.tokens
+    }
+
+    /// Fold messages in [`messages`](Self::messages): one per folded run.
+    pub fn fold_messages(&self) -> usize {
+        let unfolded = self
+            .outcomes
+            .iter()
+            .filter(|o| **o != MessageOutcome::Folded)
+            .count();
+        self.messages.len() - unfolded
+    }
+
+    /// Fold messages that carry a summary (a summary that did not fit its reserve fell back to
+    /// the fold without one).
+    pub fn summarized_folds(&self) -> usize {
+        self.summarized_folds
     }
 }
 
@@ -196,6 +213,7 @@ impl TranscriptPlanner {
             if tokens <= pending.reserved {
                 message.content = content;
                 planned.tokens += tokens;
+                planned.summarized_folds += 1;
             } else {
                 message.content = marker::without_summary(&pending.base);
                 planned.tokens += pending.plain;
@@ -294,6 +312,7 @@ fn assemble(work: crate::transcript::steps::Work<'_, '_>) -> TranscriptPlan {
             outcomes,
             blobs,
             tokens: work.total,
+            summarized_folds: 0,
         },
         pending,
     }

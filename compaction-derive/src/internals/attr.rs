@@ -19,6 +19,13 @@ pub const CLASS_NAMES: [&str; 6] = [
 const CLASS_HELP: &str = "#[protected], #[protected(pin)], #[derivable(pointer = \"...\")], \
      #[redundant], #[effect(idempotent = true|false)] or #[nested]";
 
+/// Whether the type is written `Transcript` (any path to it): the hint for a field left
+/// unclassified. Only a hint: the classes' type checks decide what the type is.
+fn names_transcript(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.qself.is_none()
+        && p.path.segments.last().is_some_and(|s| s.ident == "Transcript" && s.arguments.is_empty()))
+}
+
 /// Reads the input into a [`Container`]; `None` when it is not a struct with named fields.
 /// Every field's mistakes are in `cx`; a field whose attribute is wrong is left out.
 pub fn container<'a>(
@@ -56,6 +63,13 @@ pub fn container<'a>(
                 cfgs: cfg_attrs(field),
             }),
             None if has_class_attr(field) => {}
+            None if names_transcript(&field.ty) => cx.error_spanned_by(
+                member,
+                format!(
+                    "field `{name}` has no compaction class; a conversation (`Transcript`) \
+                     takes #[transcript] (or #[transcript(keep_recent = 3)])"
+                ),
+            ),
             None => cx.error_spanned_by(
                 member,
                 format!("field `{name}` has no compaction class; add one of {CLASS_HELP}"),
