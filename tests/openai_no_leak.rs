@@ -2,8 +2,8 @@
 //! (protected customer ids and notes, refund effect records in every status, a transcript, text
 //! that imitates the window's markers and pointers), random budgets and random server answers.
 //! Whatever compaction ends in, no request body the server recorded contains a protected value,
-//! an effect's target or payload, or the key of a live effect (a settled call's `effect` link
-//! may travel with its folded call); and the run does reach the server with summarizable text.
+//! an effect's target, payload or key (a folded call's `effect` link is left out of what the
+//! summarizer reads); and the run does reach the server with summarizable text.
 //!
 //! `PROPTEST_CASES=200 cargo test --features openai --test openai_no_leak` runs more cases
 //! (default 32).
@@ -117,12 +117,9 @@ fn case() -> impl Strategy<Value = Case> {
                         .with_payload(serde_json::json!({ "memo": payload }))
                         .with_status(status);
                     refunds.record(effect).expect("distinct keys");
-                    secrets.extend([target, payload]);
-                    // A settled call may be folded (transcript rule 4): its `effect` link, the
-                    // key, then reaches the summarizer as part of the call. A live one never is.
-                    if status.is_live() {
-                        secrets.push(key);
-                    }
+                    // A settled call may be folded (transcript rule 4); its `effect` link, the
+                    // key, still never reaches the summarizer.
+                    secrets.extend([target, payload, key]);
                 }
                 let mut chat = Transcript::new();
                 chat.push(Message::system("You are a support agent."));

@@ -333,7 +333,13 @@ fn shell(message: &Message) -> Message {
 fn summary_source(run: &[Message]) -> String {
     let mut text = String::new();
     for message in run.iter().filter(|m| m.role != Role::User) {
-        text.push_str(&serde_json::to_string(message).unwrap_or_default());
+        // A call's `effect` is the key of its ledger record: the summarizer never sees it (a
+        // summary must never stand in for the ledger). The stored span keeps it verbatim.
+        let mut message = message.clone();
+        for call in &mut message.tool_calls {
+            call.effect = None;
+        }
+        text.push_str(&serde_json::to_string(&message).unwrap_or_default());
         text.push('\n');
     }
     text
