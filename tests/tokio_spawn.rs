@@ -68,8 +68,8 @@ async fn compaction_runs_inside_tokio_spawn() {
     assert!(compacted.tokens() <= 700);
     assert_eq!(restored.constraints, state.constraints);
     assert_eq!(restored.migrations, state.migrations);
-    let expected_ci_log = "re-read https://ci.example/runs/6";
-    assert_eq!(restored.ci_log, expected_ci_log);
+    // A summarized field comes back from its stored source, not re-acquired.
+    assert_eq!(restored.ci_log, state.ci_log);
     assert!(matches!(
         compacted.report().outcome("ci_log"),
         Some(FieldOutcome::Summarized { .. })
