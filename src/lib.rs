@@ -53,7 +53,7 @@ pub use compaction_core::*;
 /// let restored = compactor.rehydrate_blocking(&compacted, &files)?;
 /// assert_eq!(restored.constraints, state.constraints);
 /// assert_eq!(restored.config_contents, state.config_contents);
-/// assert_eq!(restored.tool_output, ""); // redundant: gone for good (a tombstone says so)
+/// assert_eq!(restored.tool_output, ""); // evicted (no summarizer here): a tombstone says so
 /// # Ok::<(), compaction::CompactionError>(())
 /// ```
 ///
