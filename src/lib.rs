@@ -53,7 +53,7 @@ pub use compaction_core::*;
 /// let restored = compactor.rehydrate_blocking(&compacted, &files)?;
 /// assert_eq!(restored.constraints, state.constraints);
 /// assert_eq!(restored.config_contents, state.config_contents);
-/// assert_eq!(restored.tool_output, ""); // redundant: gone for good (a tombstone says so)
+/// assert_eq!(restored.tool_output, ""); // evicted (no summarizer here): a tombstone says so
 /// # Ok::<(), compaction::CompactionError>(())
 /// ```
 ///
@@ -86,25 +86,81 @@ pub use compaction_derive::Compactable;
 /// ```
 pub use compaction_derive::Summarizable;
 
-/// The README shows `examples/fleet.rs` as an `ignore` block (it needs the `postgres` feature,
-/// which the README's doc tests are not built with); CI compiles the file. This keeps the two
-/// equal.
+/// The README shows the examples that need a cargo feature (`postgres`, `openai`,
+/// `openai-types`) as `ignore` blocks, because its doc tests also run without features; CI
+/// compiles the files with every feature. These tests keep each block equal to its file, and
+/// every `ignore` block backed by one.
 #[cfg(test)]
-mod readme_fleet {
+mod readme_examples {
+    const README: &str = include_str!("../README.md");
+    const OPENER: &str = "```rust,ignore\n";
+
+    /// Each example the README shows, with its text.
+    const SHOWN: [(&str, &str); 3] = [
+        ("examples/fleet.rs", include_str!("../examples/fleet.rs")),
+        (
+            "examples/openai_setup.rs",
+            include_str!("../examples/openai_setup.rs"),
+        ),
+        (
+            "examples/openai_request.rs",
+            include_str!("../examples/openai_request.rs"),
+        ),
+    ];
+
+    /// The file below its `//!` header: what the README shows.
+    fn shown_code(file: &str) -> &str {
+        let header: usize = file
+            .split_inclusive('\n')
+            .take_while(|line| line.starts_with("//!") || line.trim().is_empty())
+            .map(str::len)
+            .sum();
+        &file[header..]
+    }
+
+    /// The text of every `ignore` block of the README.
+    fn ignored_blocks() -> Vec<&'static str> {
+        README
+            .match_indices(OPENER)
+            .map(|(at, _)| {
+                let start = at + OPENER.len();
+                let end = start + README[start..].find("```\n").expect("a closed block");
+                &README[start..end]
+            })
+            .collect()
+    }
+
     #[test]
-    fn the_readme_fleet_block_is_examples_fleet_rs() {
-        let readme = include_str!("../README.md");
-        let example = include_str!("../examples/fleet.rs");
-        let code = &example[example.find("use compaction::").unwrap()..];
-        let start = readme
-            .find("```rust,ignore\nuse compaction::{\n    Compactable, Compactor, Effect, EffectLog, NoReacquire, PgLedger")
-            .expect("the fleet block in README.md")
-            + "```rust,ignore\n".len();
-        let end = start + readme[start..].find("```\n").unwrap();
+    fn every_example_the_readme_shows_is_its_file_verbatim() {
+        let blocks = ignored_blocks();
+        for (path, file) in SHOWN {
+            let code = shown_code(file);
+            assert!(
+                code.starts_with("use compaction"),
+                "{path}: no code below its header"
+            );
+            assert!(
+                blocks.contains(&code),
+                "README.md's block for {path} differs from the file: copy the file (below its \
+                 `//!` header) into the README as a rust,ignore block"
+            );
+        }
+    }
+
+    #[test]
+    fn every_ignored_readme_block_is_an_example_file() {
+        let blocks = ignored_blocks();
         assert_eq!(
-            &readme[start..end],
-            code,
-            "README.md's fleet block differs from examples/fleet.rs: copy the file into the README"
+            blocks.len(),
+            SHOWN.len(),
+            "one rust,ignore block per file in SHOWN"
         );
+        for block in blocks {
+            assert!(
+                SHOWN.iter().any(|(_, file)| shown_code(file) == block),
+                "a rust,ignore block of README.md is no example file (doc-test it, or show a \
+                 file and add it to SHOWN):\n{block}"
+            );
+        }
     }
 }

@@ -30,10 +30,10 @@
 //!
 //! # The compact form
 //!
-//! Below a budget of [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW) tokens, the fixed text shrinks: no "left the
-//! window" line (every field's own line says where it went), the short [`COMPACT_NOTICE`]
-//! instead of [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there
-//! is no effect ledger (nothing to re-verify). The markers, section titles and field lines are
+//! Below a budget of [`COMPACT_FORM_BELOW`] tokens, the fixed text shrinks: no "left the window"
+//! line (every field's own line says where it went), the short [`COMPACT_NOTICE`] instead of
+//! [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there is no
+//! effect ledger (nothing to re-verify). The markers, section titles and field lines are
 //! those of the full form, so everything said above about escaping holds for both.
 //!
 //! ```text
@@ -273,7 +273,7 @@ impl<'a> WindowView<'a> {
     }
 
     /// The compactor's budget in tokens (the default renderer writes its compact form below
-    /// [`COMPACT_FORM_BELOW`](crate::render::COMPACT_FORM_BELOW)).
+    /// [`COMPACT_FORM_BELOW`]).
     pub fn budget(&self) -> usize {
         self.budget
     }
