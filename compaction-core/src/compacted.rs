@@ -149,10 +149,15 @@ impl<S> Compacted<S> {
     /// window and the budget covers its text.
     pub fn messages(&self) -> Vec<Message> {
         let mut out = vec![Message::system(self.window.clone())];
-        if let Some(transcript) = &self.transcript {
-            out.extend(transcript.messages.iter().cloned());
-        }
+        out.extend(self.transcript_messages().iter().cloned());
         out
+    }
+
+    /// The transcript's kept, stubbed, tombstoned and folded messages, borrowed (empty without a
+    /// transcript): [`messages`](Self::messages) after its system message, for adapters that
+    /// convert them without a copy.
+    pub(crate) fn transcript_messages(&self) -> &[Message] {
+        self.transcript.as_ref().map_or(&[], |t| &t.messages)
     }
 
     /// Tokens of [`messages`](Self::messages) by the chat formula, when the state has a

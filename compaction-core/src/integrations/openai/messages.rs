@@ -221,18 +221,19 @@ impl<S> Compacted<S> {
     /// # Ok::<(), compaction::CompactionError>(())
     /// ```
     pub fn openai_messages(&self) -> Vec<ChatCompletionRequestMessage> {
-        let messages = self.messages();
+        let window = Message::system(self.render());
+        let messages = std::iter::once(&window).chain(self.transcript_messages());
         // Every message converts: the window's is a plain system message, and the transcript's
         // passed `validate_messages` (compaction output, or `CompactedTranscript`'s
-        // deserialization), which refuses each shape `message_to_openai` cannot send.
+        // deserialization), which refuses each shape `message_to_openai` cannot send. The
+        // messages are converted where they are, not through a copy from `messages()`.
         let request: Vec<ChatCompletionRequestMessage> = messages
-            .iter()
             .enumerate()
             .filter_map(|(index, message)| message_to_openai(message, index).ok())
             .collect();
         debug_assert_eq!(
             request.len(),
-            messages.len(),
+            1 + self.transcript_messages().len(),
             "a checked message did not convert"
         );
         request
