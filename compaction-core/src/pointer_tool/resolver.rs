@@ -1,7 +1,7 @@
 //! The `resolve_pointer` handler: answers a model's call with the verified bytes behind a
 //! pointer this agent's compactions issued, cut to a size limit, or with a clear error.
 
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
 use crate::compactor::Compactor;
 use crate::error::CompactionError;
 use crate::future::block_on;

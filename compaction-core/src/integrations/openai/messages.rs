@@ -1,7 +1,7 @@
 //! Conversions both ways between our `Message`/`Transcript` and async-openai's chat request
 //! messages; what cannot be represented is a typed error, never dropped.
 
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
@@ -197,6 +197,7 @@ impl Transcript {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 impl<S> Compacted<S> {
     /// [`messages`](Compacted::messages) as async-openai request messages: the window's system
     /// message, then the transcript's kept, stubbed, tombstoned and folded messages. The list

@@ -1,17 +1,14 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
-mod fingerprint;
-
-pub(crate) use fingerprint::SchemaFingerprint;
-
-use crate::render::{Entry, Form, SummaryValue};
+use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::seal::{KeyedSeal, SealKeys};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
-use crate::store::seal::{KeyedSeal, SealKeys};
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::marker::pointers_in;
+use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 
