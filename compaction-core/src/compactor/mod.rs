@@ -5,6 +5,8 @@ mod rehydrate_with;
 mod summarize;
 mod summary_cache;
 mod summary_step;
+#[cfg(test)]
+mod tests_work;
 mod trace;
 mod transcript;
 mod with_ledger;
