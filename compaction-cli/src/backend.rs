@@ -4,8 +4,9 @@
 //! PostgreSQL target cannot run yet.
 
 use crate::fail::Failure;
-use compaction::effects::Transition;
-use compaction::sqlite::{CheckpointInfo, SqliteStore};
+use compaction::sqlite::SqliteStore;
+use compaction::CheckpointInfo;
+use compaction::Transition;
 use compaction::{
     block_on, Compacted, CompactionError, ContentHash, Effect, EffectLog, EffectStatus,
     SqliteLedger, Store as _, StoreError,

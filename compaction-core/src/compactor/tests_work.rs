@@ -3,13 +3,13 @@
 //! regression (issue 20, item 7) came from work on every evicted element and on every byte of a
 //! summary source done twice, and these counts fail if it comes back.
 
-use crate::compactor::builder::Compactor;
+use crate::compactor::Compactor;
 use crate::effects::record::{Effect, EffectLog};
 use crate::state::compactable::{Compactable, Parts, Visitor};
 use crate::state::path::RebuildError;
 use crate::state::schema::{FieldClass, Schema};
 use crate::store::{take_work, ContentHash, MemoryStore, Store, StoreError};
-use crate::summarize::Extractive;
+use crate::summaries::Extractive;
 use crate::tokens::Tokenizer;
 use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;

@@ -6,10 +6,12 @@ use super::error::PgError;
 use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
 use super::PgOptions;
 use crate::effects::error::EffectError;
-use crate::effects::ledger::{EffectLedger, Transition};
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{self, Change, SyncSummary};
+use crate::effects::ledger::EffectLedger;
+use crate::effects::machine;
+use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
+use crate::effects::transition::Transition;
+use crate::effects::transition::{Change, SyncSummary};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -60,7 +62,7 @@ type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sy
 
 /// A durable effect ledger shared by every process and machine that connects to the same
 /// database and namespace, with the guard semantics of [`EffectLog`] (it applies the same
-/// [`machine`](crate::effects::machine)).
+/// `machine`).
 ///
 /// Every operation is one transaction that locks the key's row (`SELECT ... FOR UPDATE`), lets
 /// the state machine decide, and writes its decision and the history event, so:
@@ -147,7 +149,7 @@ impl PgLedger {
         self.db.target()
     }
 
-    /// Records an effect ([`machine::record`]: the same details again is a no-op, different
+    /// Records an effect (`machine::record`: the same details again is a no-op, different
     /// ones are [`EffectError::DuplicateKey`], a placeholder `begin` created takes them).
     pub fn record(&self, effect: &Effect) -> Result<(), PgLedgerError> {
         crate::future::block_on(EffectLedger::record(self, &self.scope, effect))
@@ -217,7 +219,7 @@ impl PgLedger {
     }
 
     /// Merges an in-memory [`EffectLog`] into this handle's scope in one transaction, forward
-    /// only and never erasing ([`machine::sync`]).
+    /// only and never erasing (`machine::sync`).
     pub fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, PgLedgerError> {
         crate::future::block_on(EffectLedger::sync_log(self, &self.scope, log))
     }

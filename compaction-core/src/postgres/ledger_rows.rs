@@ -4,9 +4,8 @@
 
 use super::error::{Cause, PgErrorKind};
 use crate::effects::error::EffectError;
-use crate::effects::ledger::Transition;
-use crate::effects::machine::Change;
 use crate::effects::record::{Effect, EffectStatus};
+use crate::effects::transition::{Change, Transition};
 use deadpool_postgres::GenericClient;
 use std::time::{Duration, UNIX_EPOCH};
 use tokio_postgres::Row;

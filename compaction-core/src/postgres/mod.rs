@@ -49,7 +49,6 @@ mod ledger_rows;
 mod schema;
 mod store;
 
-pub use crate::checkpoint::CheckpointInfo;
 pub use error::{PgError, PgErrorKind};
 pub use ledger::{PgLedger, PgLedgerError};
 pub use schema::SCHEMA_VERSION;

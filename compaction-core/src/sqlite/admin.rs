@@ -3,7 +3,7 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
 use crate::store::{ContentHash, StoreError};
 use rusqlite::TransactionBehavior;
 use std::collections::{HashMap, HashSet};

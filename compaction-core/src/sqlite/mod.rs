@@ -35,7 +35,7 @@
 //! version gives a [`SqliteError`] that names the path and says which of these it is
 //! ([`SqliteErrorKind`]); never a panic. The store wraps it in `StoreError::Backend` (its
 //! message names the path; the `SqliteError` is its `source`), the ledger in
-//! [`LedgerError::Backend`], checkpoints in `CompactionError::Store`.
+//! [`SqliteLedgerError::Backend`], checkpoints in `CompactionError::Store`.
 
 mod admin;
 mod checkpoint;
@@ -46,12 +46,10 @@ mod ledger_rows;
 mod options;
 mod store;
 
-pub use crate::checkpoint::CheckpointInfo;
-pub use crate::effects::transition::{SyncSummary, Transition};
 pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{AnnotatedTransition, LedgerError, SqliteLedger};
+pub use ledger::{AnnotatedTransition, SqliteLedger, SqliteLedgerError};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 

@@ -7,12 +7,10 @@ mod backend;
 pub(crate) mod canonical;
 mod finite;
 mod memory;
-pub(crate) mod seal;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
 pub use memory::MemoryStore;
-pub use seal::{SealKey, SealKeyError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

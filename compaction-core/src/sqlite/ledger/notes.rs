@@ -2,7 +2,7 @@
 //! history next to the transition (the `actor` and `note` columns of `effect_events`).
 
 use super::super::ledger_rows::{load_history, load_one, store_change, TxError};
-use super::{LedgerError, SqliteLedger};
+use super::{SqliteLedger, SqliteLedgerError};
 use crate::effects::error::EffectError;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
@@ -46,7 +46,7 @@ impl SqliteLedger {
     /// # for suffix in ["", "-wal", "-shm"] {
     /// #     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     /// # }
-    /// # Ok::<(), compaction::LedgerError>(())
+    /// # Ok::<(), compaction::SqliteLedgerError>(())
     /// ```
     pub fn reconcile_with_note(
         &self,
@@ -54,7 +54,7 @@ impl SqliteLedger {
         status: EffectStatus,
         note: &str,
         actor: &str,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.reconcile_noted(key, status, note, actor, false)
     }
 
@@ -68,7 +68,7 @@ impl SqliteLedger {
         status: EffectStatus,
         note: &str,
         actor: &str,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.reconcile_noted(key, status, note, actor, true)
     }
 
@@ -79,7 +79,7 @@ impl SqliteLedger {
         note: &str,
         actor: &str,
         only_unknown: bool,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         let scope = &*self.scope;
         self.write(format!("reconciling effect `{key}`"), |tx| {
             let current = load_one(tx, scope, key)?;
@@ -108,7 +108,10 @@ impl SqliteLedger {
 
     /// Every recorded transition of `key` in this handle's scope, oldest first, with who made
     /// it and why when an operator said so.
-    pub fn annotated_history(&self, key: &str) -> Result<Vec<AnnotatedTransition>, LedgerError> {
+    pub fn annotated_history(
+        &self,
+        key: &str,
+    ) -> Result<Vec<AnnotatedTransition>, SqliteLedgerError> {
         let scope = &*self.scope;
         let context = format!("reading the history of effect `{key}`");
         let mut conn = self.db.lock();
