@@ -144,6 +144,11 @@ impl<S> Compacted<S> {
     /// covers this whole list counted the chat way
     /// ([`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
     /// window and the budget covers its text.
+    ///
+    /// A call still in flight (the last assistant message's calls without results, which
+    /// `validate` allows so a state can be compacted and checkpointed mid-call) is kept
+    /// verbatim at the end of this list, never folded: the list is then not a request a chat
+    /// API accepts until the results are pushed and the state compacted again.
     pub fn messages(&self) -> Vec<Message> {
         let mut out = vec![Message::system(self.window.clone())];
         out.extend(self.transcript_messages().iter().cloned());
