@@ -82,9 +82,9 @@ def to_langchain(exported: dict) -> list:
 
 
 def exact_counter():
-    """The chat formula of compaction::transcript with exact o200k counts, one message at a
-    time (LangChain sums a per-message counter over each list it asks about): 3 per message,
-    role, content, tool call id, 3 + id + name + compact JSON arguments per call."""
+    """The chat formula of compaction::transcript with exact o200k counts, summed over the
+    list LangChain asks about (as it sums a per-message counter): 3 per message, role,
+    content, tool call id, 3 + id + name + compact JSON arguments per call."""
     import bpe_openai
 
     enc = bpe_openai.get_encoding("o200k_base")
@@ -102,7 +102,11 @@ def exact_counter():
             tokens += 3 + count(call["id"]) + count(call["name"]) + count(arguments)
         return tokens
 
-    return message_tokens
+    def messages_tokens(messages) -> int:
+        """What LangChain asks a counter: the tokens of a list of messages."""
+        return sum(message_tokens(m) for m in messages)
+
+    return messages_tokens
 
 
 def time_trim(messages: list, budget: int, counter, runs: int) -> tuple[float, list]:
@@ -128,22 +132,30 @@ def bench_medians(output: str) -> dict[str, float]:
     divan's tree."""
     medians, group = {}, None
     for line in output.splitlines():
-        cells = line.split("│")
-        head = re.match(r"^([│├╰─\s]*)(\S+)\s*(.*)$", cells[0])
-        if not head or len(cells) < 4:
+        # The tree's own "│" comes first; the columns' "│" follow the name.
+        head = re.match(r"^([│├╰─\s]*)(\S+)(.*)$", line)
+        if not head:
             continue
-        depth, name, fastest = len(head.group(1)) // 3, head.group(2), head.group(3).strip()
+        cells = head.group(3).split("│")
+        if len(cells) < 4:
+            continue
+        depth, name, fastest = len(head.group(1)) // 3, head.group(2), cells[0].strip()
         if depth <= 1:
             group = name
         key = name if depth <= 1 else f"{group}/{name}"
-        if fastest:
-            medians[key] = parse_ms(cells[2])
+        median = parse_ms(cells[2])
+        if fastest and median is not None:
+            medians[key] = median
     return medians
 
 
-def parse_ms(cell: str) -> float:
-    value, unit = cell.split()
-    return float(value) * {"s": 1000.0, "ms": 1.0, "µs": 0.001, "ns": 1e-6}[unit]
+def parse_ms(cell: str) -> float | None:
+    """Milliseconds in a divan cell (`1.23 ms`), or None for a header or empty cell."""
+    units = {"s": 1000.0, "ms": 1.0, "µs": 0.001, "ns": 1e-6}
+    parts = cell.split()
+    if len(parts) != 2 or parts[1] not in units:
+        return None
+    return float(parts[0]) * units[parts[1]]
 
 
 def main() -> None:
@@ -154,7 +166,7 @@ def main() -> None:
     coding = export("coding", 10_000)
     messages = to_langchain(coding)
     median, kept = time_trim(messages, coding["budget"], counter, RUNS)
-    sent = sum(counter(m) for m in kept) + 3
+    sent = counter(kept) + 3
     print(f"coding {len(messages)}: trim_messages exact: {len(kept)} kept, {sent} tokens; "
           f"median of {RUNS}: {median * 1000:.1f} ms")
     peers["coding/exact"] = median * 1000
@@ -165,7 +177,7 @@ def main() -> None:
         runs = min(RUNS, 3) if size >= 100_000 else RUNS
         for name, how in [("exact", counter), ("approximate", "approximate")]:
             median, kept = time_trim(messages, exported["budget"], how, runs)
-            sent = sum(counter(m) for m in kept) + 3
+            sent = counter(kept) + 3
             print(f"chat-heavy {size}: trim_messages {name}: {len(kept)} kept, {sent} tokens "
                   f"(exact count); median of {runs}: {median * 1000:.1f} ms")
             peers[f"chat/{size}/{name}"] = median * 1000
