@@ -1,6 +1,8 @@
-//! Anthropic's Messages API, wire level (feature `anthropic-types`): our own serde types for
-//! its messages, requests and responses, conversions both ways with our [`Message`]s, and a
-//! checker of the conversation rules. Reached as `compaction::anthropic`.
+//! Anthropic's Messages API (feature `anthropic-types`): our own serde types for its messages,
+//! requests and responses, conversions both ways with our [`Message`]s, and a checker of the
+//! conversation rules. Feature `anthropic` adds `AnthropicSummarizer` (summaries from Claude)
+//! and `ClaudeEstimate` (Claude's token count from `o200k_base` with a margin). Reached as
+//! `compaction::anthropic`.
 //!
 //! Why our own types: the maintained crates were evaluated (December 2026). `claudius` 0.33
 //! ships its types only with its client (reqwest, tokio "full", rustyline, serde_yaml) and turns
@@ -16,12 +18,16 @@
 
 mod convert;
 mod rules;
+#[cfg(feature = "anthropic")]
+mod summarizer;
 mod wire;
 
 pub use convert::{
     from_anthropic, from_anthropic_response, to_anthropic, AnthropicConversation, AnthropicError,
 };
 pub use rules::{check_anthropic, AnthropicRuleError};
+#[cfg(feature = "anthropic")]
+pub use summarizer::{AnthropicSummarizer, ClaudeEstimate, DEFAULT_INSTRUCTIONS};
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
     CacheControl, ContentBlock, SystemBlock, ToolResultContent,
