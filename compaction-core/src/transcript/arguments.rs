@@ -1,9 +1,11 @@
 //! Reading tool-call arguments: `ToolArguments::value` and `ToolArguments::parse`, the parsed
-//! views of the exact text, which refuse a repeated key instead of collapsing it.
+//! views of the exact text, which refuse a repeated key instead of collapsing it; comparing,
+//! hashing, showing and building them (from a `serde_json::Value`, or checked text).
 
 use crate::transcript::message::{ToolArguments, ToolArgumentsError};
 use serde::de::{self, DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde::Deserializer;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt;
@@ -24,6 +26,62 @@ impl ToolArguments {
         serde_json::from_str(self.raw().get()).map_err(|e| ToolArgumentsError::Shape {
             reason: e.to_string(),
         })
+    }
+}
+
+impl PartialEq for ToolArguments {
+    /// Equal when the texts are equal, byte for byte.
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ToolArguments {}
+
+impl std::hash::Hash for ToolArguments {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl From<Value> for ToolArguments {
+    /// The value's compact JSON.
+    fn from(value: Value) -> Self {
+        ToolArguments::from(&value)
+    }
+}
+
+impl From<&Value> for ToolArguments {
+    /// The value's compact JSON.
+    fn from(value: &Value) -> Self {
+        // A Value always serializes (string keys); the fallback is never taken.
+        let raw = serde_json::value::to_raw_value(value)
+            .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("JSON"));
+        ToolArguments::from_parts(raw, None).expect("a value without padding")
+    }
+}
+
+impl TryFrom<String> for ToolArguments {
+    type Error = ToolArgumentsError;
+
+    /// [`ToolArguments::from_text`].
+    fn try_from(text: String) -> Result<Self, ToolArgumentsError> {
+        ToolArguments::from_text(text)
+    }
+}
+
+impl fmt::Display for ToolArguments {
+    /// The exact text.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for ToolArguments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolArguments")
+            .field(&self.as_str())
+            .finish()
     }
 }
 

@@ -1,12 +1,12 @@
 //! The values of a conversation: `Message`, `Role`, `ToolCall`, a call's exact `ToolArguments`
 //! and a turn's provider-opaque `OpaquePart`s, with their serialization (byte-for-byte for what
-//! the model or the provider wrote). A leaf: the pairing rules over a list of them are in
+//! the model or the provider wrote), and the documented shape of an OpenAI reasoning item that
+//! `OpaquePart::from_block` checks. A leaf: the pairing rules over a list of them are in
 //! `conversation.rs`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use std::fmt;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -358,62 +358,6 @@ impl ToolArguments {
     }
 }
 
-impl PartialEq for ToolArguments {
-    /// Equal when the texts are equal, byte for byte.
-    fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl Eq for ToolArguments {}
-
-impl std::hash::Hash for ToolArguments {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state);
-    }
-}
-
-impl From<Value> for ToolArguments {
-    /// The value's compact JSON.
-    fn from(value: Value) -> Self {
-        ToolArguments::from(&value)
-    }
-}
-
-impl From<&Value> for ToolArguments {
-    /// The value's compact JSON.
-    fn from(value: &Value) -> Self {
-        // A Value always serializes (string keys); the fallback is never taken.
-        let raw = serde_json::value::to_raw_value(value)
-            .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("JSON"));
-        ToolArguments { raw, padded: None }
-    }
-}
-
-impl TryFrom<String> for ToolArguments {
-    type Error = ToolArgumentsError;
-
-    /// [`ToolArguments::from_text`].
-    fn try_from(text: String) -> Result<Self, ToolArgumentsError> {
-        ToolArguments::from_text(text)
-    }
-}
-
-impl fmt::Display for ToolArguments {
-    /// The exact text.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Debug for ToolArguments {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ToolArguments")
-            .field(&self.as_str())
-            .finish()
-    }
-}
-
 /// What an [`OpaquePart`] is, and so which wire format replays it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -553,6 +497,14 @@ pub enum OpaquePartError {
         /// The field.
         field: &'static str,
     },
+    /// An OpenAI reasoning item that is not the documented shape (a field the Responses API
+    /// does not list, a missing `summary`, a value of the wrong type): the Responses adapter
+    /// could not send it unchanged.
+    #[error("the `reasoning` item does not have the documented shape: {reason}")]
+    Shape {
+        /// The parser's message.
+        reason: String,
+    },
 }
 
 impl OpaquePart {
@@ -587,6 +539,9 @@ impl OpaquePart {
                     field,
                 });
             }
+        }
+        if kind == OpaqueKind::OpenAiReasoning {
+            check_reasoning_shape(raw.get()).map_err(|reason| OpaquePartError::Shape { reason })?;
         }
         Ok(OpaquePart { kind, block: raw })
     }
@@ -630,4 +585,52 @@ impl TryFrom<UncheckedPart> for OpaquePart {
     fn try_from(read: UncheckedPart) -> Result<Self, OpaquePartError> {
         OpaquePart::from_block(read.kind, String::from(Box::<str>::from(read.block)))
     }
+}
+
+/// The documented fields of a Responses `reasoning` item and their types; any other field is
+/// refused, so no reasoning part holds what the Responses adapter could not send unchanged.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // read only to check the shape
+struct ReasoningShape {
+    #[serde(rename = "type")]
+    kind: String,
+    id: Option<String>,
+    summary: Vec<TypedText>,
+    content: Option<Vec<TypedText>>,
+    encrypted_content: Option<String>,
+    status: Option<ItemStatus>,
+}
+
+/// A `{"type": "summary_text" | "reasoning_text", "text": ..}` part.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // read only to check the shape
+struct TypedText {
+    #[serde(rename = "type")]
+    kind: TextKind,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum TextKind {
+    SummaryText,
+    ReasoningText,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ItemStatus {
+    InProgress,
+    Completed,
+    Incomplete,
+}
+
+/// Whether `block` has the documented shape of an OpenAI Responses reasoning item: `Err` names
+/// what does not (an unknown field, a missing `summary`, a value of the wrong type).
+fn check_reasoning_shape(block: &str) -> Result<(), String> {
+    serde_json::from_str::<ReasoningShape>(block)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

@@ -3,6 +3,7 @@
 //! `OpaquePart::from_block`).
 
 use crate::transcript::message::{OpaqueKind, OpaquePart};
+use serde::Serialize;
 use serde_json::Value;
 
 impl OpaquePart {
@@ -23,21 +24,36 @@ impl OpaquePart {
     }
 
     /// An OpenAI Responses `reasoning` item with its `encrypted_content` (and an empty
-    /// `summary`, which the API requires on input).
+    /// `summary`, which the API requires on input). The block's text is the item as
+    /// async-openai writes it (`type`, `id`, `summary`, `encrypted_content`, in that order), so a
+    /// part built here and one read from the wire compare equal.
     pub fn openai_reasoning(id: impl Into<String>, encrypted_content: impl Into<String>) -> Self {
-        let block = serde_json::json!({
-            "type": "reasoning",
-            "id": id.into(),
-            "summary": [],
-            "encrypted_content": encrypted_content.into(),
-        });
-        Self::built(OpaqueKind::OpenAiReasoning, &block)
+        let block = ReasoningOut {
+            kind: "reasoning",
+            id: id.into(),
+            summary: [],
+            encrypted_content: encrypted_content.into(),
+        };
+        // Plain strings and an empty array always serialize.
+        let text = serde_json::to_string(&block).unwrap_or_default();
+        OpaquePart::from_block(OpaqueKind::OpenAiReasoning, text)
+            .expect("a reasoning item built with its documented fields is one")
     }
 
     fn built(kind: OpaqueKind, block: &Value) -> Self {
         OpaquePart::from_block(kind, block.to_string())
             .expect("a block built with the kind's type and fields is one of its kind")
     }
+}
+
+/// A reasoning item built here, in the field order async-openai writes.
+#[derive(Serialize)]
+struct ReasoningOut {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: String,
+    summary: [(); 0],
+    encrypted_content: String,
 }
 
 #[cfg(test)]
@@ -77,6 +93,21 @@ mod tests {
                 r#"{"type":"thinking","thinking":"a","signature":"s"}"#,
             ),
             (OpenAiReasoning, r#"{"id":"rs_1"}"#),
+            // A reasoning item with a field the Responses API does not document, without its
+            // required `summary`, or with a summary part of another type.
+            (
+                OpenAiReasoning,
+                r#"{"type":"reasoning","summary":[],"signature":"s"}"#,
+            ),
+            (OpenAiReasoning, r#"{"type":"reasoning","id":"rs_1"}"#),
+            (
+                OpenAiReasoning,
+                r#"{"type":"reasoning","summary":[{"type":"text","text":"a"}]}"#,
+            ),
+            (
+                OpenAiReasoning,
+                r#"{"type":"reasoning","summary":[],"status":"done"}"#,
+            ),
         ];
         for (kind, block) in refused {
             assert!(OpaquePart::from_block(kind, block).is_err(), "{block}");
@@ -91,6 +122,11 @@ mod tests {
         assert!(serde_json::from_str::<OpaquePart>(&edited).is_err());
         let reasoning = OpaquePart::openai_reasoning("rs_1", "gAAAA");
         assert_eq!(reasoning.kind(), OpaqueKind::OpenAiReasoning);
-        assert!(reasoning.block().contains(r#""encrypted_content":"gAAAA""#));
+        assert_eq!(
+            reasoning.block(),
+            r#"{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAA"}"#
+        );
+        let full = r#"{"type":"reasoning","id":null,"summary":[{"type":"summary_text","text":"s"}],"content":[{"type":"reasoning_text","text":"t"}],"encrypted_content":"e","status":"completed"}"#;
+        assert!(OpaquePart::from_block(OpaqueKind::OpenAiReasoning, full).is_ok());
     }
 }

@@ -4,11 +4,19 @@
 //! - feature `openai-types` (types only, no HTTP client): conversions between our messages and
 //!   async-openai's chat request messages, `Compacted::openai_messages()`, and the pointer tool
 //!   as its tool type;
+//! - feature `openai-responses` (implies `openai-types`; types only): conversions between our
+//!   messages and async-openai's Responses input and output items (`reasoning` with its
+//!   `encrypted_content` replayed unchanged), the item rules, and
+//!   `Compacted::responses_input()`;
 //! - feature `openai` (implies `openai-types`): [`OpenAiSummarizer`], summaries from a chat
 //!   completions server (async-openai's request and response types, sent through the crate's
 //!   own HTTPS transport: rustls on `ring`, nothing unified into your own async-openai client).
 
 mod messages;
+#[cfg(feature = "openai-responses")]
+mod responses;
+#[cfg(feature = "openai-responses")]
+mod responses_rules;
 #[cfg(feature = "openai")]
 mod summarizer;
 
@@ -17,10 +25,19 @@ pub use messages::{
     resolve_pointer_chat_tool, to_openai_message, to_openai_messages, tool_call_from_openai,
     tool_call_to_openai, OpenAiMessageError,
 };
+#[cfg(feature = "openai-responses")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
+pub use responses::{
+    from_responses_input, from_responses_output, resolve_pointer_response_tool, to_responses_input,
+};
+#[cfg(feature = "openai-responses")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
+pub use responses_rules::{check_responses_input, ResponsesError, ResponsesRuleError};
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};
 
 /// The `async-openai` crate these conversions speak, re-exported so your request types are the
-/// same as ours (its chat types are in `async_openai::types::chat`).
+/// same as ours (its chat types are in `async_openai::types::chat`, its Responses types in
+/// `async_openai::types::responses`).
 pub use async_openai;
