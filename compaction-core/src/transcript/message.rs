@@ -596,26 +596,32 @@ struct ReasoningShape {
     #[serde(rename = "type")]
     kind: String,
     id: Option<String>,
-    summary: Vec<TypedText>,
-    content: Option<Vec<TypedText>>,
+    summary: Vec<TypedText<SummaryText>>,
+    content: Option<Vec<TypedText<ReasoningText>>>,
     encrypted_content: Option<String>,
     status: Option<ItemStatus>,
 }
 
-/// A `{"type": "summary_text" | "reasoning_text", "text": ..}` part.
+/// A `{"type": K, "text": ..}` part: `summary_text` in `summary`, `reasoning_text` in
+/// `content` (each list takes only its own).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // read only to check the shape
-struct TypedText {
+struct TypedText<K> {
     #[serde(rename = "type")]
-    kind: TextKind,
+    kind: K,
     text: String,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum TextKind {
+enum SummaryText {
     SummaryText,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum ReasoningText {
     ReasoningText,
 }
 

@@ -108,6 +108,15 @@ mod tests {
                 OpenAiReasoning,
                 r#"{"type":"reasoning","summary":[],"status":"done"}"#,
             ),
+            // Each list takes only its own part type.
+            (
+                OpenAiReasoning,
+                r#"{"type":"reasoning","summary":[{"type":"reasoning_text","text":"a"}]}"#,
+            ),
+            (
+                OpenAiReasoning,
+                r#"{"type":"reasoning","summary":[],"content":[{"type":"summary_text","text":"a"}]}"#,
+            ),
         ];
         for (kind, block) in refused {
             assert!(OpaquePart::from_block(kind, block).is_err(), "{block}");

@@ -455,8 +455,11 @@ impl<S> Compacted<S> {
             let follows_assistant = index > 0 && messages[index - 1].role == Role::Assistant;
             // Every message converts: its reasoning parts have the documented shape (checked
             // when each part was made), and a name or foreign part is left out, not refused.
+            // Its items are added whole or not at all, so no reasoning item is ever sent
+            // without the rest of its turn.
+            let mut items = Vec::new();
             let pushed = push_message(
-                &mut out,
+                &mut items,
                 message,
                 index,
                 follows_assistant,
@@ -466,6 +469,9 @@ impl<S> Compacted<S> {
                 pushed.is_ok(),
                 "a checked message did not convert: {pushed:?}"
             );
+            if pushed.is_ok() {
+                out.append(&mut items);
+            }
         }
         out
     }
