@@ -218,6 +218,40 @@ fn what_the_items_cannot_carry_is_a_typed_error() {
 }
 
 #[test]
+fn a_compacted_request_leaves_out_what_only_the_chat_keeps_and_keeps_reasoning_with_its_turn() {
+    let reasoning = OpaquePart::openai_reasoning("rs_1", "gAAAAB-secret");
+    let thinking = OpaquePart::anthropic_thinking("plan", "c2ln");
+    let call = ToolCall::new("call_1", "read_file", json!({"path": "a.rs"}));
+    let chat = Transcript::from_messages(vec![
+        Message::user("read a.rs").with_name("ann"),
+        Message::assistant_with_tools("", vec![call]).with_opaque([reasoning.clone(), thinking]),
+        Message::tool_result("call_1", "fn main() {}"),
+        Message::user("thanks"),
+    ])
+    .unwrap();
+    let compacted = compact_share(chat, 200, false).expect("fits");
+    let input = compacted.responses_input();
+    assert_eq!(check_responses_input(&input), Ok(()));
+    let sent = serde_json::to_string(&input).unwrap();
+    // The reasoning item, then its call, then the result; no Anthropic thinking, no name.
+    let reasoning_at = sent
+        .find(reasoning.block())
+        .expect("the reasoning item, as built");
+    let call_at = sent.find(r#""call_id":"call_1""#).unwrap();
+    assert!(reasoning_at < call_at, "{sent}");
+    assert!(
+        !sent.contains("c2ln") && !sent.contains("\"thinking\""),
+        "{sent}"
+    );
+    assert!(!sent.contains("ann"), "{sent}");
+    // Asked for as they are, the same messages are a typed error, not a silent drop.
+    assert!(matches!(
+        to_responses_input(&compacted.messages()),
+        Err(ResponsesError::Named { .. } | ResponsesError::ForeignOpaque { .. })
+    ));
+}
+
+#[test]
 fn the_item_rules_refuse_each_broken_rule() {
     let call =
         |id: &str| json!({"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"});
