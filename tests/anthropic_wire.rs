@@ -9,11 +9,14 @@ use compaction::anthropic::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicRuleError,
     ContentBlock,
 };
-use compaction::transcript::{OpaquePart, ToolArguments, MARKER_PREFIX};
+use compaction::transcript::{OpaquePart, MARKER_PREFIX};
 use compaction::{Message, Role, ToolCall, Transcript};
 use compaction_fixtures::compacted_chat::compact_share;
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use wire::{answered, object_arguments, text};
+
+mod wire;
 
 const REQUEST: &str = include_str!("../fixtures/anthropic/request.json");
 const RESPONSE: &str = include_str!("../fixtures/anthropic/response.json");
@@ -314,25 +317,6 @@ fn the_rules_checker_refuses_each_broken_rule() {
 
 // --- properties ---------------------------------------------------------------------------
 
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z ]{0,30}",
-        1 => "[αβ日本🦀\"\\\n ]{1,20}",
-        1 => Just(format!("{MARKER_PREFIX}spilled store://sha256:{}⟧", "ab".repeat(32))),
-    ]
-}
-
-/// Object arguments, some as a model writes them (huge integers, repeated keys, spacing).
-fn arguments() -> impl Strategy<Value = ToolArguments> {
-    prop_oneof![
-        2 => prop::collection::btree_map("[a-z]{1,5}", text(), 0..3)
-            .prop_map(|m| ToolArguments::from(json!(m))),
-        1 => ("[a-z]{1,4}", "[1-9][0-9]{19,40}", "[ \n]{0,2}").prop_map(|(k, n, ws)| {
-            ToolArguments::from_text(format!(r#"{{"{k}":{n},{ws}"{k}" : "dup"}}"#)).unwrap()
-        }),
-    ]
-}
-
 fn opaque() -> impl Strategy<Value = Vec<OpaquePart>> {
     let part = prop_oneof![
         ("[a-z .]{0,40}", "[A-Za-z0-9+/=]{8,40}")
@@ -345,7 +329,7 @@ fn opaque() -> impl Strategy<Value = Vec<OpaquePart>> {
 /// A transcript in the shape Anthropic carries one-to-one: system first, then user turns
 /// (one or more user messages) each answered by one assistant message and its results.
 fn carried() -> impl Strategy<Value = Vec<Message>> {
-    let call = ("[a-z_]{1,8}", arguments(), text());
+    let call = ("[a-z_]{1,8}", object_arguments(), text());
     let turn = (
         prop::collection::vec(text(), 1..3),
         text(),
@@ -361,14 +345,7 @@ fn carried() -> impl Strategy<Value = Vec<Message>> {
             let mut next = 0;
             for (users, reply, parts, calls) in turns {
                 out.extend(users.into_iter().map(Message::user));
-                let mut made = Vec::new();
-                let mut results = Vec::new();
-                for (tool, args, result) in calls {
-                    next += 1;
-                    let id = format!("toolu_{next}");
-                    made.push(ToolCall::new(&id, tool, args));
-                    results.push(Message::tool_result(id, result));
-                }
+                let (made, results) = answered(calls, "toolu_", &mut next);
                 out.push(Message::assistant_with_tools(reply, made).with_opaque(parts));
                 out.extend(results);
             }

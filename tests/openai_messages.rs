@@ -26,6 +26,8 @@ use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+mod wire;
+
 /// Text with unicode, empties and imitations of our markers.
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -114,14 +116,7 @@ fn transcript() -> impl Strategy<Value = Transcript> {
                 )),
                 Turn::User(t, n) => chat.push(named(Message::user(t), n)),
                 Turn::Assistant(t, n, calls) => {
-                    let mut made = Vec::new();
-                    let mut results = Vec::new();
-                    for (tool, args, result) in calls {
-                        next += 1;
-                        let id = format!("call_{next}");
-                        made.push(ToolCall::new(&id, tool, args));
-                        results.push(Message::tool_result(id, result));
-                    }
+                    let (made, results) = wire::answered(calls, "call_", &mut next);
                     chat.push(named(Message::assistant_with_tools(t, made), n));
                     chat.extend(results);
                 }

@@ -13,11 +13,14 @@ use compaction::openai::{
     check_responses_input, from_responses_input, from_responses_output,
     resolve_pointer_response_tool, to_responses_input, ResponsesError, ResponsesRuleError,
 };
-use compaction::transcript::{OpaqueKind, OpaquePart, ToolArguments, MARKER_PREFIX};
+use compaction::transcript::{OpaqueKind, OpaquePart, ToolArguments};
 use compaction::{Message, Role, ToolCall, Transcript};
 use compaction_fixtures::compacted_chat::compact_share;
 use proptest::prelude::*;
 use serde_json::{json, Value};
+use wire::{answered, object_arguments, text};
+
+mod wire;
 
 const OUTPUT: &str = include_str!("../fixtures/openai/responses_output.json");
 const INPUT: &str = include_str!("../fixtures/openai/responses_input.json");
@@ -346,22 +349,10 @@ fn the_pointer_tool_is_a_responses_function_tool() {
 
 // --- properties ---------------------------------------------------------------------------
 
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z ]{0,30}",
-        1 => "[αβ日本🦀\"\\\n ]{1,20}",
-        1 => Just(format!("{MARKER_PREFIX}spilled store://sha256:{}⟧", "ab".repeat(32))),
-    ]
-}
-
 /// Arguments as a model writes them (huge integers, repeated keys, spacing, non-objects).
 fn arguments() -> impl Strategy<Value = ToolArguments> {
     prop_oneof![
-        2 => prop::collection::btree_map("[a-z]{1,5}", text(), 0..3)
-            .prop_map(|m| ToolArguments::from(json!(m))),
-        1 => ("[a-z]{1,4}", "[1-9][0-9]{19,40}", "[ \n]{0,2}").prop_map(|(k, n, ws)| {
-            ToolArguments::from_text(format!(r#"{{"{k}":{n},{ws}"{k}" : "dup"}}"#)).unwrap()
-        }),
+        3 => object_arguments(),
         1 => Just(ToolArguments::from(json!([1, "two"]))),
     ]
 }
@@ -424,14 +415,7 @@ fn carried() -> impl Strategy<Value = Vec<Message>> {
             for (users, replies, developer) in turns {
                 out.extend(users.into_iter().map(Message::user));
                 for (reply, parts, calls) in replies {
-                    let mut made = Vec::new();
-                    let mut results = Vec::new();
-                    for (tool, args, result) in calls {
-                        next += 1;
-                        let id = format!("call_{next}");
-                        made.push(ToolCall::new(&id, tool, args));
-                        results.push(Message::tool_result(id, result));
-                    }
+                    let (made, results) = answered(calls, "call_", &mut next);
                     out.push(Message::assistant_with_tools(reply, made).with_opaque(parts));
                     out.extend(results);
                 }

@@ -265,33 +265,28 @@ impl Turns {
                 self.close();
                 self.out.push(message);
             }
-            Piece::Reasoning(part) => {
-                if matches!(self.open, Some((_, true))) {
-                    self.close();
-                }
-                let (turn, _) = self
-                    .open
-                    .get_or_insert_with(|| (Message::assistant(""), false));
-                turn.opaque.push(part);
-            }
+            Piece::Reasoning(part) => self.turn(true).0.opaque.push(part),
             Piece::Text(text) => {
-                if matches!(self.open, Some((_, true))) {
-                    self.close();
-                }
-                let (turn, started) = self
-                    .open
-                    .get_or_insert_with(|| (Message::assistant(""), false));
+                let (turn, started) = self.turn(true);
                 turn.content = text;
                 *started = true;
             }
             Piece::Call(call) => {
-                let (turn, started) = self
-                    .open
-                    .get_or_insert_with(|| (Message::assistant(""), false));
+                let (turn, started) = self.turn(false);
                 turn.tool_calls.push(call);
                 *started = true;
             }
         }
+    }
+
+    /// The assistant turn being read (a new one when there is none, or when `starts_turn` and
+    /// the open one's text or calls were read already: reasoning or text after them).
+    fn turn(&mut self, starts_turn: bool) -> &mut (Message, bool) {
+        if starts_turn && matches!(self.open, Some((_, true))) {
+            self.close();
+        }
+        self.open
+            .get_or_insert_with(|| (Message::assistant(""), false))
     }
 
     fn close(&mut self) {
