@@ -26,6 +26,30 @@ use serde_json::Value;
 ///
 /// Refused: a participant `name` (Responses messages have none), another provider's opaque
 /// part (Anthropic thinking).
+///
+/// ```
+/// use compaction::openai::{check_responses_input, from_responses_input, to_responses_input};
+/// use compaction::transcript::OpaquePart;
+/// use compaction::{Message, ToolCall};
+/// use serde_json::json;
+///
+/// let call = ToolCall::new("call_1", "read_file", json!({"path": "a.rs"}));
+/// let turn = Message::assistant_with_tools("", vec![call])
+///     .with_opaque([OpaquePart::openai_reasoning("rs_1", "gAAAAB-opaque")]);
+/// let chat = vec![
+///     Message::user("read a.rs"),
+///     turn,
+///     Message::tool_result("call_1", "fn main() {}"),
+/// ];
+/// let items = to_responses_input(&chat)?;
+/// check_responses_input(&items)?; // every call answered, reasoning before its call
+/// let wire = serde_json::to_value(&items)?;
+/// assert_eq!(wire[1]["type"], "reasoning");
+/// assert_eq!(wire[1]["encrypted_content"], "gAAAAB-opaque");
+/// assert_eq!(wire[2]["arguments"], r#"{"path":"a.rs"}"#);
+/// assert_eq!(from_responses_input(&items)?, chat); // and back
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn to_responses_input(messages: &[Message]) -> Result<Vec<InputItem>, ResponsesError> {
     let mut out = Vec::with_capacity(messages.len());
     for (index, message) in messages.iter().enumerate() {
