@@ -28,16 +28,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 32 random bytes from your secret manager, the same on every worker of the fleet; the id
     // is stored with each seal, so a rotated-out key can stay as `.verify_key(..)`.
     let key = SealKey::from_hex("2026-11", &std::env::var("COMPACTION_SEAL_KEY")?)?;
+    let agent = "billing-agent-7";
     let compactor = Compactor::builder()
         .budget(32_000)
         .store(store.clone())
         .seal_key(key)
+        .agent_id(agent) // sealed into every checkpoint, with the namespace and a sequence
+        .namespace(tenant)
         .build()?;
 
-    // Whichever worker picks this agent up resumes from its checkpoint; a checkpoint whose
-    // keyed seal does not verify is refused with `Integrity`.
-    let mut state: BillingState = match store.load_checkpoint("billing-agent-7")? {
-        Some(checkpoint) => compactor.rehydrate_blocking(&checkpoint, &NoReacquire)?,
+    // Whichever worker picks this agent up resumes from its checkpoint. Refused: a keyed seal
+    // that does not verify (`Integrity`), another agent's or tenant's checkpoint copied here
+    // (`ForeignCheckpoint`), an older one put back (`CheckpointRollback`, against the ledger).
+    let mut state: BillingState = match store.load_checkpoint(agent)? {
+        Some(checkpoint) => {
+            compactor.advance_checkpoint_blocking(&checkpoint, &ledger)?;
+            compactor.rehydrate_blocking(&checkpoint, &NoReacquire)?
+        }
         None => BillingState::default(),
     };
     state.customer = "cus_42".into();
@@ -53,6 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     charges.commit("charge-2026-11-001")?;
 
     let compacted = compactor.compact_with_ledger_blocking(&state, &ledger)?;
-    store.save_checkpoint("billing-agent-7", &compacted)?;
+    store.save_checkpoint(agent, &compacted)?;
+    compactor.advance_checkpoint_blocking(&compacted, &ledger)?; // now the newest, forward only
     Ok(())
 }

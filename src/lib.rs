@@ -38,11 +38,12 @@ pub mod render {
 // Summaries.
 pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 
-// The checkpoint: what a compaction returns, its seals, and what a backend lists of it.
+// The checkpoint: what a compaction returns, its seals and binding, and what a backend lists
+// of it.
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
 pub use compaction_core::checkpoint::CheckpointInfo;
-pub use compaction_core::{Compacted, SealKey, SealKeyError};
+pub use compaction_core::{CheckpointBinding, Compacted, SealKey, SealKeyError};
 
 // Rehydration: the way back.
 pub use compaction_core::{

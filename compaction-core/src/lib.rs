@@ -36,7 +36,7 @@ pub mod tokens;
 pub mod transcript;
 pub mod window;
 
-pub use checkpoint::Compacted;
+pub use checkpoint::{CheckpointBinding, Compacted};
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
 pub use effects::{

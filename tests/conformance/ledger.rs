@@ -4,6 +4,8 @@
 //! is the reference. After every step the outcome (ok, the exact refusal, the sync summary) and
 //! the status of every key in every scope must agree; at the end every scope's records and every
 //! key's history (`op`, `from`, `to`, compared with a `MemoryLedger` run beside it).
+//! Interleaved with them, `advance_checkpoint` on a few agents: the newest checkpoint sequence
+//! each agent's ledger holds only goes forward, whatever order the sequences come in.
 
 use compaction::SyncSummary;
 use compaction::{Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger};
@@ -18,6 +20,8 @@ use std::pin::Pin;
 pub const SCOPES: [&str; 3] = ["", "charges", "refunds"];
 /// The keys, few enough that operations collide.
 pub const KEYS: [&str; 3] = ["k0", "k1", "k2"];
+/// The agents whose checkpoint sequences the operations advance.
+pub const AGENTS: [&str; 2] = ["agent-a", "agent-b"];
 
 /// One operation on one scope.
 #[derive(Debug, Clone)]
@@ -30,6 +34,8 @@ pub enum Op {
     Reconcile(&'static str, &'static str, EffectStatus),
     SetPayload(&'static str, &'static str, serde_json::Value),
     Sync(&'static str, Vec<Effect>),
+    /// `advance_checkpoint(agent, sequence)`.
+    Advance(&'static str, u64),
 }
 
 /// What an operation returned, backend errors aside.
@@ -38,6 +44,8 @@ pub enum Outcome {
     Done,
     Refused(EffectError),
     Synced(SyncSummary),
+    /// The newest sequence the ledger holds for the agent after an `Advance`.
+    Newest(u64),
 }
 
 fn status() -> impl Strategy<Value = EffectStatus> {
@@ -101,6 +109,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (scope(), key(), status()).prop_map(|(s, k, st)| Op::Reconcile(s, k, st)),
         1 => (scope(), key(), payload()).prop_map(|(s, k, p)| Op::SetPayload(s, k, p)),
         2 => (scope(), sync_log()).prop_map(|(s, log)| Op::Sync(s, log)),
+        2 => (prop::sample::select(&AGENTS[..]), 0..8u64).prop_map(|(a, n)| Op::Advance(a, n)),
     ]
 }
 
@@ -108,6 +117,7 @@ pub fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Default)]
 pub struct Reference {
     logs: BTreeMap<&'static str, EffectLog>,
+    newest: BTreeMap<&'static str, u64>,
 }
 
 impl Reference {
@@ -128,7 +138,17 @@ impl Reference {
                 let incoming = EffectLog::from_effects(effects.clone()).expect("unique keys");
                 Outcome::Synced(self.log(s).sync(&incoming))
             }
+            Op::Advance(agent, sequence) => {
+                let newest = self.newest.entry(agent).or_insert(*sequence);
+                *newest = (*newest).max(*sequence);
+                Outcome::Newest(*newest)
+            }
         }
+    }
+
+    /// The newest checkpoint sequence recorded for `agent`.
+    pub fn newest(&self, agent: &str) -> Option<u64> {
+        self.newest.get(agent).copied()
     }
 
     fn log(&mut self, scope: &'static str) -> &mut EffectLog {
@@ -163,6 +183,10 @@ pub async fn apply<L: EffectLedger>(ledger: &L, op: &Op) -> Result<Outcome, Test
             let incoming = EffectLog::from_effects(effects.clone()).expect("unique keys");
             ledger.sync_log(s, &incoming).await.map(Outcome::Synced)
         }
+        Op::Advance(agent, sequence) => ledger
+            .advance_checkpoint(agent, *sequence)
+            .await
+            .map(Outcome::Newest),
     };
     match result {
         Ok(outcome) => Ok(outcome),
@@ -199,6 +223,13 @@ pub async fn run<L: EffectLedger>(ledger: &L, ops: &[Op]) -> Result<(), TestCase
         );
         let got = apply(ledger, op).await?;
         prop_assert_eq!(&got, &expected, "step {}: {:?}", step, op);
+        for agent in AGENTS {
+            let newest = ledger
+                .newest_checkpoint(agent)
+                .await
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(newest, reference.newest(agent), "after step {}: {}", step, agent);
+        }
         for scope in SCOPES {
             for key in KEYS {
                 let status = ledger

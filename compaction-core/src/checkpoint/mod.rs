@@ -1,7 +1,9 @@
 //! The checkpoint: the [`Compacted`] a compaction returns (the window and everything needed to
 //! rehydrate it), the schema fingerprint that ties it to its state type, its seals (plain and
-//! keyed), the checks it passes before use, and the row every backend stores it as.
+//! keyed), the binding to its agent that the keyed seal covers, the checks it passes before
+//! use, and the row every backend stores it as.
 
+mod binding;
 mod compacted;
 mod fields;
 mod fingerprint;
@@ -10,6 +12,10 @@ mod row;
 mod seal;
 mod verify;
 
+pub use binding::CheckpointBinding;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use binding::check_filed;
+pub(crate) use binding::{foreign_message, Owner};
 pub use compacted::Compacted;
 pub(crate) use compacted::{CompactedTranscript, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;

@@ -6,6 +6,10 @@
 //! Every implementation applies the transitions of `machine`, so all
 //! of them answer every operation alike; `tests/conformance_ledger.rs` proves it on random
 //! operation sequences.
+//!
+//! Beside the effects, a ledger keeps the newest checkpoint sequence number of each agent
+//! ([`advance_checkpoint`](EffectLedger::advance_checkpoint)), forward only, so a checkpoint
+//! older than one the agent already saved (a rolled-back row) is refused.
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
@@ -118,4 +122,25 @@ pub trait EffectLedger: Send + Sync {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, Self::Error>>;
+
+    /// Records that `agent_id` has a checkpoint numbered `sequence` (its
+    /// [`CheckpointBinding::sequence`](crate::CheckpointBinding::sequence)), forward only, in
+    /// one transaction, and returns the newest sequence held for the agent afterwards: the
+    /// larger of `sequence` and what was held. A result above `sequence` means the checkpoint
+    /// is older than one this agent already recorded (a rolled-back checkpoint): refuse it.
+    /// [`Compactor::advance_checkpoint`](crate::Compactor::advance_checkpoint) calls this and
+    /// does that. Durable backends store the sequence in a signed 64-bit column and refuse one
+    /// above `i64::MAX` (no compactor counts that far) as a backend failure; their table also
+    /// refuses, in the database itself, any change that moves a sequence back or deletes it.
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, Self::Error>>;
+
+    /// The newest checkpoint sequence recorded for `agent_id`; `None` before the first.
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, Self::Error>>;
 }

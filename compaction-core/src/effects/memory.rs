@@ -38,6 +38,8 @@ pub struct MemoryLedger {
 struct Scopes {
     logs: BTreeMap<String, EffectLog>,
     history: BTreeMap<(String, String), Vec<Transition>>,
+    /// The newest checkpoint sequence of each agent.
+    checkpoints: BTreeMap<String, u64>,
 }
 
 impl MemoryLedger {
@@ -75,7 +77,7 @@ impl Scopes {
         key: &str,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
-        let Scopes { logs, history } = self;
+        let Scopes { logs, history, .. } = self;
         let mut fresh = EffectLog::new();
         let log = logs.get_mut(scope).unwrap_or(&mut fresh);
         let (_, event) = log.apply(key, transition)?;
@@ -209,6 +211,27 @@ impl EffectLedger for MemoryLedger {
             .cloned()
             .unwrap_or_default();
         Self::ready(Ok(history))
+    }
+
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, EffectError>> {
+        let mut scopes = self.lock();
+        let newest = scopes
+            .checkpoints
+            .entry(agent_id.to_string())
+            .or_insert(sequence);
+        *newest = (*newest).max(sequence);
+        Self::ready(Ok(*newest))
+    }
+
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, EffectError>> {
+        Self::ready(Ok(self.lock().checkpoints.get(agent_id).copied()))
     }
 }
 

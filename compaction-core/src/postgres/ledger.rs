@@ -2,7 +2,7 @@
 //! agent processes on many machines, confined to one namespace.
 
 use super::db::{spawn, Db};
-use super::error::PgError;
+use super::error::{Cause, PgError, PgErrorKind};
 use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
 use super::PgOptions;
 use crate::effects::error::EffectError;
@@ -417,6 +417,51 @@ impl EffectLedger for PgLedger {
         self.run(context, move |db| async move {
             let client = db.client().await?;
             load_history(&client, db.namespace(), &scope, &key).await
+        })
+    }
+
+    fn advance_checkpoint<'a>(&'a self, agent_id: &'a str, sequence: u64) -> Pending<'a, u64> {
+        let agent = agent_id.to_string();
+        let context = format!("advancing the checkpoint sequence of agent `{agent_id}`");
+        self.run(context, move |db| async move {
+            let sequence = i64::try_from(sequence).map_err(|_| {
+                let detail = format!("checkpoint sequence {sequence} is above i64::MAX");
+                Cause::Found(PgErrorKind::Other, detail)
+            })?;
+            let client = db.client().await?;
+            // One statement: the row lock of the upsert serializes racing advances.
+            let row = client
+                .query_one(
+                    "INSERT INTO compaction.checkpoint_sequences AS s
+                         (namespace, agent_id, sequence, updated_at_ms)
+                     VALUES ($1, $2, $3, compaction.now_ms())
+                     ON CONFLICT (namespace, agent_id) DO UPDATE SET
+                         sequence = greatest(s.sequence, excluded.sequence),
+                         updated_at_ms = excluded.updated_at_ms
+                     RETURNING sequence",
+                    &[&db.namespace(), &agent, &sequence],
+                )
+                .await?;
+            Ok(row.try_get::<_, i64>(0)?.max(0) as u64)
+        })
+    }
+
+    fn newest_checkpoint<'a>(&'a self, agent_id: &'a str) -> Pending<'a, Option<u64>> {
+        let agent = agent_id.to_string();
+        let context = format!("reading the checkpoint sequence of agent `{agent_id}`");
+        self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT sequence FROM compaction.checkpoint_sequences
+                     WHERE namespace = $1 AND agent_id = $2",
+                    &[&db.namespace(), &agent],
+                )
+                .await?;
+            Ok(match row {
+                Some(row) => Some(row.try_get::<_, i64>(0)?.max(0) as u64),
+                None => None,
+            })
         })
     }
 }

@@ -18,6 +18,9 @@ use std::sync::Arc;
 /// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
 mod notes;
 pub use notes::AnnotatedTransition;
+/// The newest checkpoint sequence of each agent (a child module: it runs on this ledger's
+/// transactions).
+mod sequences;
 
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
@@ -492,6 +495,21 @@ impl EffectLedger for SqliteLedger {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, SqliteLedgerError>> {
         ready(self.history_in(scope, key))
+    }
+
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, SqliteLedgerError>> {
+        ready(self.advance_checkpoint_in(agent_id, sequence))
+    }
+
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, SqliteLedgerError>> {
+        ready(self.newest_checkpoint_in(agent_id))
     }
 }
 
