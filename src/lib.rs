@@ -38,11 +38,10 @@ pub mod render {
 // Summaries.
 pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 
-// The checkpoint: what a compaction returns, its seals and binding, and what a backend lists
-// of it.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
-pub use compaction_core::checkpoint::CheckpointInfo;
+// The checkpoint: what a compaction returns, its seals and binding, and where it is kept.
+pub use compaction_core::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore,
+};
 pub use compaction_core::{CheckpointBinding, Compacted, SealKey, SealKeyError};
 
 // Rehydration: the way back.
@@ -76,10 +75,10 @@ pub use compaction_core::{
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use compaction_core::postgres;
+pub use compaction_core::backends::postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use compaction_core::sqlite;
+pub use compaction_core::backends::sqlite;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use compaction_core::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};

@@ -5,7 +5,7 @@
 
 mod backend;
 pub(crate) mod canonical;
-mod memory;
+pub(crate) mod memory;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};

@@ -1,12 +1,17 @@
 //! Checkpoints in PostgreSQL: the latest `Compacted<S>` of each agent of a namespace, so an
-//! agent killed on one machine resumes from it on another.
+//! agent killed on one machine resumes from it on another. [`PgStore`] is a
+//! [`CheckpointStore`] (its namespace is the handle's); the typed methods here are its
+//! synchronous form.
 
 use super::error::Cause;
 use super::store::PgStore;
-use crate::checkpoint::Compacted;
-use crate::checkpoint::{decode, encode, CheckpointInfo};
+use crate::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+};
 use crate::error::CompactionError;
+use crate::future::{block_on, BoxFuture};
 use crate::store::{ContentHash, StoreError};
+use std::future::Future;
 
 /// How a save ended inside its transaction: done, or refused because a blob is missing.
 enum Saved {
@@ -28,19 +33,50 @@ impl PgStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = encode(compacted)?;
-        let (json, sha256) = (row.json, row.sha256);
-        let mut hashes: Vec<String> = compacted
-            .pointers()
-            .iter()
-            .map(|p| p.hash().to_hex())
-            .collect();
-        hashes.sort();
-        hashes.dedup();
+        let row = CheckpointRow::encode(compacted)?;
+        Ok(block_on(self.save_row_task(agent_id, &row))?)
+    }
+
+    /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
+    /// none (also when another namespace has one under the same agent id).
+    ///
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
+    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
+    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
+    pub fn load_checkpoint<S>(
+        &self,
+        agent_id: &str,
+    ) -> Result<Option<Compacted<S>>, CompactionError> {
+        match block_on(self.load_row_task(agent_id))? {
+            Some(row) => Ok(Some(row.decode()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The saved checkpoints of this namespace, by agent id.
+    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        block_on(self.list_task())
+    }
+
+    /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
+    /// The blobs it pointed at stay (other checkpoints may share them).
+    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        block_on(self.delete_task(agent_id))
+    }
+
+    fn save_row_task(
+        &self,
+        agent_id: &str,
+        row: &CheckpointRow,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
+        let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
+        let json = row.json_text().map(str::to_owned);
+        let sha256 = row.sha256().map(str::to_owned);
         let agent = agent_id.to_string();
-        let state_type = compacted.state_type.clone();
+        let state_type = row.state_type().to_owned();
         let context = format!("saving the checkpoint of agent `{agent_id}`");
-        let saved = crate::future::block_on(self.run(context, move |db| async move {
+        let saved = self.run(context, move |db| async move {
             let mut client = db.client().await?;
             let tx = client.transaction().await?;
             // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits.
@@ -71,28 +107,22 @@ impl PgStore {
             .await?;
             tx.commit().await?;
             Ok(Saved::Done)
-        }))
-        .map_err(CompactionError::Store)?;
-        match saved {
-            Saved::Done => Ok(()),
-            Saved::MissingBlob(hash) => Err(CompactionError::Store(StoreError::NotFound { hash })),
+        });
+        async move {
+            match saved.await? {
+                Saved::Done => Ok(()),
+                Saved::MissingBlob(hash) => Err(StoreError::NotFound { hash }.into()),
+            }
         }
     }
 
-    /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
-    /// none (also when another namespace has one under the same agent id).
-    ///
-    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
-    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
-    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
-    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
-    pub fn load_checkpoint<S>(
+    fn load_row_task(
         &self,
         agent_id: &str,
-    ) -> Result<Option<Compacted<S>>, CompactionError> {
+    ) -> impl Future<Output = Result<Option<CheckpointRow>, CheckpointError>> + Send + 'static {
         let agent = agent_id.to_string();
         let context = format!("loading the checkpoint of agent `{agent_id}`");
-        let row = crate::future::block_on(self.run(context, move |db| async move {
+        let row = self.run(context, move |db| async move {
             let client = db.client().await?;
             let row = client
                 .query_opt(
@@ -105,17 +135,18 @@ impl PgStore {
                 Some(row) => Some((row.try_get::<_, String>(0)?, row.try_get::<_, String>(1)?)),
                 None => None,
             })
-        }))
-        .map_err(CompactionError::Store)?;
-        let Some((json, sha256)) = row else {
-            return Ok(None);
-        };
-        decode(json.as_bytes(), Some(&sha256)).map(Some)
+        });
+        async move {
+            Ok(row
+                .await?
+                .map(|(json, sha256)| CheckpointRow::stored(json.into_bytes(), Some(sha256))))
+        }
     }
 
-    /// The saved checkpoints of this namespace, by agent id.
-    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
-        crate::future::block_on(self.run("listing checkpoints".into(), |db| async move {
+    fn list_task(
+        &self,
+    ) -> impl Future<Output = Result<Vec<CheckpointInfo>, StoreError>> + Send + 'static {
+        self.run("listing checkpoints".into(), |db| async move {
             let client = db.client().await?;
             let rows = client
                 .query(
@@ -134,15 +165,16 @@ impl PgStore {
                     ))
                 })
                 .collect::<Result<_, Cause>>()
-        }))
+        })
     }
 
-    /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
-    /// The blobs it pointed at stay (other checkpoints may share them).
-    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+    fn delete_task(
+        &self,
+        agent_id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'static {
         let agent = agent_id.to_string();
         let context = format!("deleting the checkpoint of agent `{agent_id}`");
-        crate::future::block_on(self.run(context, move |db| async move {
+        self.run(context, move |db| async move {
             let client = db.client().await?;
             let n = client
                 .execute(
@@ -151,6 +183,37 @@ impl PgStore {
                 )
                 .await?;
             Ok(n > 0)
-        }))
+        })
+    }
+}
+
+impl CheckpointStore for PgStore {
+    fn namespace(&self) -> &str {
+        PgStore::namespace(self)
+    }
+
+    fn save_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.save_row_task(agent_id, row))
+    }
+
+    fn load_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
+        Box::pin(self.load_row_task(agent_id))
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {
+        let listed = self.list_task();
+        Box::pin(async move { Ok(listed.await?) })
+    }
+
+    fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let deleted = self.delete_task(agent_id);
+        Box::pin(async move { Ok(deleted.await?) })
     }
 }

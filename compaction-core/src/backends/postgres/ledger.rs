@@ -77,7 +77,7 @@ type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sy
 ///   [`PgErrorKind::ConnectionLost`](super::PgErrorKind::ConnectionLost); the transaction
 ///   either committed whole or not at all, never half.
 ///
-/// Like [`SqliteLedger`](crate::sqlite::SqliteLedger), records live in scopes (one per
+/// Like [`SqliteLedger`](crate::SqliteLedger), records live in scopes (one per
 /// `#[effect]` field); a handle works in one (`""` for [`connect`](Self::connect); see
 /// [`scope`](Self::scope)), and the [`EffectLedger`] trait takes the scope as an argument.
 ///
