@@ -72,10 +72,16 @@ fn a_failed_reacquire_names_the_field_not_the_pointer() {
             panic!("expected Reacquire, got {error:?}");
         };
         assert_eq!(field, "config_contents");
-        assert_eq!(carried, &pointer, "the code that acts on it gets the pointer");
+        assert_eq!(
+            carried, &pointer,
+            "the code that acts on it gets the pointer"
+        );
         let shown = messages(&error);
         assert!(shown.contains("config_contents"), "{shown}");
-        assert!(!shown.contains("Qz9931x"), "a protected value in a message: {shown}");
+        assert!(
+            !shown.contains("Qz9931x"),
+            "a protected value in a message: {shown}"
+        );
     }
 
     // Opted in to defaults: the reason is the error's message, the pointer its own field.
@@ -85,7 +91,11 @@ fn a_failed_reacquire_names_the_field_not_the_pointer() {
         .unwrap();
     let defaulted = &rehydrated.defaulted[0];
     assert_eq!(defaulted.pointer, pointer);
-    assert!(!defaulted.reason.contains("Qz9931x"), "{}", defaulted.reason);
+    assert!(
+        !defaulted.reason.contains("Qz9931x"),
+        "{}",
+        defaulted.reason
+    );
 }
 
 /// Effect keys are what an operator reconciles: the messages name them (documented next to the

@@ -57,11 +57,7 @@ impl Sqlite {
         let dir = TempDir::new("keyed-seals");
         let path = dir.db("agents.db");
         let store = SqliteStore::open(&path).unwrap();
-        Sqlite {
-            dir,
-            path,
-            store,
-        }
+        Sqlite { dir, path, store }
     }
 }
 
@@ -148,14 +144,20 @@ fn sqlite_checkpoint_sequences_only_go_forward_in_the_database_itself() {
     let backend = Sqlite::new();
     let path = backend.dir.db("ledger.db");
     let ledger = SqliteLedger::open(&path).unwrap();
-    compaction::block_on(compaction::EffectLedger::advance_checkpoint(&ledger, "a", 5)).unwrap();
+    compaction::block_on(compaction::EffectLedger::advance_checkpoint(
+        &ledger, "a", 5,
+    ))
+    .unwrap();
     let raw = Connection::open(&path).unwrap();
     for sql in [
         "UPDATE checkpoint_sequences SET sequence = 4 WHERE agent_id = 'a'",
         "DELETE FROM checkpoint_sequences WHERE agent_id = 'a'",
     ] {
         let refused = raw.execute(sql, []).expect_err(sql);
-        assert!(refused.to_string().contains("forward only"), "{sql}: {refused}");
+        assert!(
+            refused.to_string().contains("forward only"),
+            "{sql}: {refused}"
+        );
     }
     raw.execute(
         "UPDATE checkpoint_sequences SET sequence = 6 WHERE agent_id = 'a'",
@@ -187,10 +189,10 @@ fn sqlite_save_under_another_agent_or_unbound_and_keyed_is_refused() {
         .namespace("tenant-x")
         .build()
         .unwrap();
-    match backend
-        .store
-        .save_checkpoint("agent-a", &elsewhere.compact_blocking(&seals::state()).unwrap())
-    {
+    match backend.store.save_checkpoint(
+        "agent-a",
+        &elsewhere.compact_blocking(&seals::state()).unwrap(),
+    ) {
         Err(CompactionError::ForeignCheckpoint {
             namespace, found, ..
         }) => {
@@ -201,22 +203,33 @@ fn sqlite_save_under_another_agent_or_unbound_and_keyed_is_refused() {
     }
     let agentless = builder().build().unwrap();
     seals::assert_foreign(
-        backend
-            .store
-            .save_checkpoint("agent-a", &agentless.compact_blocking(&seals::state()).unwrap()),
+        backend.store.save_checkpoint(
+            "agent-a",
+            &agentless.compact_blocking(&seals::state()).unwrap(),
+        ),
         Some("agent-a"),
         None,
         "keyed, bound to no agent",
     );
-    assert!(backend.store.load_checkpoint::<MigrationState>("agent-b").unwrap().is_none());
-    assert!(backend.store.list_checkpoints().unwrap().is_empty(), "nothing saved");
+    assert!(backend
+        .store
+        .load_checkpoint::<MigrationState>("agent-b")
+        .unwrap()
+        .is_none());
+    assert!(
+        backend.store.list_checkpoints().unwrap().is_empty(),
+        "nothing saved"
+    );
     // Unkeyed and bound to no agent: saved as before (nothing to bind it with).
     let plain = backend.builder().budget(4000).build().unwrap();
     backend
         .store
         .save_checkpoint("agent-a", &plain.compact_blocking(&seals::state()).unwrap())
         .unwrap();
-    backend.store.save_checkpoint("agent-a", &compacted).unwrap();
+    backend
+        .store
+        .save_checkpoint("agent-a", &compacted)
+        .unwrap();
 }
 
 #[test]

@@ -100,7 +100,10 @@ fn rolled_back_checkpoint_is_refused() {
 fn checkpoint_sequences_only_go_forward_in_the_database_itself() {
     let backend = Postgres::new("sealseqtrigger");
     let ledger = PgLedger::connect(backend.db.url(), "tenant-a").unwrap();
-    compaction::block_on(compaction::EffectLedger::advance_checkpoint(&ledger, "a", 5)).unwrap();
+    compaction::block_on(compaction::EffectLedger::advance_checkpoint(
+        &ledger, "a", 5,
+    ))
+    .unwrap();
     for sql in [
         "UPDATE compaction.checkpoint_sequences SET sequence = 4 WHERE agent_id = 'a'",
         "DELETE FROM compaction.checkpoint_sequences WHERE agent_id = 'a'",
@@ -135,7 +138,10 @@ fn row_copied_across_namespaces_is_refused() {
             .build()
             .unwrap()
     };
-    let (a, b) = (compactor(&store_a, "tenant-a"), compactor(&store_b, "tenant-b"));
+    let (a, b) = (
+        compactor(&store_a, "tenant-a"),
+        compactor(&store_b, "tenant-b"),
+    );
     store_a
         .save_checkpoint("agent-7", &a.compact_blocking(&seals::state_at(1)).unwrap())
         .unwrap();
@@ -158,7 +164,10 @@ fn row_copied_across_namespaces_is_refused() {
             assert_eq!(agent_id.as_deref(), Some("agent-7"));
             assert_eq!(namespace, "tenant-b");
             let found = found.expect("bound");
-            assert_eq!((found.agent_id(), found.namespace()), ("agent-7", "tenant-a"));
+            assert_eq!(
+                (found.agent_id(), found.namespace()),
+                ("agent-7", "tenant-a")
+            );
         }
         other => panic!("tenant A's checkpoint loaded in tenant B: {other:?}"),
     }
@@ -175,9 +184,13 @@ fn row_copied_across_namespaces_is_refused() {
         Some("agent-7"),
         "B's compactor",
     );
-    let own = store_a.load_checkpoint::<MigrationState>("agent-7").unwrap().unwrap();
+    let own = store_a
+        .load_checkpoint::<MigrationState>("agent-7")
+        .unwrap()
+        .unwrap();
     assert_eq!(
-        a.rehydrate_blocking(&own, &compaction::NoReacquire).unwrap(),
+        a.rehydrate_blocking(&own, &compaction::NoReacquire)
+            .unwrap(),
         seals::state_at(1)
     );
 }

@@ -483,7 +483,10 @@ fn keyed(store: SharedStore, agent: &str) -> Compactor {
 #[test]
 fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
     let store = SharedStore::default();
-    let (mine, theirs) = (keyed(store.clone(), "agent-a"), keyed(store.clone(), "agent-b"));
+    let (mine, theirs) = (
+        keyed(store.clone(), "agent-a"),
+        keyed(store.clone(), "agent-b"),
+    );
     let secret = "card 4111-1111-1111-1111 expires 12/29\n".repeat(300);
     let other = theirs
         .compact_blocking(&agent("cus_B", "read my card", &secret))
@@ -515,7 +518,10 @@ fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
         &mine,
         &call(json!({ "pointer": their_pointer.to_string() })),
     );
-    assert!(matches!(error_of(&reply), PointerToolError::NotIssued { .. }));
+    assert!(matches!(
+        error_of(&reply),
+        PointerToolError::NotIssued { .. }
+    ));
     assert!(!reply.message.content.contains("4111"));
 }
 
@@ -524,7 +530,10 @@ fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
 #[test]
 fn another_agents_checkpoint_allows_nothing() {
     let store = SharedStore::default();
-    let (mine, theirs) = (keyed(store.clone(), "agent-a"), keyed(store.clone(), "agent-b"));
+    let (mine, theirs) = (
+        keyed(store.clone(), "agent-a"),
+        keyed(store.clone(), "agent-b"),
+    );
     let secret = "ssn 078-05-1120\n".repeat(500);
     let other = theirs
         .compact_blocking(&agent("cus_B", "read it", &secret))
@@ -536,7 +545,10 @@ fn another_agents_checkpoint_allows_nothing() {
     let mut resolver = PointerResolver::new();
     match resolver.allow_compacted(&mine, &other) {
         Err(PointerToolError::NotTrusted {
-            source: CompactionError::ForeignCheckpoint { agent_id, found, .. },
+            source:
+                CompactionError::ForeignCheckpoint {
+                    agent_id, found, ..
+                },
         }) => {
             assert_eq!(agent_id.as_deref(), Some("agent-a"));
             assert_eq!(found.unwrap().agent_id(), "agent-b");
@@ -548,7 +560,10 @@ fn another_agents_checkpoint_allows_nothing() {
         &mine,
         &call(json!({ "pointer": their_pointer.to_string() })),
     );
-    assert!(matches!(error_of(&reply), PointerToolError::NotIssued { .. }));
+    assert!(matches!(
+        error_of(&reply),
+        PointerToolError::NotIssued { .. }
+    ));
     assert!(!reply.message.content.contains("078-05"));
     // The owner's resolver allows them.
     let mut owners = PointerResolver::new();

@@ -73,6 +73,11 @@ impl Store {
         &*self.0
     }
 
+    /// The namespace the checkpoints live in (`""` where the backend has none).
+    pub fn namespace(&self) -> &str {
+        self.checkpoints().namespace()
+    }
+
     /// Every checkpoint, by agent id.
     pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, Failure> {
         block_on(self.checkpoints().list()).map_err(|e| Failure::checkpoint(&e))

@@ -103,7 +103,13 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
         Some(sqlite) => verify_blobs(sqlite, &mut problems, &mut checked)?,
         None => HashMap::new(),
     };
-    verify_checkpoints(&store, &blob_ok, keys.as_ref(), &mut problems, &mut checked)?;
+    verify_checkpoints(
+        &store,
+        &blob_ok,
+        keys.as_deref(),
+        &mut problems,
+        &mut checked,
+    )?;
     let ledger = db.ledger(Access::Read)?;
     match ledger.try_load_all() {
         Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
@@ -157,9 +163,9 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
 /// argument, so no secret shows in the process list or the shell history.
 const KEYS_ENV: &str = "COMPACTION_SEAL_KEYS";
 
-/// The keys of `COMPACTION_SEAL_KEYS` (`ID=HEX[,ID=HEX..]`), as a compactor that verifies with
-/// them; `None` when it is not set.
-fn seal_keys() -> Result<Option<Compactor>, Failure> {
+/// The keys of `COMPACTION_SEAL_KEYS` (`ID=HEX[,ID=HEX..]`), the first one first; `None` when
+/// it is not set.
+fn seal_keys() -> Result<Option<Vec<SealKey>>, Failure> {
     let Ok(spec) = std::env::var(KEYS_ENV) else {
         return Ok(None);
     };
@@ -167,7 +173,7 @@ fn seal_keys() -> Result<Option<Compactor>, Failure> {
         Failure::new(Exit::Usage, format!("{KEYS_ENV}: {message}"))
             .hint("give the keys as ID=HEX, separated by commas (the agents' seal keys)")
     };
-    let mut builder = Compactor::builder().budget(1);
+    let mut keys = Vec::new();
     for (i, entry) in spec
         .split(',')
         .map(str::trim)
@@ -177,14 +183,28 @@ fn seal_keys() -> Result<Option<Compactor>, Failure> {
         let (id, hex) = entry
             .split_once('=')
             .ok_or_else(|| bad(format!("entry {} has no `=`", i + 1)))?;
-        let key = SealKey::from_hex(id, hex).map_err(|e| bad(e.to_string()))?;
+        keys.push(SealKey::from_hex(id, hex).map_err(|e| bad(e.to_string()))?);
+    }
+    // Checked once here (two keys sharing an id), so building per agent below cannot fail.
+    verifier(&keys, "", "").map_err(|e| bad(e.to_string()))?;
+    Ok(Some(keys))
+}
+
+/// A compactor that verifies `agent`'s checkpoints in `namespace` with `keys`: their keyed
+/// seals, and that each is bound to the agent whose row holds it.
+fn verifier(keys: &[SealKey], agent: &str, namespace: &str) -> Result<Compactor, CompactionError> {
+    let mut builder = Compactor::builder()
+        .budget(1)
+        .agent_id(agent)
+        .namespace(namespace);
+    for (i, key) in keys.iter().enumerate() {
         builder = if i == 0 {
-            builder.seal_key(key)
+            builder.seal_key(key.clone())
         } else {
-            builder.verify_key(key)
+            builder.verify_key(key.clone())
         };
     }
-    builder.build().map(Some).map_err(|e| bad(e.to_string()))
+    builder.build()
 }
 
 /// Re-hashes every blob (through the store's own verified read); returns each address's result.
@@ -248,7 +268,7 @@ fn corrupt_sqlite<'e>(
 fn verify_checkpoints(
     store: &Store,
     blob_ok: &HashMap<ContentHash, bool>,
-    keys: Option<&Compactor>,
+    keys: Option<&[SealKey]>,
     problems: &mut Vec<Problem>,
     checked: &mut Checked,
 ) -> Result<(), Failure> {
@@ -269,6 +289,15 @@ fn verify_checkpoints(
                 });
                 continue;
             }
+            Err(foreign @ CompactionError::ForeignCheckpoint { .. }) => {
+                checked.checkpoints += 1;
+                problems.push(Problem {
+                    kind: "checkpoint",
+                    subject,
+                    detail: format!("another agent's checkpoint in this row: {foreign}"),
+                });
+                continue;
+            }
             Err(CompactionError::Store(e)) => return Err(Failure::store(&e)),
             Err(other) => return Err(Failure::new(Exit::Problems, other.to_string())),
         };
@@ -281,13 +310,16 @@ fn verify_checkpoints(
                     .into(),
             });
         } else if let Some(keys) = keys {
-            if keys.verify_checkpoint(&compacted).is_err() {
-                let detail = match compacted.seal_key_id() {
-                    Some(id) => format!(
+            let verifier = verifier(keys, &info.agent_id, store.namespace())
+                .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;
+            if let Err(refused) = verifier.verify_checkpoint(&compacted) {
+                let detail = match (&refused, compacted.seal_key_id()) {
+                    (CompactionError::ForeignCheckpoint { .. }, _) => refused.to_string(),
+                    (_, Some(id)) => format!(
                         "its keyed seal (key `{id}`) does not verify under {KEYS_ENV}: forged, \
                          or sealed with a key not given"
                     ),
-                    None => format!("it has no keyed seal, and {KEYS_ENV} is set"),
+                    (_, None) => format!("it has no keyed seal, and {KEYS_ENV} is set"),
                 };
                 problems.push(Problem {
                     kind: "checkpoint",

@@ -228,7 +228,13 @@ pub async fn run<L: EffectLedger>(ledger: &L, ops: &[Op]) -> Result<(), TestCase
                 .newest_checkpoint(agent)
                 .await
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
-            prop_assert_eq!(newest, reference.newest(agent), "after step {}: {}", step, agent);
+            prop_assert_eq!(
+                newest,
+                reference.newest(agent),
+                "after step {}: {}",
+                step,
+                agent
+            );
         }
         for scope in SCOPES {
             for key in KEYS {

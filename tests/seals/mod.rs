@@ -188,7 +188,11 @@ pub fn forged_checkpoint_with_recomputed_hashes_is_refused(backend: &impl Backen
 /// One key signs, retired keys still verify; a dropped key's checkpoints are refused.
 pub fn rotation(backend: &impl Backend) {
     let agent = "rotating";
-    let old = keyed_for(backend, agent, backend.builder().seal_key(key("2026-10", 1)));
+    let old = keyed_for(
+        backend,
+        agent,
+        backend.builder().seal_key(key("2026-10", 1)),
+    );
     let rotated = keyed_for(
         backend,
         agent,
@@ -197,7 +201,11 @@ pub fn rotation(backend: &impl Backend) {
             .seal_key(key("2026-11", 2))
             .verify_key(key("2026-10", 1)),
     );
-    let only_new = keyed_for(backend, agent, backend.builder().seal_key(key("2026-11", 2)));
+    let only_new = keyed_for(
+        backend,
+        agent,
+        backend.builder().seal_key(key("2026-11", 2)),
+    );
 
     backend.save(agent, &old.compact_blocking(&state()).unwrap());
     let by_old = backend.load(agent);
@@ -268,7 +276,11 @@ pub fn missing_seal(backend: &impl Backend) {
     assert_refused(&keyed, &unkeyed, "no keyed seal");
     assert_accepted(&migrating, &unkeyed, "no keyed seal, opted in");
 
-    let keyed = keyed_for(backend, "stripped", backend.builder().seal_key(key("k1", 1)));
+    let keyed = keyed_for(
+        backend,
+        "stripped",
+        backend.builder().seal_key(key("k1", 1)),
+    );
     let migrating = keyed_for(
         backend,
         "stripped",
@@ -298,7 +310,9 @@ pub fn row_copied_across_agents_is_refused(backend: &impl Backend) {
     let a = keyed_for(backend, "agent-a", builder());
     let b = keyed_for(backend, "agent-b", builder());
     let of_a = a.compact_blocking(&state_at(1)).unwrap();
-    let binding = of_a.binding().expect("a keyed compactor with an agent binds");
+    let binding = of_a
+        .binding()
+        .expect("a keyed compactor with an agent binds");
     assert_eq!(
         (binding.agent_id(), binding.namespace()),
         ("agent-a", backend.namespace())
@@ -310,10 +324,20 @@ pub fn row_copied_across_agents_is_refused(backend: &impl Backend) {
     backend.write_row("agent-b", &backend.row("agent-a"));
     // The load may refuse it (it knows the agent id), or hand it on: then B's compactor does.
     match backend.try_load("agent-b") {
-        Err(refused) => assert_foreign(Err::<(), _>(refused), Some("agent-b"), Some("agent-a"), "load"),
+        Err(refused) => assert_foreign(
+            Err::<(), _>(refused),
+            Some("agent-b"),
+            Some("agent-a"),
+            "load",
+        ),
         Ok(copied) => {
             assert!(copied.verify_seal(), "a genuine checkpoint, only misplaced");
-            assert_foreign(b.verify_checkpoint(&copied), Some("agent-b"), Some("agent-a"), "verify");
+            assert_foreign(
+                b.verify_checkpoint(&copied),
+                Some("agent-b"),
+                Some("agent-a"),
+                "verify",
+            );
             assert_foreign(
                 b.rehydrate_blocking(&copied, &NoReacquire),
                 Some("agent-b"),
@@ -361,7 +385,12 @@ pub fn unbound_keyed_checkpoints_need_the_migration_switch(backend: &impl Backen
     backend.save(agent, &keyed.compact_blocking(&state()).unwrap());
     backend.write_row(agent, &serde_json::to_vec(&legacy).unwrap());
     let loaded = backend.load(agent);
-    assert_foreign(keyed.verify_checkpoint(&loaded), Some(agent), None, "unbound, keyed");
+    assert_foreign(
+        keyed.verify_checkpoint(&loaded),
+        Some(agent),
+        None,
+        "unbound, keyed",
+    );
     assert_foreign(
         keyed.rehydrate_blocking(&loaded, &NoReacquire),
         Some(agent),
@@ -371,7 +400,12 @@ pub fn unbound_keyed_checkpoints_need_the_migration_switch(backend: &impl Backen
     assert_accepted(&migrating, &loaded, "unbound, migration switch on");
     // An agentless keyed compactor cannot tell whose a bound checkpoint is: refused.
     let bound = keyed.compact_blocking(&state()).unwrap();
-    assert_foreign(agentless.verify_checkpoint(&bound), None, Some(agent), "agentless");
+    assert_foreign(
+        agentless.verify_checkpoint(&bound),
+        None,
+        Some(agent),
+        "agentless",
+    );
 }
 
 /// A validly sealed, older checkpoint of the same agent put back is refused by
@@ -381,11 +415,15 @@ pub fn rolled_back_checkpoint_is_refused<L: EffectLedger>(backend: &impl Backend
     let agent = "rolling";
     let builder = || backend.builder().seal_key(key("k1", 1));
     let worker = keyed_for(backend, agent, builder());
-    let first = worker.compact_with_ledger_blocking(&state_at(1), ledger).unwrap();
+    let first = worker
+        .compact_with_ledger_blocking(&state_at(1), ledger)
+        .unwrap();
     backend.save(agent, &first);
     worker.advance_checkpoint_blocking(&first, ledger).unwrap();
     let old_row = backend.row(agent);
-    let second = worker.compact_with_ledger_blocking(&state_at(2), ledger).unwrap();
+    let second = worker
+        .compact_with_ledger_blocking(&state_at(2), ledger)
+        .unwrap();
     let (s1, s2) = (
         first.binding().unwrap().sequence(),
         second.binding().unwrap().sequence(),
@@ -413,11 +451,15 @@ pub fn rolled_back_checkpoint_is_refused<L: EffectLedger>(backend: &impl Backend
     // The newest one is accepted again (advancing to where the ledger is changes nothing).
     backend.write_row(agent, &new_row);
     let loaded = backend.load(agent);
-    restarted.advance_checkpoint_blocking(&loaded, ledger).unwrap();
+    restarted
+        .advance_checkpoint_blocking(&loaded, ledger)
+        .unwrap();
     assert_accepted_as(&restarted, &loaded, &state_at(2), "the newest");
     // A restarted worker numbers after the newest the ledger holds, whatever it saw before.
     let fresh = keyed_for(backend, agent, builder());
-    let third = fresh.compact_with_ledger_blocking(&state_at(3), ledger).unwrap();
+    let third = fresh
+        .compact_with_ledger_blocking(&state_at(3), ledger)
+        .unwrap();
     assert!(third.binding().unwrap().sequence() > s2);
     assert_eq!(block_newest(ledger, agent), Some(s2));
 }

@@ -7,6 +7,7 @@
 //! checked here, once for every backend (`codec.rs`), and `tests/conformance_checkpoint.rs`
 //! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
 
+use crate::checkpoint::binding::{foreign_message, CheckpointBinding};
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::future::BoxFuture;
@@ -14,7 +15,8 @@ use crate::store::StoreError;
 
 /// Why a checkpoint could not be saved, loaded, listed or deleted. Converts into
 /// [`CompactionError`] (so `?` works in a function returning it): `Integrity` into
-/// `Integrity { field: "<checkpoint>" }`, the others into `Store` and `Serialize`.
+/// `Integrity { field: "<checkpoint>" }`, `Foreign` into `ForeignCheckpoint`, the others into
+/// `Store` and `Serialize`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckpointError {
@@ -23,6 +25,18 @@ pub enum CheckpointError {
     /// with a broken seal instead, which every rehydration refuses.
     #[error("checkpoint integrity: the seal does not match the content, or the stored bytes do not parse")]
     Integrity,
+    /// The checkpoint is bound to another agent or namespace than the one it is saved or
+    /// loaded for (a row copied over this agent's), or, on save, it has a keyed seal and is
+    /// bound to no agent. Converts into `CompactionError::ForeignCheckpoint`.
+    #[error("{}", foreign_message(&Some(.agent_id.clone()), .namespace, .found))]
+    Foreign {
+        /// The agent id it was saved or loaded under.
+        agent_id: String,
+        /// This store's namespace (`""` where there is none).
+        namespace: String,
+        /// The binding it carries (`None`: bound to no agent).
+        found: Option<CheckpointBinding>,
+    },
     /// The checkpoint could not be serialized.
     #[error("cannot serialize the checkpoint: {0}")]
     Serialize(String),
@@ -37,6 +51,15 @@ impl From<CheckpointError> for CompactionError {
     fn from(error: CheckpointError) -> CompactionError {
         match error {
             CheckpointError::Integrity => CompactionError::checkpoint_integrity(),
+            CheckpointError::Foreign {
+                agent_id,
+                namespace,
+                found,
+            } => CompactionError::ForeignCheckpoint {
+                agent_id: Some(agent_id),
+                namespace,
+                found,
+            },
             CheckpointError::Serialize(message) => CompactionError::Serialize {
                 field: CHECKPOINT_FIELD.into(),
                 message,

@@ -6,6 +6,7 @@
 //! The binding is part of what both seals cover, so under a keyed seal nobody without the key
 //! can move a checkpoint to another agent or namespace, or renumber it.
 
+use crate::checkpoint::backend::CheckpointError;
 use crate::checkpoint::seal::SealKeys;
 use crate::error::CompactionError;
 use serde::{Deserialize, Serialize};
@@ -77,7 +78,12 @@ impl CheckpointBinding {
 
 impl fmt::Display for CheckpointBinding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}, sequence {}", place(&self.agent_id, &self.namespace), self.sequence)
+        write!(
+            f,
+            "{}, sequence {}",
+            place(&self.agent_id, &self.namespace),
+            self.sequence
+        )
     }
 }
 
@@ -183,7 +189,7 @@ pub(crate) fn check_filed(
     saving: bool,
     agent_id: &str,
     namespace: &str,
-) -> Result<(), CompactionError> {
+) -> Result<(), CheckpointError> {
     let matches = match found {
         Some(binding) => binding.agent_id == agent_id && binding.namespace == namespace,
         None => !(keyed && saving),
@@ -191,8 +197,8 @@ pub(crate) fn check_filed(
     if matches {
         return Ok(());
     }
-    Err(CompactionError::ForeignCheckpoint {
-        agent_id: Some(agent_id.to_owned()),
+    Err(CheckpointError::Foreign {
+        agent_id: agent_id.to_owned(),
         namespace: namespace.to_owned(),
         found: found.cloned(),
     })

@@ -18,7 +18,7 @@ mod verify;
 
 pub use backend::{CheckpointError, CheckpointStore};
 pub use binding::CheckpointBinding;
-pub(crate) use binding::{check_filed, foreign_message, Owner};
+pub(crate) use binding::{foreign_message, Owner};
 pub use compacted::Compacted;
 pub(crate) use compacted::{CompactedTranscript, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;

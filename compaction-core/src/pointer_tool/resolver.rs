@@ -417,9 +417,7 @@ fn error_text(error: &PointerToolError) -> String {
         }
         PointerToolError::Resolve { .. }
         | PointerToolError::Unsealed
-        | PointerToolError::NotTrusted { .. } => {
-            " The content is unavailable; do not guess it."
-        }
+        | PointerToolError::NotTrusted { .. } => " The content is unavailable; do not guess it.",
         PointerToolError::NotText { .. } => " It cannot be shown as text.",
         PointerToolError::OffsetPastEnd { .. } => " Call again with a smaller offset.",
     };

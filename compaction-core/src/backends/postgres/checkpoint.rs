@@ -23,7 +23,9 @@ impl PgStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` in this namespace (replacing
     /// the previous one) in one transaction.
     ///
-    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`), when it is
+    /// bound to another agent or namespace, or keyed and bound to no agent
+    /// (`ForeignCheckpoint`, see `CompactorBuilder::agent_id`), or when it
     /// points at a blob this namespace does not hold (`Store(NotFound)`; a blob another
     /// namespace holds does not count): such a checkpoint could not be rehydrated after a
     /// restart, so compact with this store (`Compactor::builder().store(store.clone())`)
@@ -33,14 +35,16 @@ impl PgStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted)?;
+        let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
         Ok(block_on(self.save_row_task(agent_id, &row))?)
     }
 
     /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
     /// none (also when another namespace has one under the same agent id).
     ///
-    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`;
+    /// a checkpoint bound to another agent or namespace (a row copied over this one) gives
+    /// `ForeignCheckpoint`.
     /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
     /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
     /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
@@ -49,7 +53,7 @@ impl PgStore {
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         match block_on(self.load_row_task(agent_id))? {
-            Some(row) => Ok(Some(row.decode()?)),
+            Some(row) => Ok(Some(row.decode(agent_id, self.namespace())?)),
             None => Ok(None),
         }
     }

@@ -16,7 +16,9 @@ impl SqliteStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
     /// in one transaction.
     ///
-    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`), when it is
+    /// bound to another agent or namespace, or keyed and bound to no agent
+    /// (`ForeignCheckpoint`, see `CompactorBuilder::agent_id`), or when it
     /// points at a blob this store does not hold (`Store(NotFound)`): such a checkpoint could
     /// not be rehydrated after a restart, so compact with this store
     /// (`Compactor::builder().store(store.clone())`) before checkpointing into it.
@@ -25,13 +27,15 @@ impl SqliteStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted)?;
+        let row = CheckpointRow::encode(compacted, agent_id, "")?;
         Ok(self.save_row_now(agent_id, &row)?)
     }
 
     /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
     ///
-    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`;
+    /// a checkpoint bound to another agent or namespace (a row copied over this one) gives
+    /// `ForeignCheckpoint`.
     /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
     /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
     /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`. Either way a changed byte is
@@ -41,7 +45,7 @@ impl SqliteStore {
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         match self.load_row_now(agent_id)? {
-            Some(row) => Ok(Some(row.decode()?)),
+            Some(row) => Ok(Some(row.decode(agent_id, "")?)),
             None => Ok(None),
         }
     }
