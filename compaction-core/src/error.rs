@@ -1,7 +1,7 @@
 //! The typed errors of compaction and rehydration. Every one leaves the caller's state untouched:
 //! `compact` only borrows it.
 
-use crate::checkpoint::{foreign_message, CheckpointBinding};
+use crate::binding::{foreign_message, CheckpointBinding};
 use crate::state::path::RebuildError;
 use crate::store::StoreError;
 use crate::summaries::SummarizerError;
@@ -224,7 +224,7 @@ pub enum CompactionError {
         /// The namespace it was saved, loaded or verified in (`""` where there is none).
         namespace: String,
         /// The binding it carries (`None`: bound to no agent).
-        found: Option<CheckpointBinding>,
+        found: Option<Box<CheckpointBinding>>,
     },
     /// The checkpoint is this agent's and validly sealed, but older than the newest one the
     /// ledger recorded for the agent: an older checkpoint put back (rolled back). Refused by

@@ -12,6 +12,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backends;
+mod binding;
 pub mod checkpoint;
 mod compactor;
 #[doc(hidden)]
@@ -39,7 +40,8 @@ pub use backends::postgres::{self, PgError, PgErrorKind, PgLedger, PgLedgerError
 pub use backends::sqlite::{
     self, SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
 };
-pub use checkpoint::{CheckpointBinding, Compacted};
+pub use binding::CheckpointBinding;
+pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
 pub use effects::{

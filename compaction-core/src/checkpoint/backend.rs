@@ -7,7 +7,7 @@
 //! checked here, once for every backend (`codec.rs`), and `tests/conformance_checkpoint.rs`
 //! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
 
-use crate::checkpoint::binding::{foreign_message, CheckpointBinding};
+use crate::binding::{foreign_message, CheckpointBinding};
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::future::BoxFuture;
@@ -35,7 +35,7 @@ pub enum CheckpointError {
         /// This store's namespace (`""` where there is none).
         namespace: String,
         /// The binding it carries (`None`: bound to no agent).
-        found: Option<CheckpointBinding>,
+        found: Option<Box<CheckpointBinding>>,
     },
     /// The checkpoint could not be serialized.
     #[error("cannot serialize the checkpoint: {0}")]

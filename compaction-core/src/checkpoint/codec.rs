@@ -2,8 +2,8 @@
 //! no backend should keep (a broken seal, a binding to another agent or namespace), and on the
 //! way out another agent's checkpoint and bytes that are not the ones saved.
 
+use crate::binding::CheckpointBinding;
 use crate::checkpoint::backend::CheckpointError;
-use crate::checkpoint::binding::check_filed;
 use crate::checkpoint::compacted::Compacted;
 use crate::checkpoint::row::CheckpointRow;
 use crate::store::ContentHash;
@@ -58,4 +58,31 @@ impl CheckpointRow {
         }
         Ok(compacted)
     }
+}
+
+/// Whether a checkpoint bound as `found` (with a keyed seal when `keyed`) may be saved or
+/// loaded under `agent_id` in `namespace`: bound to exactly them, or bound to nobody without
+/// a keyed seal (unkeyed checkpoints of compactors without an agent id, as before bindings).
+/// A keyed checkpoint bound to nobody is refused on save (a keyed compactor must know its
+/// agent to file under it) but loaded, so a migrating compactor can decide
+/// (`CompactorBuilder::accept_unkeyed_checkpoints`).
+fn check_filed(
+    found: Option<&CheckpointBinding>,
+    keyed: bool,
+    saving: bool,
+    agent_id: &str,
+    namespace: &str,
+) -> Result<(), CheckpointError> {
+    let matches = match found {
+        Some(binding) => binding.agent_id() == agent_id && binding.namespace() == namespace,
+        None => !(keyed && saving),
+    };
+    if matches {
+        return Ok(());
+    }
+    Err(CheckpointError::Foreign {
+        agent_id: agent_id.to_owned(),
+        namespace: namespace.to_owned(),
+        found: found.cloned().map(Box::new),
+    })
 }

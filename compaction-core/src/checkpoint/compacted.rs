@@ -1,7 +1,7 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
-use crate::checkpoint::binding::CheckpointBinding;
+use crate::binding::CheckpointBinding;
 use crate::checkpoint::fingerprint::SchemaFingerprint;
 use crate::checkpoint::seal::{KeyedSeal, SealKeys};
 use crate::report::CompactionReport;

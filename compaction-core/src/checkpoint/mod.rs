@@ -5,23 +5,22 @@
 //! [`CheckpointRow`] they store.
 
 mod backend;
-mod binding;
 mod codec;
 mod compacted;
 mod fields;
 mod fingerprint;
 mod memory;
+mod owner;
 mod row;
 mod seal;
 mod typed;
 mod verify;
 
 pub use backend::{CheckpointError, CheckpointStore};
-pub use binding::CheckpointBinding;
-pub(crate) use binding::{foreign_message, Owner};
 pub use compacted::Compacted;
 pub(crate) use compacted::{CompactedTranscript, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;
+pub(crate) use owner::Owner;
 pub use row::{CheckpointInfo, CheckpointRow};
 pub(crate) use seal::SealKeys;
 pub use seal::{SealKey, SealKeyError};

@@ -2,9 +2,9 @@
 //! seal, its keyed seal under the compactor's keys, and the agent it is bound to
 //! (`Compactor::verify_checkpoint`, run first by every rehydration and by the pointer tool).
 
-use crate::checkpoint::binding::Owner;
 use crate::checkpoint::compacted::{Compacted, FORMAT};
 use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::owner::Owner;
 use crate::checkpoint::seal::{SealKeyError, SealKeys};
 use crate::error::CompactionError;
 use crate::state::compactable::Compactable;
