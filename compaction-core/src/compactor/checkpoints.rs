@@ -12,11 +12,11 @@ use std::sync::atomic::Ordering;
 impl Compactor {
     /// Checks a checkpoint before its window or state is used: `CheckpointFormat` for another
     /// format, `Integrity { field: "<checkpoint>" }` when its plain seal does not match its
-    /// content or, with [`seal_key`](CompactorBuilder::seal_key), when its keyed seal does not
+    /// content or, with [`seal_key`](crate::CompactorBuilder::seal_key), when its keyed seal does not
     /// verify under one of this compactor's keys (or is missing, unless
-    /// [`accept_unkeyed_checkpoints`](CompactorBuilder::accept_unkeyed_checkpoints)), and
+    /// [`accept_unkeyed_checkpoints`](crate::CompactorBuilder::accept_unkeyed_checkpoints)), and
     /// `ForeignCheckpoint` when it is bound to another agent or namespace than this compactor's
-    /// [`agent_id`](CompactorBuilder::agent_id) (see there for unbound checkpoints).
+    /// [`agent_id`](crate::CompactorBuilder::agent_id) (see there for unbound checkpoints).
     /// [`rehydrate`](Self::rehydrate) and the pointer tool's
     /// [`allow_compacted`](crate::pointer_tool::PointerResolver::allow_compacted) run it first;
     /// call it yourself before sending a loaded checkpoint's [`render`](Compacted::render) or
@@ -30,12 +30,12 @@ impl Compactor {
         Ok(())
     }
 
-    /// The agent id checkpoints are bound to ([`agent_id`](CompactorBuilder::agent_id)).
+    /// The agent id checkpoints are bound to ([`agent_id`](crate::CompactorBuilder::agent_id)).
     pub fn agent_id(&self) -> Option<&str> {
         self.owner.agent_id()
     }
 
-    /// The namespace checkpoints are bound to ([`namespace`](CompactorBuilder::namespace)).
+    /// The namespace checkpoints are bound to ([`namespace`](crate::CompactorBuilder::namespace)).
     pub fn namespace(&self) -> &str {
         self.owner.namespace()
     }
