@@ -477,21 +477,43 @@ fn keyed(store: SharedStore, agent: &str) -> Compactor {
         .unwrap()
 }
 
-/// A checkpoint forged by someone who can write it but holds no key: another agent's pointer
-/// slipped into the window's messages, every plain hash recomputed. The plain seal verifies;
-/// the keyed compactor refuses it, and so does the resolver: the model cannot reach the blob.
-#[test]
-fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
+/// Agents A (`mine`) and B (`theirs`) with keyed compactors on one store, and B's compaction
+/// whose tombstoned tool result holds `secret`, with that result's pointer.
+fn keyed_agents(secret: &str) -> (Compactor, Compactor, Compacted<Agent>, Pointer) {
     let store = SharedStore::default();
     let (mine, theirs) = (
         keyed(store.clone(), "agent-a"),
         keyed(store.clone(), "agent-b"),
     );
-    let secret = "card 4111-1111-1111-1111 expires 12/29\n".repeat(300);
     let other = theirs
-        .compact_blocking(&agent("cus_B", "read my card", &secret))
+        .compact_blocking(&agent("cus_B", "read it", secret))
         .unwrap();
-    let their_pointer = output_pointer(&other, &secret);
+    let their_pointer = output_pointer(&other, secret);
+    (mine, theirs, other, their_pointer)
+}
+
+/// The model asks `resolver` for `pointer` and reads neither the blob nor `leak`.
+fn assert_not_readable(
+    resolver: &PointerResolver,
+    mine: &Compactor,
+    pointer: &Pointer,
+    leak: &str,
+) {
+    let reply = resolver.handle_blocking(mine, &call(json!({ "pointer": pointer.to_string() })));
+    assert!(matches!(
+        error_of(&reply),
+        PointerToolError::NotIssued { .. }
+    ));
+    assert!(!reply.message.content.contains(leak));
+}
+
+/// A checkpoint forged by someone who can write it but holds no key: another agent's pointer
+/// slipped into the window's messages, every plain hash recomputed. The plain seal verifies;
+/// the keyed compactor refuses it, and so does the resolver: the model cannot reach the blob.
+#[test]
+fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
+    let secret = "card 4111-1111-1111-1111 expires 12/29\n".repeat(300);
+    let (mine, _, _, their_pointer) = keyed_agents(&secret);
     let own = mine
         .compact_blocking(&agent("cus_A", "read the log", &"ok\n".repeat(800)))
         .unwrap();
@@ -514,31 +536,14 @@ fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
         Err(CompactionError::Integrity { .. })
     ));
     assert_eq!(resolver.allowed_count(), 0);
-    let reply = resolver.handle_blocking(
-        &mine,
-        &call(json!({ "pointer": their_pointer.to_string() })),
-    );
-    assert!(matches!(
-        error_of(&reply),
-        PointerToolError::NotIssued { .. }
-    ));
-    assert!(!reply.message.content.contains("4111"));
+    assert_not_readable(&resolver, &mine, &their_pointer, "4111");
 }
 
 /// Another agent's genuine checkpoint (valid seals, same key, same store) is foreign to this
 /// agent's compactor: `rehydrate` refuses it, and the resolver allows none of its pointers.
 #[test]
 fn another_agents_checkpoint_allows_nothing() {
-    let store = SharedStore::default();
-    let (mine, theirs) = (
-        keyed(store.clone(), "agent-a"),
-        keyed(store.clone(), "agent-b"),
-    );
-    let secret = "ssn 078-05-1120\n".repeat(500);
-    let other = theirs
-        .compact_blocking(&agent("cus_B", "read it", &secret))
-        .unwrap();
-    let their_pointer = output_pointer(&other, &secret);
+    let (mine, theirs, other, their_pointer) = keyed_agents(&"ssn 078-05-1120\n".repeat(500));
     assert!(other.verify_seal());
     theirs.verify_checkpoint(&other).unwrap();
 
@@ -556,15 +561,7 @@ fn another_agents_checkpoint_allows_nothing() {
         other => panic!("another agent's checkpoint must be refused, got {other:?}"),
     }
     assert!(!resolver.is_allowed(&their_pointer));
-    let reply = resolver.handle_blocking(
-        &mine,
-        &call(json!({ "pointer": their_pointer.to_string() })),
-    );
-    assert!(matches!(
-        error_of(&reply),
-        PointerToolError::NotIssued { .. }
-    ));
-    assert!(!reply.message.content.contains("078-05"));
+    assert_not_readable(&resolver, &mine, &their_pointer, "078-05");
     // The owner's resolver allows them.
     let mut owners = PointerResolver::new();
     assert!(owners.allow_compacted(&theirs, &other).unwrap() >= 1);

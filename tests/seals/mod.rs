@@ -68,10 +68,19 @@ fn compactor(builder: CompactorBuilder) -> Compactor {
     builder.budget(4000).build().unwrap()
 }
 
-/// A compactor with `key` (and any verifying keys already on `builder`) for `agent` in the
-/// backend's namespace.
+/// A compactor with the keys already on `builder` for `agent` in the backend's namespace.
 fn keyed_for(backend: &impl Backend, agent: &str, builder: CompactorBuilder) -> Compactor {
     compactor(builder.agent_id(agent).namespace(backend.namespace()))
+}
+
+/// Two compactors of `agent` with key `k1`: a strict one, and one that accepts older
+/// checkpoints for a migration (`accept_unkeyed_checkpoints`).
+fn strict_and_migrating(backend: &impl Backend, agent: &str) -> (Compactor, Compactor) {
+    let keyed = || backend.builder().seal_key(key("k1", 1));
+    (
+        keyed_for(backend, agent, keyed()),
+        keyed_for(backend, agent, keyed().accept_unkeyed_checkpoints(true)),
+    )
 }
 
 /// A state that fits the budget verbatim, so rehydrating it needs nothing re-acquired.
@@ -256,15 +265,7 @@ pub fn wrong_key(backend: &impl Backend) {
 /// A checkpoint without a keyed seal (made before keys, or stripped by a forger) is refused by
 /// a keyed compactor unless the author opted in; a present keyed seal must verify even then.
 pub fn missing_seal(backend: &impl Backend) {
-    let keyed = keyed_for(backend, "unkeyed", backend.builder().seal_key(key("k1", 1)));
-    let migrating = keyed_for(
-        backend,
-        "unkeyed",
-        backend
-            .builder()
-            .seal_key(key("k1", 1))
-            .accept_unkeyed_checkpoints(true),
-    );
+    let (keyed, migrating) = strict_and_migrating(backend, "unkeyed");
     backend.save(
         "unkeyed",
         &compactor(backend.builder())
@@ -276,19 +277,7 @@ pub fn missing_seal(backend: &impl Backend) {
     assert_refused(&keyed, &unkeyed, "no keyed seal");
     assert_accepted(&migrating, &unkeyed, "no keyed seal, opted in");
 
-    let keyed = keyed_for(
-        backend,
-        "stripped",
-        backend.builder().seal_key(key("k1", 1)),
-    );
-    let migrating = keyed_for(
-        backend,
-        "stripped",
-        backend
-            .builder()
-            .seal_key(key("k1", 1))
-            .accept_unkeyed_checkpoints(true),
-    );
+    let (keyed, migrating) = strict_and_migrating(backend, "stripped");
     backend.save("stripped", &keyed.compact_blocking(&state()).unwrap());
     let original = backend.row("stripped");
     backend.write_row("stripped", &strip_keyed_seal(&original));
@@ -368,15 +357,7 @@ pub fn row_copied_across_agents_is_refused(backend: &impl Backend) {
 /// (`accept_unkeyed_checkpoints`); a keyed compactor without an agent id refuses bound ones.
 pub fn unbound_keyed_checkpoints_need_the_migration_switch(backend: &impl Backend) {
     let agent = "legacy";
-    let keyed = keyed_for(backend, agent, backend.builder().seal_key(key("k1", 1)));
-    let migrating = keyed_for(
-        backend,
-        agent,
-        backend
-            .builder()
-            .seal_key(key("k1", 1))
-            .accept_unkeyed_checkpoints(true),
-    );
+    let (keyed, migrating) = strict_and_migrating(backend, agent);
     // What a keyed compactor wrote before it knew its agent.
     let agentless = compactor(backend.builder().seal_key(key("k1", 1)));
     let legacy = agentless.compact_blocking(&state()).unwrap();

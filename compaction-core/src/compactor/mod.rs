@@ -187,6 +187,10 @@ impl Compactor {
     /// a record the view holds and the ledger lacks is refused with
     /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
     /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    /// With an [`agent_id`](CompactorBuilder::agent_id), the checkpoint is numbered after the
+    /// newest checkpoint sequence the ledger recorded for the agent
+    /// ([`advance_checkpoint`](Self::advance_checkpoint)), so a restarted worker's checkpoints
+    /// keep going forward.
     ///
     /// ```
     /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
