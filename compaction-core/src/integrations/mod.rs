@@ -4,6 +4,8 @@
 #[cfg(feature = "hf-tokenizers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub mod hf_tokenizers;
+#[cfg(feature = "_https")]
+mod http;
 #[cfg(feature = "openai-types")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub mod openai;
