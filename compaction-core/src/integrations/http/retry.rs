@@ -117,6 +117,24 @@ fn error_excerpt(body: &[u8]) -> String {
     }
 }
 
+/// A 2xx answer that is not a usable reply: `Malformed`, with the start of `text`.
+pub(crate) fn malformed(field: &str, text: &str) -> SummarizerError {
+    SummarizerError::Malformed {
+        field: field.to_owned(),
+        body: excerpt(text),
+    }
+}
+
+/// A 2xx answer's body read as `T` (`what` names it), or `Malformed` with its start.
+pub(crate) fn parse_answer<T: serde::de::DeserializeOwned>(
+    field: &str,
+    answer: &Answer,
+    what: &str,
+) -> Result<T, SummarizerError> {
+    let body = String::from_utf8_lossy(&answer.body);
+    serde_json::from_str(&body).map_err(|_| malformed(field, &format!("not {what}: {body}")))
+}
+
 /// The start of `text`, at most [`EXCERPT_CHARS`] characters, marked when cut.
 pub(crate) fn excerpt(text: &str) -> String {
     let text = text.trim();

@@ -50,6 +50,24 @@ impl Settings {
         }
     }
 
+    /// The settings of a summarizer on `model` whose server and key come from the environment
+    /// variables `url_var` (else `default_url`) and `key_var`.
+    pub(crate) fn from_env(
+        model: String,
+        url_var: &str,
+        default_url: &str,
+        key_var: &str,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Settings {
+        let base_url = env(url_var).unwrap_or_else(|| default_url.to_owned());
+        Settings::new(
+            model,
+            base_url.trim_end_matches('/').to_owned(),
+            env(key_var),
+            counter,
+        )
+    }
+
     /// `Debug` of a summarizer: whether there is a key, never what it is.
     pub(crate) fn debug(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
         f.debug_struct(name)
@@ -78,6 +96,11 @@ impl Settings {
     }
 }
 
+/// An environment variable's value, unless unset or blank.
+pub(crate) fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
 /// A provider's wire format for one summary request.
 pub(crate) trait SummaryWire: Send + Sync + 'static {
     /// URL, headers (besides `content-type`) and JSON body of one attempt asking for a summary
@@ -99,13 +122,13 @@ pub(crate) trait SummaryWire: Send + Sync + 'static {
 pub(crate) type LazyClient = Arc<OnceLock<Result<HttpsClient, String>>>;
 
 /// One summary to fetch, owned so it can run as a task.
-pub(crate) struct Job<W> {
-    pub(crate) wire: Arc<W>,
-    pub(crate) settings: Arc<Settings>,
-    pub(crate) http: LazyClient,
-    pub(crate) field: String,
-    pub(crate) text: String,
-    pub(crate) target: usize,
+struct Job<W> {
+    wire: Arc<W>,
+    settings: Arc<Settings>,
+    http: LazyClient,
+    field: String,
+    text: String,
+    target: usize,
 }
 
 /// The process-wide runtime the requests run on, built on first use and never shut down (so a
@@ -134,8 +157,27 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// `Summarizer::summarize` of a summarizer with these parts: the request as a job on the
+/// summarizers' runtime.
+pub(crate) async fn summarize_on<W: SummaryWire>(
+    wire: &Arc<W>,
+    settings: &Arc<Settings>,
+    http: &LazyClient,
+    request: crate::summaries::SummaryRequest<'_>,
+) -> Result<String, SummarizerError> {
+    run(Job {
+        wire: Arc::clone(wire),
+        settings: Arc::clone(settings),
+        http: Arc::clone(http),
+        field: request.field.to_owned(),
+        text: request.text.to_owned(),
+        target: request.target_tokens,
+    })
+    .await
+}
+
 /// Runs `job` on the summarizers' runtime; the future resolves under any executor.
-pub(crate) async fn run<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerError> {
+async fn run<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerError> {
     let field = job.field.clone();
     let runtime = runtime().map_err(|message| SummarizerError::failed(&field, message))?;
     let mut task = AbortOnDrop(runtime.spawn(summarize(job)));

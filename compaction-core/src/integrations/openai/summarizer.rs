@@ -5,7 +5,9 @@
 mod wire;
 
 use self::wire::ChatWire;
-use crate::integrations::http::summary::{run, summarizer_builder, Job, LazyClient, Settings};
+use crate::integrations::http::summary::{
+    env, summarize_on, summarizer_builder, LazyClient, Settings,
+};
 use crate::summaries::{Summarizer, SummarizerError, SummaryRequest};
 use crate::tokens::Tokenizer;
 use std::sync::Arc;
@@ -84,12 +86,11 @@ impl OpenAiSummarizer {
     /// retries, waits of at most 30 s, [`DEFAULT_INSTRUCTIONS`], and counting with
     /// [`Tokenizer::O200kBase`].
     pub fn new(model: impl Into<String>) -> Self {
-        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let base_url = env("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_BASE_URL.to_owned());
-        let settings = Settings::new(
+        let settings = Settings::from_env(
             model.into(),
-            base_url.trim_end_matches('/').to_owned(),
-            env("OPENAI_API_KEY"),
+            "OPENAI_BASE_URL",
+            OPENAI_BASE_URL,
+            "OPENAI_API_KEY",
             Arc::new(Tokenizer::O200kBase),
         );
         OpenAiSummarizer {
@@ -110,15 +111,7 @@ summarizer_builder!(OpenAiSummarizer, "/chat/completions");
 
 impl Summarizer for OpenAiSummarizer {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<String, SummarizerError> {
-        run(Job {
-            wire: Arc::clone(&self.wire),
-            settings: Arc::clone(&self.settings),
-            http: Arc::clone(&self.http),
-            field: request.field.to_owned(),
-            text: request.text.to_owned(),
-            target: request.target_tokens,
-        })
-        .await
+        summarize_on(&self.wire, &self.settings, &self.http, request).await
     }
 
     fn identity(&self) -> Option<String> {

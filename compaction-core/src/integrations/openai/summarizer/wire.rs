@@ -2,7 +2,7 @@
 //! [`OpenAiSummarizer`](super::OpenAiSummarizer) sends on the shared HTTPS transport.
 
 use crate::integrations::http::client::Answer;
-use crate::integrations::http::retry::excerpt;
+use crate::integrations::http::retry::{excerpt, malformed, parse_answer};
 use crate::integrations::http::summary::{Settings, SummaryWire};
 use crate::summaries::SummarizerError;
 use async_openai::types::chat::{
@@ -52,13 +52,9 @@ impl SummaryWire for ChatWire {
     }
 
     fn answer(&self, field: &str, answer: &Answer) -> Result<(String, bool), SummarizerError> {
-        let malformed = |body: &str| SummarizerError::Malformed {
-            field: field.to_owned(),
-            body: excerpt(body),
-        };
-        let body = String::from_utf8_lossy(&answer.body);
-        let response: CreateChatCompletionResponse = serde_json::from_str(&body)
-            .map_err(|_| malformed(&format!("not a chat completion: {body}")))?;
+        let malformed = |text: &str| malformed(field, text);
+        let response: CreateChatCompletionResponse =
+            parse_answer(field, answer, "a chat completion")?;
         let Some(choice) = response.choices.into_iter().next() else {
             return Err(malformed("the answer has no choice"));
         };
