@@ -91,7 +91,10 @@ fn assert_hidden(url: &str, secrets: &[&str]) -> String {
 
 #[test]
 fn an_unescaped_at_in_the_password_is_never_printed() {
-    let url = format!("postgres://alice:p@ssw0rd@127.0.0.1:{}/agents", closed_port());
+    let url = format!(
+        "postgres://alice:p@ssw0rd@127.0.0.1:{}/agents",
+        closed_port()
+    );
     let printed = assert_hidden(&url, &["ssw0rd", "alice", "p@ss"]);
     // The refusal says what to do instead.
     assert!(printed.contains("%40"), "{printed}");
@@ -119,7 +122,10 @@ fn a_url_without_a_database_never_names_the_user() {
 
 #[test]
 fn a_well_formed_url_names_its_server_and_database() {
-    let url = format!("postgres://alice:p%40ssw0rd@127.0.0.1:{}/agents", closed_port());
+    let url = format!(
+        "postgres://alice:p%40ssw0rd@127.0.0.1:{}/agents",
+        closed_port()
+    );
     let printed = assert_hidden(&url, &["alice", "ssw0rd"]);
     assert!(
         printed.contains(&format!("127.0.0.1:{}/agents", closed_port())),
@@ -154,23 +160,21 @@ struct Login {
 }
 
 fn login(tag: &'static str) -> impl Strategy<Value = Login> {
-    prop::collection::vec(
-        (0u32..100_000, prop::sample::select(SEPARATORS)),
-        1..4,
-    )
-    .prop_map(move |parts| {
-        let mut text = String::new();
-        let mut markers = Vec::new();
-        for (i, (n, separator)) in parts.into_iter().enumerate() {
-            let marker = format!("{tag}{i}x{n}z");
-            if i > 0 {
-                text.push_str(separator);
+    prop::collection::vec((0u32..100_000, prop::sample::select(SEPARATORS)), 1..4).prop_map(
+        move |parts| {
+            let mut text = String::new();
+            let mut markers = Vec::new();
+            for (i, (n, separator)) in parts.into_iter().enumerate() {
+                let marker = format!("{tag}{i}x{n}z");
+                if i > 0 {
+                    text.push_str(separator);
+                }
+                text.push_str(&marker);
+                markers.push(marker);
             }
-            text.push_str(&marker);
-            markers.push(marker);
-        }
-        Login { text, markers }
-    })
+            Login { text, markers }
+        },
+    )
 }
 
 /// Every byte outside the unreserved set as `%XX`.

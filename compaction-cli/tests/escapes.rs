@@ -85,10 +85,9 @@ fn database() -> Db {
     let json = serde_json::to_string(&compacted)
         .unwrap()
         .replace("zzcontents", escaped.trim_matches('"'));
-    let json = String::from_utf8(
-        compaction_fixtures::checkpoint::reseal_bytes(json.as_bytes()).unwrap(),
-    )
-    .unwrap();
+    let json =
+        String::from_utf8(compaction_fixtures::checkpoint::reseal_bytes(json.as_bytes()).unwrap())
+            .unwrap();
     let forged: Compacted<()> = serde_json::from_str(&json).unwrap();
     assert!(forged.verify_seal(), "the forgery is consistent");
     let conn = Connection::open(&path).unwrap();
@@ -120,8 +119,8 @@ fn database() -> Db {
     let scope = hostile("scope");
     let key = hostile("charge");
     let ledger = SqliteLedger::open(&path).unwrap().scope(&scope);
-    let effect = Effect::new(hostile("charge_card"), hostile("psp://"), &key)
-        .depends_on(hostile("quote"));
+    let effect =
+        Effect::new(hostile("charge_card"), hostile("psp://"), &key).depends_on(hostile("quote"));
     ledger.record(&effect).unwrap();
     ledger.begin(&key).unwrap(); // in flight: the attacker wants it to read "committed"
     Db {
@@ -147,7 +146,9 @@ fn assert_inert(what: &str, output: &str, shown: bool) {
         );
     }
     assert!(
-        !output.lines().any(|line| line.trim_start().starts_with("FAKE")),
+        !output
+            .lines()
+            .any(|line| line.trim_start().starts_with("FAKE")),
         "{what}: a stored newline started a line of its own:\n{output}"
     );
     if shown {
@@ -245,8 +246,18 @@ fn every_column_of_every_command_is_escaped_and_json_is_faithful() {
     let (code, out) = text(
         "reconcile",
         &[
-            "reconcile", d, &db.key, "--scope", &db.scope, "--to", "committed", "--note", H,
-            "--by", &by, "--force",
+            "reconcile",
+            d,
+            &db.key,
+            "--scope",
+            &db.scope,
+            "--to",
+            "committed",
+            "--note",
+            H,
+            "--by",
+            &by,
+            "--force",
         ],
         true,
     );
@@ -266,7 +277,10 @@ fn every_column_of_every_command_is_escaped_and_json_is_faithful() {
     assert_eq!(last["actor"], by.as_str());
     assert_eq!(value["effect"]["key"], db.key.as_str());
     let ledger = SqliteLedger::open(&db.path).unwrap().scope(&db.scope);
-    assert_eq!(ledger.status(&db.key).unwrap(), Some(EffectStatus::Committed));
+    assert_eq!(
+        ledger.status(&db.key).unwrap(),
+        Some(EffectStatus::Committed)
+    );
 
     // A key given on the command line that is not stored: the error echoes it escaped.
     let (code, _) = text("history missing", &["history", d, H], false);
@@ -294,7 +308,11 @@ fn every_column_of_every_command_is_escaped_and_json_is_faithful() {
             .any(|p| p["subject"].as_str().unwrap().contains(H)),
         "{value}"
     );
-    let (code, out) = text("gc --dry-run", &["gc", d, "--dry-run", "--min-age", "0s"], true);
+    let (code, out) = text(
+        "gc --dry-run",
+        &["gc", d, "--dry-run", "--min-age", "0s"],
+        true,
+    );
     assert_eq!(code, 0, "{out}");
     let value = json(
         "gc --json",

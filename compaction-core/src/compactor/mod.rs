@@ -3,7 +3,7 @@
 mod builder;
 mod rehydrate_with;
 mod summarize;
-mod summary_cache;
+pub(crate) mod summary_cache;
 mod summary_step;
 mod trace;
 mod transcript;

@@ -75,6 +75,7 @@ impl Scopes {
         key: &str,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
+        machine::check_key(scope, key)?;
         let Scopes { logs, history } = self;
         let mut fresh = EffectLog::new();
         let log = logs.get_mut(scope).unwrap_or(&mut fresh);
@@ -105,6 +106,9 @@ impl EffectLedger for MemoryLedger {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), EffectError>> {
         let key = &effect.idempotency_key;
+        if let Err(e) = machine::check_effect(scope, effect) {
+            return Self::ready(Err(e));
+        }
         Self::ready(self.apply(scope, key, |current| machine::record(current, effect)))
     }
 
@@ -114,6 +118,9 @@ impl EffectLedger for MemoryLedger {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), EffectError>> {
         let key = &effect.idempotency_key;
+        if let Err(e) = machine::check_effect(scope, effect) {
+            return Self::ready(Err(e));
+        }
         Self::ready(self.apply(scope, key, |current| machine::begin(current, effect)))
     }
 
@@ -178,6 +185,12 @@ impl EffectLedger for MemoryLedger {
         scope: &'a str,
         log: &'a EffectLog,
     ) -> BoxFuture<'a, Result<SyncSummary, EffectError>> {
+        if let Some(e) = log
+            .iter()
+            .find_map(|e| machine::check_effect(scope, e).err())
+        {
+            return Self::ready(Err(e));
+        }
         let mut summary = SyncSummary::default();
         // One lock for the whole log: a sync is one atomic step, as in the durable ledgers.
         let mut scopes = self.lock();

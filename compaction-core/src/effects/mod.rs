@@ -8,6 +8,7 @@
 //! which idempotency key, and whether it committed, never started, or timed out with an unknown
 //! outcome. Records are never summarized, and an `Unknown` status is never collapsed.
 
+pub mod audit;
 pub mod error;
 pub mod ledger;
 pub mod log;
@@ -20,4 +21,4 @@ pub use error::EffectError;
 pub use ledger::EffectLedger;
 pub use memory::MemoryLedger;
 pub use record::{Effect, EffectLog, EffectRecords, EffectStatus};
-pub use transition::{SyncSummary, Transition};
+pub use transition::{AnnotatedTransition, SyncSummary, Transition};

@@ -171,3 +171,15 @@ impl Transition {
         .find(|op| op.as_str() == self.op)
     }
 }
+
+/// One transition of an effect's history, with the operator's name and note when it was a
+/// settlement made with one (`reconcile_with_note` on `SqliteLedger` and `PgLedger`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatedTransition {
+    /// The transition.
+    pub transition: Transition,
+    /// Who made it, when an operator said so.
+    pub actor: Option<String>,
+    /// Why: what the operator checked.
+    pub note: Option<String>,
+}

@@ -2,6 +2,7 @@
 //! agent killed on one machine resumes from it on another.
 
 use super::error::Cause;
+use super::hidden::hidden;
 use super::store::PgStore;
 use crate::checkpoint::{decode, encode, CheckpointInfo};
 use crate::compacted::Compacted;
@@ -23,7 +24,7 @@ impl PgStore {
     /// namespace holds does not count): such a checkpoint could not be rehydrated after a
     /// restart, so compact with this store (`Compactor::builder().store(store.clone())`)
     /// before checkpointing into it.
-    pub fn save_checkpoint<S>(
+    pub async fn save_checkpoint<S>(
         &self,
         agent_id: &str,
         compacted: &Compacted<S>,
@@ -40,39 +41,48 @@ impl PgStore {
         let agent = agent_id.to_string();
         let state_type = compacted.state_type.clone();
         let context = format!("saving the checkpoint of agent `{agent_id}`");
-        let saved = crate::future::block_on(self.run(context, move |db| async move {
-            let mut client = db.client().await?;
-            let tx = client.transaction().await?;
-            // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits.
-            let present = tx
-                .query(
-                    "SELECT hash FROM compaction.blobs
+        let saved = self
+            .run(context, move |db| async move {
+                let mut client = db.client().await?;
+                // READ COMMITTED whatever the server's default: a blob a garbage collection
+                // removed while this waited for its lock is then simply not found.
+                let tx = client
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+                    .start()
+                    .await?;
+                // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits:
+                // a garbage collection's `FOR UPDATE` on them waits for this transaction.
+                let present = tx
+                    .query(
+                        "SELECT hash FROM compaction.blobs
                      WHERE namespace = $1 AND hash = ANY($2) FOR KEY SHARE",
-                    &[&db.namespace(), &hashes],
-                )
-                .await?;
-            let present: Vec<String> = present
-                .iter()
-                .map(|row| row.try_get(0))
-                .collect::<Result<_, _>>()?;
-            if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
-                let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
-                return Ok(Saved::MissingBlob(hash)); // dropping `tx` rolls back
-            }
-            tx.execute(
-                "INSERT INTO compaction.checkpoints
+                        hidden![db.namespace(), hashes],
+                    )
+                    .await?;
+                let present: Vec<String> = present
+                    .iter()
+                    .map(|row| row.try_get(0))
+                    .collect::<Result<_, _>>()?;
+                if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
+                    let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
+                    return Ok(Saved::MissingBlob(hash)); // dropping `tx` rolls back
+                }
+                tx.execute(
+                    "INSERT INTO compaction.checkpoints
                      (namespace, agent_id, state_type, json, sha256, saved_at_ms)
                  VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
                  ON CONFLICT (namespace, agent_id) DO UPDATE SET
                      state_type = excluded.state_type, json = excluded.json,
                      sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-                &[&db.namespace(), &agent, &state_type, &json, &sha256],
-            )
-            .await?;
-            tx.commit().await?;
-            Ok(Saved::Done)
-        }))
-        .map_err(CompactionError::Store)?;
+                    hidden![db.namespace(), agent, state_type, json, sha256],
+                )
+                .await?;
+                tx.commit().await?;
+                Ok(Saved::Done)
+            })
+            .await
+            .map_err(CompactionError::Store)?;
         match saved {
             Saved::Done => Ok(()),
             Saved::MissingBlob(hash) => Err(CompactionError::Store(StoreError::NotFound { hash })),
@@ -86,27 +96,29 @@ impl PgStore {
     /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
     /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
     /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
-    pub fn load_checkpoint<S>(
+    pub async fn load_checkpoint<S>(
         &self,
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         let agent = agent_id.to_string();
         let context = format!("loading the checkpoint of agent `{agent_id}`");
-        let row = crate::future::block_on(self.run(context, move |db| async move {
-            let client = db.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT json, sha256 FROM compaction.checkpoints
+        let row = self
+            .run(context, move |db| async move {
+                let client = db.client().await?;
+                let row = client
+                    .query_opt(
+                        "SELECT json, sha256 FROM compaction.checkpoints
                      WHERE namespace = $1 AND agent_id = $2",
-                    &[&db.namespace(), &agent],
-                )
-                .await?;
-            Ok(match row {
-                Some(row) => Some((row.try_get::<_, String>(0)?, row.try_get::<_, String>(1)?)),
-                None => None,
+                        hidden![db.namespace(), agent],
+                    )
+                    .await?;
+                Ok(match row {
+                    Some(row) => Some((row.try_get::<_, String>(0)?, row.try_get::<_, String>(1)?)),
+                    None => None,
+                })
             })
-        }))
-        .map_err(CompactionError::Store)?;
+            .await
+            .map_err(CompactionError::Store)?;
         let Some((json, sha256)) = row else {
             return Ok(None);
         };
@@ -114,14 +126,14 @@ impl PgStore {
     }
 
     /// The saved checkpoints of this namespace, by agent id.
-    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
-        crate::future::block_on(self.run("listing checkpoints".into(), |db| async move {
+    pub async fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        self.run("listing checkpoints".into(), |db| async move {
             let client = db.client().await?;
             let rows = client
                 .query(
                     "SELECT agent_id, state_type, saved_at_ms, octet_length(json)
                      FROM compaction.checkpoints WHERE namespace = $1 ORDER BY agent_id",
-                    &[&db.namespace()],
+                    hidden![db.namespace()],
                 )
                 .await?;
             rows.iter()
@@ -134,23 +146,25 @@ impl PgStore {
                     ))
                 })
                 .collect::<Result<_, Cause>>()
-        }))
+        })
+        .await
     }
 
     /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
     /// The blobs it pointed at stay (other checkpoints may share them).
-    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+    pub async fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
         let agent = agent_id.to_string();
         let context = format!("deleting the checkpoint of agent `{agent_id}`");
-        crate::future::block_on(self.run(context, move |db| async move {
+        self.run(context, move |db| async move {
             let client = db.client().await?;
             let n = client
                 .execute(
                     "DELETE FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2",
-                    &[&db.namespace(), &agent],
+                    hidden![db.namespace(), agent],
                 )
                 .await?;
             Ok(n > 0)
-        }))
+        })
+        .await
     }
 }

@@ -2,7 +2,7 @@
 
 use super::db::Db;
 use super::error::{SqliteError, SqliteErrorKind};
-use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
+use super::ledger_rows::{guard, load_every, load_one, load_scope, store_change, TxError};
 use super::options::{SqliteOptions, SyncMode};
 use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 /// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
 mod notes;
-pub use notes::AnnotatedTransition;
 
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
@@ -263,6 +262,7 @@ impl SqliteLedger {
     }
 
     fn record_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+        machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("recording effect `{key}`"), scope, key, |current| {
             machine::record(current, effect)
@@ -270,6 +270,7 @@ impl SqliteLedger {
     }
 
     fn begin_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+        machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("claiming effect `{key}`"), scope, key, |current| {
             machine::begin(current, effect)
@@ -297,12 +298,7 @@ impl SqliteLedger {
         key: &str,
         status: EffectStatus,
     ) -> Result<(), LedgerError> {
-        self.transition(
-            format!("reconciling effect `{key}`"),
-            scope,
-            key,
-            |current| machine::reconcile(current, key, status),
-        )
+        self.settle(scope, key, status, None, false)
     }
 
     fn set_payload_in(
@@ -318,19 +314,29 @@ impl SqliteLedger {
     }
 
     fn get_in(&self, scope: &str, key: &str) -> Result<Option<Effect>, LedgerError> {
+        // No ledger stores a NUL: such a key is not there.
+        if machine::check_key(scope, key).is_err() {
+            return Ok(None);
+        }
         self.read(format!("reading effect `{key}`"), |conn| {
             load_one(conn, scope, key)
         })
     }
 
     fn sync_in(&self, scope: &str, log: &EffectLog) -> Result<SyncSummary, LedgerError> {
+        for effect in log {
+            machine::check_effect(scope, effect)?;
+        }
         self.write("syncing an effect log", |tx| {
             let mut summary = SyncSummary::default();
             for effect in log {
                 let key = effect.idempotency_key.as_str();
                 let current = load_one(tx, scope, key)?;
+                if let Some(current) = &current {
+                    guard(tx, scope, key, current)?;
+                }
                 let (change, verdict) = machine::sync(current.as_ref(), effect);
-                store_change(tx, scope, key, current.is_some(), change)?;
+                store_change(tx, scope, key, current.is_some(), change, None)?;
                 summary.add(key, verdict);
             }
             Ok(summary)
@@ -338,13 +344,16 @@ impl SqliteLedger {
     }
 
     fn history_in(&self, scope: &str, key: &str) -> Result<Vec<Transition>, LedgerError> {
-        self.read(format!("reading the history of effect `{key}`"), |conn| {
-            load_history(conn, scope, key)
-        })
+        Ok(self
+            .annotated_in(scope, key)?
+            .into_iter()
+            .map(|a| a.transition)
+            .collect())
     }
 
     /// One state machine transition of `key` in `scope`, in one `BEGIN IMMEDIATE` transaction:
-    /// read the stored record, let the machine decide, store what it decided.
+    /// read the stored record, check that its status is where its history led, let the
+    /// machine decide, store what it decided.
     fn transition(
         &self,
         context: String,
@@ -352,10 +361,14 @@ impl SqliteLedger {
         key: &str,
         decide: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), LedgerError> {
+        machine::check_key(scope, key)?;
         self.write(context, |tx| {
             let current = load_one(tx, scope, key)?;
+            if let Some(current) = &current {
+                guard(tx, scope, key, current)?;
+            }
             let change = decide(current.as_ref())?;
-            store_change(tx, scope, key, current.is_some(), change)
+            store_change(tx, scope, key, current.is_some(), change, None)
         })
     }
 

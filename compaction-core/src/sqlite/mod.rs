@@ -47,11 +47,13 @@ mod options;
 mod store;
 
 pub use crate::checkpoint::CheckpointInfo;
+pub use crate::effects::transition::AnnotatedTransition;
 pub use crate::effects::transition::{SyncSummary, Transition};
-pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
+/// Re-exported from [`store::gc`](crate::store::gc), where they are defined.
+pub use crate::store::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{AnnotatedTransition, LedgerError, SqliteLedger};
+pub use ledger::{LedgerError, SqliteLedger};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 

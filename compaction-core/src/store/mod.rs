@@ -5,11 +5,13 @@
 
 mod backend;
 pub(crate) mod canonical;
+pub mod gc;
 mod memory;
 pub(crate) mod seal;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
+pub use gc::{cache_entry_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport};
 pub use memory::MemoryStore;
 pub use seal::{SealKey, SealKeyError};
 

@@ -6,20 +6,8 @@ use super::{LedgerError, SqliteLedger};
 use crate::effects::error::EffectError;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
-use crate::effects::transition::Transition;
+use crate::effects::transition::AnnotatedTransition;
 use rusqlite::{Connection, TransactionBehavior};
-
-/// One transition of an effect's history, with the operator's note when one was given
-/// ([`SqliteLedger::reconcile_with_note`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotatedTransition {
-    /// The transition.
-    pub transition: Transition,
-    /// Who made it, when an operator said so.
-    pub actor: Option<String>,
-    /// Why: what the operator checked.
-    pub note: Option<String>,
-}
 
 impl SqliteLedger {
     /// [`reconcile`](Self::reconcile) that also keeps who did it and why in the effect's
@@ -80,7 +68,21 @@ impl SqliteLedger {
         actor: &str,
         only_unknown: bool,
     ) -> Result<(), LedgerError> {
-        let scope = &*self.scope;
+        self.settle(&self.scope, key, status, Some((actor, note)), only_unknown)
+    }
+
+    /// An operator's settlement of `key` (any status to any status, or from `unknown` only),
+    /// with who and why when given, in one transaction. It is the one step that may act on a
+    /// key whose status its history does not explain: that is how such a key is repaired.
+    pub(super) fn settle(
+        &self,
+        scope: &str,
+        key: &str,
+        status: EffectStatus,
+        note: Option<(&str, &str)>,
+        only_unknown: bool,
+    ) -> Result<(), LedgerError> {
+        machine::check_key(scope, key)?;
         self.write(format!("reconciling effect `{key}`"), |tx| {
             let current = load_one(tx, scope, key)?;
             if let Some(current) = current.as_ref().filter(|_| only_unknown) {
@@ -93,23 +95,24 @@ impl SqliteLedger {
                 }
             }
             let change = machine::reconcile(current.as_ref(), key, status)?;
-            let has_event = change.event.is_some();
-            store_change(tx, scope, key, current.is_some(), change)?;
-            if has_event {
-                // The event row `store_change` just appended is the last insert.
-                tx.execute(
-                    "UPDATE effect_events SET actor = ?1, note = ?2 WHERE id = last_insert_rowid()",
-                    [actor, note],
-                )?;
-            }
-            Ok(())
+            store_change(tx, scope, key, current.is_some(), change, note)
         })
     }
 
     /// Every recorded transition of `key` in this handle's scope, oldest first, with who made
     /// it and why when an operator said so.
     pub fn annotated_history(&self, key: &str) -> Result<Vec<AnnotatedTransition>, LedgerError> {
-        let scope = &*self.scope;
+        self.annotated_in(&self.scope, key)
+    }
+
+    pub(super) fn annotated_in(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Vec<AnnotatedTransition>, LedgerError> {
+        if machine::check_key(scope, key).is_err() {
+            return Ok(Vec::new());
+        }
         let context = format!("reading the history of effect `{key}`");
         let mut conn = self.db.lock();
         let result = (|| {
