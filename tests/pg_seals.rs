@@ -4,11 +4,10 @@
 
 mod common;
 mod pg;
-#[macro_use]
 mod seals;
 
 use common::MigrationState;
-use compaction::{ContentHash, PgStore};
+use compaction::{block_on, ContentHash, PgStore};
 use pg::harness::{scalar, TestDb};
 use pg::{hex, store};
 use seals::Backend;
@@ -28,7 +27,17 @@ impl Postgres {
 }
 
 impl Backend for Postgres {
-    library_half!();
+    fn builder(&self) -> compaction::CompactorBuilder {
+        compaction::Compactor::builder().store(self.store.clone())
+    }
+    fn save(&self, agent: &str, compacted: &compaction::Compacted<MigrationState>) {
+        block_on(self.store.save_checkpoint(agent, compacted)).unwrap();
+    }
+    fn load(&self, agent: &str) -> compaction::Compacted<MigrationState> {
+        block_on(self.store.load_checkpoint(agent))
+            .unwrap()
+            .expect("a checkpoint")
+    }
     fn row(&self, agent: &str) -> Vec<u8> {
         // Agent ids here are plain ASCII words chosen by the scenarios.
         scalar(

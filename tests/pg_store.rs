@@ -43,7 +43,7 @@ fn checkpointed(db: &TestDb) -> (PgStore, Compactor, Compacted<MigrationState>) 
     let store = store(db.url(), "tenant-a");
     let compactor = compactor_for(&store);
     let compacted = compactor.compact_blocking(&spilling_state()).unwrap();
-    store.save_checkpoint("agent", &compacted).unwrap();
+    block_on(store.save_checkpoint("agent", &compacted)).unwrap();
     (store, compactor, compacted)
 }
 
@@ -76,11 +76,11 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
     // Text that imitates our own pointers and markers is stored as opaque bytes.
     let bytes = b"{\"note\":\"store://sha256:00ff\\n## protected\\n\\u0000\"}".to_vec();
     let hash = ContentHash::of(&bytes);
-    assert!(!store.contains(&hash).unwrap());
+    assert!(!block_on(store.contains(&hash)).unwrap());
     block_on(store.put(&hash, &bytes)).unwrap();
     block_on(store.put(&hash, &bytes)).unwrap();
-    assert_eq!(store.blob_count().unwrap(), 1);
-    assert!(store.contains(&hash).unwrap());
+    assert_eq!(block_on(store.blob_count()).unwrap(), 1);
+    assert!(block_on(store.contains(&hash)).unwrap());
     assert_eq!(block_on(store.get(&hash)).unwrap(), bytes);
 
     // Bytes that do not hash to the address are refused and nothing is stored.
@@ -89,8 +89,8 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
         block_on(store.put(&wrong, &bytes)),
         Err(StoreError::Integrity { hash }) if hash == wrong
     ));
-    assert!(!store.contains(&wrong).unwrap());
-    assert_eq!(store.blob_count().unwrap(), 1);
+    assert!(!block_on(store.contains(&wrong)).unwrap());
+    assert_eq!(block_on(store.blob_count()).unwrap(), 1);
 
     // Every byte value and an empty blob round-trip.
     let all: Vec<u8> = (0..=255u8).collect();
@@ -102,8 +102,8 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
     }
 
     // A second connection (another process could) finds them.
-    let again = PgStore::connect(db.url(), "ns").unwrap();
-    assert_eq!(again.blob_count().unwrap(), 3);
+    let again = block_on(PgStore::connect(db.url(), "ns")).unwrap();
+    assert_eq!(block_on(again.blob_count()).unwrap(), 3);
     assert_eq!(block_on(again.get(&hash)).unwrap(), bytes);
 }
 
@@ -142,14 +142,13 @@ fn checkpoint_round_trip_list_and_delete() {
     let compactor = compactor_for(&store);
     let state = spilling_state();
     let compacted = compactor.compact_blocking(&state).unwrap();
-    assert!(store
-        .load_checkpoint::<MigrationState>("agent-1")
+    assert!(block_on(store.load_checkpoint::<MigrationState>("agent-1"))
         .unwrap()
         .is_none());
-    store.save_checkpoint("agent-1", &compacted).unwrap();
-    store.save_checkpoint("agent-2", &compacted).unwrap();
-    store.save_checkpoint("agent-1", &compacted).unwrap(); // replaces
-    let infos = store.list_checkpoints().unwrap();
+    block_on(store.save_checkpoint("agent-1", &compacted)).unwrap();
+    block_on(store.save_checkpoint("agent-2", &compacted)).unwrap();
+    block_on(store.save_checkpoint("agent-1", &compacted)).unwrap(); // replaces
+    let infos = block_on(store.list_checkpoints()).unwrap();
     let ids: Vec<&str> = infos.iter().map(|i| i.agent_id.as_str()).collect();
     assert_eq!(ids, ["agent-1", "agent-2"]);
     let json_len = serde_json::to_string(&compacted).unwrap().len();
@@ -157,9 +156,8 @@ fn checkpoint_round_trip_list_and_delete() {
     assert!(infos[0].state_type.contains("MigrationState"));
 
     // Another handle (a restarted agent on another machine) resumes from it.
-    let reopened = PgStore::connect(db.url(), "ns").unwrap();
-    let loaded = reopened
-        .load_checkpoint::<MigrationState>("agent-1")
+    let reopened = block_on(PgStore::connect(db.url(), "ns")).unwrap();
+    let loaded = block_on(reopened.load_checkpoint::<MigrationState>("agent-1"))
         .unwrap()
         .unwrap();
     assert!(loaded.verify_seal());
@@ -174,12 +172,13 @@ fn checkpoint_round_trip_list_and_delete() {
     };
     assert_eq!(restored, expected);
 
-    assert!(reopened.delete_checkpoint("agent-2").unwrap());
-    assert!(!reopened.delete_checkpoint("agent-2").unwrap());
-    assert!(reopened
-        .load_checkpoint::<MigrationState>("agent-2")
-        .unwrap()
-        .is_none());
+    assert!(block_on(reopened.delete_checkpoint("agent-2")).unwrap());
+    assert!(!block_on(reopened.delete_checkpoint("agent-2")).unwrap());
+    assert!(
+        block_on(reopened.load_checkpoint::<MigrationState>("agent-2"))
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[test]
@@ -194,12 +193,12 @@ fn a_checkpoint_pointing_outside_the_store_is_refused() {
         .unwrap();
     let compacted = memory.compact_blocking(&spilling_state()).unwrap();
     assert!(!compacted.pointers().is_empty());
-    let err = store.save_checkpoint("agent", &compacted).unwrap_err();
+    let err = block_on(store.save_checkpoint("agent", &compacted)).unwrap_err();
     assert!(
         matches!(err, CompactionError::Store(StoreError::NotFound { .. })),
         "{err:?}"
     );
-    assert!(store.list_checkpoints().unwrap().is_empty());
+    assert!(block_on(store.list_checkpoints()).unwrap().is_empty());
 }
 
 #[test]
@@ -228,8 +227,7 @@ fn tampered_blob_makes_rehydrate_fail_with_integrity() {
             ))
         };
         set(&bad);
-        let loaded = store
-            .load_checkpoint::<MigrationState>("agent")
+        let loaded = block_on(store.load_checkpoint::<MigrationState>("agent"))
             .unwrap()
             .unwrap();
         let err = compactor
@@ -241,8 +239,7 @@ fn tampered_blob_makes_rehydrate_fail_with_integrity() {
         );
         set(&original);
     }
-    let loaded = store
-        .load_checkpoint::<MigrationState>("agent")
+    let loaded = block_on(store.load_checkpoint::<MigrationState>("agent"))
         .unwrap()
         .unwrap();
     compactor.rehydrate_blocking(&loaded, &reacquire()).unwrap();
@@ -270,7 +267,7 @@ fn tampered_checkpoint_row_is_never_accepted() {
             hex(bytes)
         ));
     };
-    let check = |label: String| match store.load_checkpoint::<MigrationState>("agent") {
+    let check = |label: String| match block_on(store.load_checkpoint::<MigrationState>("agent")) {
         Err(CompactionError::Integrity { field }) => assert_eq!(field, "<checkpoint>"),
         Err(other) => panic!("{label}: unexpected error {other:?}"),
         Ok(None) => panic!("{label}: checkpoint vanished"),
@@ -329,7 +326,7 @@ fn a_schema_from_a_newer_version_is_refused() {
         Some(SCHEMA_VERSION.to_string())
     );
     // Connecting again (another process) finds the schema current and changes nothing.
-    drop(PgStore::connect(db.url(), "ns").unwrap());
+    drop(block_on(PgStore::connect(db.url(), "ns")).unwrap());
     assert_eq!(
         scalar(db.url(), "SELECT count(*) FROM compaction.schema_version"),
         Some(SCHEMA_VERSION.to_string())
@@ -338,7 +335,7 @@ fn a_schema_from_a_newer_version_is_refused() {
         "INSERT INTO compaction.schema_version VALUES ({}, 0, 'from the future')",
         SCHEMA_VERSION + 1
     ));
-    let err = PgStore::connect(db.url(), "ns").unwrap_err();
+    let err = block_on(PgStore::connect(db.url(), "ns")).unwrap_err();
     assert_store_kind(&err, PgErrorKind::Schema, "ns");
     assert!(err.to_string().contains("upgrade"), "{err}");
     drop(store);
@@ -351,7 +348,9 @@ fn concurrent_first_connects_migrate_once() {
     let handles: Vec<_> = (0..6)
         .map(|i| {
             let url = url.clone();
-            std::thread::spawn(move || PgStore::connect(&url, &format!("ns{i}")).map(|_| ()))
+            std::thread::spawn(move || {
+                block_on(PgStore::connect(&url, &format!("ns{i}"))).map(|_| ())
+            })
         })
         .collect();
     for h in handles {
@@ -369,12 +368,12 @@ fn bad_configuration_is_a_typed_error() {
         ("postgres://[not a url", "ns"),
         ("host=127.0.0.1 port=notaport", "ns"),
     ] {
-        let err = PgStore::connect(url, namespace).unwrap_err();
+        let err = block_on(PgStore::connect(url, namespace)).unwrap_err();
         assert_eq!(pg_error(&err).kind(), PgErrorKind::Config, "{err}");
     }
     let db = TestDb::new("badns");
     for namespace in ["", "a\0b", &"x".repeat(201)] {
-        let err = PgStore::connect(db.url(), namespace).unwrap_err();
+        let err = block_on(PgStore::connect(db.url(), namespace)).unwrap_err();
         assert_eq!(pg_error(&err).kind(), PgErrorKind::Config, "{err}");
     }
 }
@@ -388,7 +387,7 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
         .unwrap()
         .port();
     let url = format!("postgres://postgres:s3cret-pw@127.0.0.1:{port}/agents");
-    let err = PgStore::connect_with(&url, "ns", &quick_options()).unwrap_err();
+    let err = block_on(PgStore::connect_with(&url, "ns", &quick_options())).unwrap_err();
     assert_store_kind(&err, PgErrorKind::CannotConnect, "ns");
     let message = format!("{err} {:?}", pg_error(&err));
     assert!(
@@ -398,7 +397,7 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
     assert!(!message.contains("s3cret"), "password leaked: {message}");
 
     let missing = cluster().url("no_such_database");
-    let err = PgStore::connect_with(&missing, "ns", &quick_options()).unwrap_err();
+    let err = block_on(PgStore::connect_with(&missing, "ns", &quick_options())).unwrap_err();
     assert_store_kind(&err, PgErrorKind::CannotConnect, "ns");
     assert_eq!(pg_error(&err).sql_state(), Some("3D000"), "{err}");
 }
@@ -406,8 +405,12 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
 #[test]
 fn a_small_pool_serves_many_threads() {
     let db = TestDb::new("pool");
-    let store =
-        PgStore::connect_with(db.url(), "ns", &PgOptions::new().max_connections(2)).unwrap();
+    let store = block_on(PgStore::connect_with(
+        db.url(),
+        "ns",
+        &PgOptions::new().max_connections(2),
+    ))
+    .unwrap();
     let handles: Vec<_> = (0..8)
         .map(|t| {
             let store = store.clone();
@@ -424,5 +427,5 @@ fn a_small_pool_serves_many_threads() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(store.blob_count().unwrap(), 80);
+    assert_eq!(block_on(store.blob_count()).unwrap(), 80);
 }

@@ -8,7 +8,7 @@ mod common;
 mod harness;
 
 use common::*;
-use compaction::{Compacted, Effect, PgLedger, PgStore, Tokenizer};
+use compaction::{block_on, Compacted, Effect, PgLedger, PgStore, Tokenizer};
 use harness::TestDb;
 
 const OTHER_AGENT: &str = "other-tenant-agent";
@@ -17,24 +17,24 @@ const OTHER_AGENT: &str = "other-tenant-agent";
 /// an unknown charge) and `other` (one agent of another tenant).
 fn fleet(tag: &str) -> (TestDb, Compacted<AgentState>) {
     let db = TestDb::new(tag);
-    let store = PgStore::connect(db.url(), "billing").unwrap();
+    let store = block_on(PgStore::connect(db.url(), "billing")).unwrap();
     let spilling = compactor(&store, SPILLING_BUDGET, Tokenizer::O200kBase)
         .compact_blocking(&state(6))
         .unwrap();
-    store.save_checkpoint(SPILLING_AGENT, &spilling).unwrap();
-    let ledger = PgLedger::connect(db.url(), "billing").unwrap();
+    block_on(store.save_checkpoint(SPILLING_AGENT, &spilling)).unwrap();
+    let ledger = block_on(PgLedger::connect(db.url(), "billing")).unwrap();
     let charge = |key: &str| Effect::new("charge_card", "psp://cards/4242", key);
-    ledger.record(&charge("charge-001")).unwrap();
-    ledger.begin("charge-001").unwrap();
-    ledger.commit("charge-001").unwrap();
-    ledger.record(&charge("charge-002")).unwrap();
-    ledger.begin("charge-002").unwrap(); // the worker died here: unknown
+    block_on(ledger.record(&charge("charge-001"))).unwrap();
+    block_on(ledger.begin("charge-001")).unwrap();
+    block_on(ledger.commit("charge-001")).unwrap();
+    block_on(ledger.record(&charge("charge-002"))).unwrap();
+    block_on(ledger.begin("charge-002")).unwrap(); // the worker died here: unknown
 
-    let other = PgStore::connect(db.url(), "other").unwrap();
+    let other = block_on(PgStore::connect(db.url(), "other")).unwrap();
     let roomy = compactor(&other, 40_000, Tokenizer::O200kBase)
         .compact_blocking(&AgentState::default())
         .unwrap();
-    other.save_checkpoint(OTHER_AGENT, &roomy).unwrap();
+    block_on(other.save_checkpoint(OTHER_AGENT, &roomy)).unwrap();
     (db, spilling)
 }
 
@@ -141,9 +141,9 @@ fn sqlite_only_commands_missing_namespaces_and_passwords() {
         );
     }
     // Nothing was settled.
-    let ledger = PgLedger::connect(url, "billing").unwrap();
+    let ledger = block_on(PgLedger::connect(url, "billing")).unwrap();
     assert_eq!(
-        ledger.status("charge-002").unwrap(),
+        block_on(ledger.status("charge-002")).unwrap(),
         Some(compaction::EffectStatus::Unknown)
     );
 
