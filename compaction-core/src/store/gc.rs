@@ -265,6 +265,7 @@ pub(crate) fn entry_is_garbage(
 }
 
 /// The blob a summary cache entry depends on, when it is a valid entry that records it.
+#[cfg(feature = "postgres")]
 pub(crate) fn recorded_source(name: &str, bytes: &[u8]) -> Option<ContentHash> {
     match inspect_entry(name, bytes) {
         Inspected::Valid { source } => source,
