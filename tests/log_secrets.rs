@@ -214,7 +214,7 @@ fn sqlite_backends_log_no_value_key_or_pointer() {
         );
         assert!(summarized(&compacted), "{}", compacted.report());
         store
-            .collect_garbage(&compaction::store::GcOptions::new())
+            .collect_garbage(&compaction::sqlite::GcOptions::new())
             .unwrap();
         store
             .blobs()
@@ -258,7 +258,7 @@ fn postgres_backends_log_no_value_key_or_pointer() {
             || block_on(store.load_checkpoint(&agent)).unwrap().unwrap(),
         );
         assert!(summarized(&compacted), "{}", compacted.report());
-        block_on(store.collect_garbage(&compaction::store::GcOptions::new())).unwrap();
+        block_on(store.collect_garbage(&compaction::postgres::GcOptions::new())).unwrap();
         block_on(store.entries()).unwrap();
         block_on(store.blobs())
             .unwrap()

@@ -98,7 +98,7 @@ fn handles_are_clone_send_sync() {
     assert_shareable::<SqliteLedger>();
     fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
     assert_error::<SqliteError>();
-    assert_error::<compaction::LedgerError>();
+    assert_error::<compaction::SqliteLedgerError>();
     // The store's futures are Send, so compaction can run on any executor.
     fn assert_send<T: Send>(_: T) {}
     let dir = TempDir::new("send");

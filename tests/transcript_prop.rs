@@ -8,11 +8,11 @@
 //!
 //! `PROPTEST_CASES=2000 cargo test --test transcript_prop` raises the case count (default 96).
 
-use compaction::store::Pointer;
 use compaction::transcript::{
     chat_tokens, rehydrate_transcript, MessageOutcome, TranscriptPlanError, TranscriptPlanner,
     TranscriptPolicy, MARKER_PREFIX, REPLY_PRIMING_TOKENS, VERBATIM_ESCAPE,
 };
+use compaction::Pointer;
 use compaction::{ContentHash, Message, Role, Tokenizer, ToolCall, Transcript};
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};

@@ -4,8 +4,9 @@
 //! PostgreSQL target cannot run yet.
 
 use crate::fail::Failure;
-use compaction::effects::Transition;
-use compaction::sqlite::{CheckpointInfo, SqliteStore};
+use compaction::sqlite::SqliteStore;
+use compaction::CheckpointInfo;
+use compaction::Transition;
 use compaction::{
     block_on, Compacted, CompactionError, ContentHash, Effect, EffectLog, EffectStatus,
     SqliteLedger, Store as _, StoreError,
@@ -56,7 +57,7 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.list_checkpoints(),
             #[cfg(feature = "postgres")]
-            Store::Postgres(store) => store.list_checkpoints(),
+            Store::Postgres(store) => block_on(store.list_checkpoints()),
         }
         .map_err(|e| Failure::store(&e))
     }
@@ -66,7 +67,7 @@ impl Store {
         match self {
             Store::Sqlite(store) => store.load_checkpoint(agent),
             #[cfg(feature = "postgres")]
-            Store::Postgres(store) => store.load_checkpoint(agent),
+            Store::Postgres(store) => block_on(store.load_checkpoint(agent)),
         }
     }
 
@@ -105,7 +106,7 @@ macro_rules! on_ledger {
         match $ledger {
             Ledger::Sqlite($handle) => $call.map_err(|e| Failure::ledger(&e)),
             #[cfg(feature = "postgres")]
-            Ledger::Postgres($handle) => $call.map_err(|e| Failure::pg_ledger(&e)),
+            Ledger::Postgres($handle) => block_on($call).map_err(|e| Failure::pg_ledger(&e)),
         }
     };
 }
@@ -158,8 +159,7 @@ impl Ledger {
                 })
                 .map_err(|e| Failure::ledger(&e)),
             #[cfg(feature = "postgres")]
-            Ledger::Postgres(ledger) => ledger
-                .history(key)
+            Ledger::Postgres(ledger) => block_on(ledger.history(key))
                 .map(|events| {
                     events
                         .into_iter()

@@ -1,7 +1,7 @@
 //! The command line's failures: what went wrong, with which path, what to do, and the exit code.
 
 use compaction::sqlite::{SqliteError, SqliteErrorKind};
-use compaction::{LedgerError, StoreError};
+use compaction::{SqliteLedgerError, StoreError};
 use std::fmt;
 use std::process::ExitCode;
 
@@ -139,7 +139,7 @@ impl Failure {
     }
 
     /// A ledger failure; backend failures keep their path and kind.
-    pub fn ledger(error: &LedgerError) -> Failure {
+    pub fn ledger(error: &SqliteLedgerError) -> Failure {
         match error.as_backend() {
             Some(sqlite) => Failure::sqlite(sqlite),
             None => Failure::new(Exit::Problems, error.to_string()),

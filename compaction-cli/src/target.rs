@@ -4,6 +4,8 @@
 
 use crate::backend::{Ledger, Store};
 use crate::fail::{Exit, Failure};
+#[cfg(feature = "postgres")]
+use compaction::block_on;
 use compaction::sqlite::{SqliteOptions, SqliteStore};
 use compaction::SqliteLedger;
 use std::path::{Path, PathBuf};
@@ -136,9 +138,11 @@ impl Database {
                 .map(Store::Sqlite)
                 .map_err(|e| Failure::store(&e)),
             #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => compaction::PgStore::connect(url, namespace)
-                .map(Store::Postgres)
-                .map_err(|e| Failure::store(&e)),
+            Database::Postgres { url, namespace } => {
+                block_on(compaction::PgStore::connect(url, namespace))
+                    .map(Store::Postgres)
+                    .map_err(|e| Failure::store(&e))
+            }
         }
     }
 
@@ -149,9 +153,11 @@ impl Database {
                 .map(Ledger::Sqlite)
                 .map_err(|e| Failure::ledger(&e)),
             #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => compaction::PgLedger::connect(url, namespace)
-                .map(Ledger::Postgres)
-                .map_err(|e| Failure::pg_ledger(&e)),
+            Database::Postgres { url, namespace } => {
+                block_on(compaction::PgLedger::connect(url, namespace))
+                    .map(Ledger::Postgres)
+                    .map_err(|e| Failure::pg_ledger(&e))
+            }
         }
     }
 }

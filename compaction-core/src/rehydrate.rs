@@ -3,17 +3,16 @@
 //! values); evicted derivable ones through the author's [`Reacquire`] (or, when the caller opts
 //! in with [`RehydrateOptions`], as `Default`, reported); tombstoned redundant ones as `Default`.
 
-use crate::compacted::{Compacted, FORMAT};
+use crate::checkpoint::Compacted;
 use crate::effects::record::{Effect, EffectLog};
 use crate::error::CompactionError;
 use crate::future::BoxFuture;
-use crate::render::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
-use crate::store::seal::SealKeys;
 use crate::store::{get_verified, ContentHash, DynStore, Pointer};
 use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
+use crate::window::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use std::collections::HashMap;
 use std::future::Future;
 
@@ -171,45 +170,16 @@ pub struct DefaultedField {
     pub reason: String,
 }
 
-/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
-/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
-/// seal that does not verify.
-pub(crate) fn check_checkpoint<S>(
-    compacted: &Compacted<S>,
-    keys: &SealKeys,
-) -> Result<(), CompactionError> {
-    if compacted.format != FORMAT {
-        return Err(CompactionError::CheckpointFormat {
-            found: compacted.format,
-            supported: FORMAT,
-        });
-    }
-    if !compacted.seals_verify(keys) {
-        return Err(CompactionError::Integrity {
-            field: "<checkpoint>".into(),
-        });
-    }
-    Ok(())
-}
-
 /// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
-/// `Compactor::rehydrate` runs), once its format and seals checked out under `keys`.
+/// `Compactor::rehydrate` runs). Only for a checkpoint that passed
+/// [`check_restorable`](crate::checkpoint::check_restorable) into `S`: its seals are what make
+/// the entries read here trustworthy.
 pub(crate) async fn rehydrate<S: Compactable>(
     store: &dyn DynStore,
     compacted: &Compacted<S>,
-    keys: &SealKeys,
     reacquirer: &dyn DynReacquire,
     options: RehydrateOptions,
 ) -> Result<Rehydrated<S>, CompactionError> {
-    check_checkpoint(compacted, keys)?;
-    let expected = S::schema().type_name();
-    if compacted.state_type != expected {
-        return Err(CompactionError::WrongStateType {
-            expected: expected.into(),
-            found: compacted.state_type.clone(),
-        });
-    }
-    compacted.schema.check::<S>()?;
     // Before any work: the shapes must be consistent with the parts present, so a checkpoint
     // claiming millions of elements it does not hold is refused here, not rebuilt into.
     // The transcript is held apart from the window's entries.

@@ -4,6 +4,8 @@
 //! agent is synchronous: it runs the PostgreSQL handles' `async` methods to completion with
 //! `compaction::block_on`.
 
+#[cfg(feature = "postgres")]
+use compaction::block_on;
 use compaction::{
     Compacted, CompactorBuilder, Effect, EffectError, EffectLog, EffectStatus, SqliteLedger,
     SqliteStore,

@@ -1,35 +1,39 @@
-//! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
+//! The engine, [`Compactor`]: state -> plan -> (summarize / spill) -> render -> report, and the
+//! way back. Its settings are in `builder.rs`, the ledger's views of a state in `ledger.rs`,
+//! its `#[transcript]` side in `transcript.rs`, its spans in `trace.rs`.
 
 mod builder;
-mod rehydrate_with;
-mod summarize;
-pub(crate) mod summary_cache;
-mod summary_step;
+mod ledger;
 mod trace;
 mod transcript;
-mod with_ledger;
 
-pub use builder::{Compactor, CompactorBuilder};
+pub use builder::CompactorBuilder;
 
-use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
-use crate::compactor::summary_cache::CacheUse;
+use crate::checkpoint::{check_checkpoint, check_restorable, SealKeys};
+use crate::checkpoint::{Compacted, SchemaFingerprint, FORMAT};
+use crate::compactor::ledger::ledger_views;
+use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{check_checkpoint, Reacquire, RehydrateOptions};
-use crate::render::escape_inline;
-use crate::render::{Entry, WindowView, COMPACT_FORM_BELOW};
+use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions, Rehydrated};
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
-use crate::store::{get_verified, AsPointer, ContentHash};
+use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
+use crate::summaries::cache::{lookup, CacheKey, CacheUse, Lookup};
+use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::tokens::TokenCounter;
+use crate::transcript::count::TranscriptPlanner;
 use crate::transcript::plan::TranscriptPlan;
+use crate::window::escape_inline;
+use crate::window::{Entry, Renderer, WindowView, COMPACT_FORM_BELOW};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
@@ -45,12 +49,78 @@ struct Prepared {
     transcript: Option<(String, TranscriptPlan)>,
 }
 
-impl Compactor {
-    /// Starts configuring a compactor.
-    pub fn builder() -> CompactorBuilder {
-        CompactorBuilder::default()
-    }
+/// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
+/// rehydrates them.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct Agent {
+///     #[protected(pin)]
+///     constraints: Vec<String>,
+///     #[protected]
+///     plan_step: u32,
+///     #[redundant(summarize)]
+///     transcript: String,
+///     #[effect(idempotent = false)]
+///     effects: EffectLog,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(300)
+///     .token_counter(Tokenizer::O200kBase)
+///     .summarizer(Extractive)
+///     .store(MemoryStore::default())
+///     .build()?;
+///
+/// let mut agent = Agent {
+///     constraints: vec!["never touch /etc/prod".into()],
+///     plan_step: 6,
+///     transcript: "tool said: ok. ".repeat(500),
+///     ..Agent::default()
+/// };
+/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
+/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
+///
+/// let compacted = compactor.compact_blocking(&agent)?;
+/// assert!(compacted.tokens() <= 300);
+/// let window = compacted.render();
+/// assert!(window.contains("never touch /etc/prod"));
+/// assert!(window.contains(r#""status":"unknown""#));
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub struct Compactor {
+    budget: usize,
+    counter: Arc<dyn TokenCounter>,
+    summarizer: Option<Arc<dyn DynSummarizer>>,
+    store: Arc<dyn DynStore>,
+    renderer: Arc<dyn Renderer>,
+    refuse_on_unknown: bool,
+    evict_on_summarizer_error: bool,
+    max_summary_tokens: usize,
+    compactions: AtomicU64,
+    /// Remembers the counts of the last transcript planned, so the next (one message longer)
+    /// is planned without recounting it.
+    transcript_planner: TranscriptPlanner,
+    /// The keys checkpoints are sealed and verified with (none by default).
+    seal_keys: SealKeys,
+}
 
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("budget", &self.budget)
+            .field("counter", &self.counter.name())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
+            .field("seal_key_ids", &self.seal_keys.ids())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Compactor {
     /// The budget in tokens.
     pub fn budget(&self) -> usize {
         self.budget
@@ -95,6 +165,76 @@ impl Compactor {
         state: &S,
     ) -> Result<Compacted<S>, CompactionError> {
         block_on(self.compact(state))
+    }
+
+    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
+    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
+    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
+    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
+    /// effect logs are only checked, never trusted.
+    ///
+    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
+    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
+    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
+    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
+    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
+    /// a record the view holds and the ledger lacks is refused with
+    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
+    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Default)]
+    /// struct Agent {
+    ///     #[effect(idempotent = false)]
+    ///     charges: EffectLog,
+    ///     #[effect(idempotent = false, scope = "refunds")]
+    ///     refunds: EffectLog,
+    /// }
+    ///
+    /// let ledger = MemoryLedger::new();
+    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
+    /// let agent = Agent::default(); // its views were never refreshed
+    ///
+    /// let compactor = Compactor::builder().budget(400).build()?;
+    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
+    /// assert!(compacted.render().contains("pay-1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn compact_with_ledger<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        let views = match ledger_views(state, ledger).await {
+            Ok(views) => views,
+            Err(error) => {
+                // Refused before the compaction began: traced as a compaction all the same.
+                let span = trace::compact_span(S::schema().type_name(), self.budget);
+                trace::compacted(&span, Err(&error));
+                return Err(error);
+            }
+        };
+        self.compact_with_views(state, Some(&views)).await
+    }
+
+    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
+    pub fn compact_with_ledger_blocking<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        block_on(self.compact_with_ledger(state, ledger))
     }
 
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
@@ -162,6 +302,37 @@ impl Compactor {
         reacquirer: &impl Reacquire,
     ) -> Result<S, CompactionError> {
         block_on(self.rehydrate(compacted, reacquirer))
+    }
+
+    /// [`rehydrate`](Self::rehydrate) with `options`; the result names every field that came
+    /// back as `Default` because it could not be re-acquired (see [`RehydrateOptions`]).
+    pub async fn rehydrate_with<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+        options: RehydrateOptions,
+    ) -> Result<Rehydrated<S>, CompactionError> {
+        let span = trace::rehydrate_span(S::schema().type_name());
+        let rehydrated = async {
+            check_restorable(compacted, &self.seal_keys)?;
+            rehydrate(&*self.store, compacted, reacquirer, options).await
+        }
+        .instrument(span.clone())
+        .await;
+        if let Err(error) = &rehydrated {
+            trace::refused(&span, error);
+        }
+        rehydrated
+    }
+
+    /// [`rehydrate_with`](Self::rehydrate_with) for synchronous callers.
+    pub fn rehydrate_with_blocking<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+        options: RehydrateOptions,
+    ) -> Result<Rehydrated<S>, CompactionError> {
+        block_on(self.rehydrate_with(compacted, reacquirer, options))
     }
 
     /// Collects the state, plans its floor (refusing when even that is over budget), then
@@ -301,7 +472,7 @@ impl Compactor {
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
-            schema: SchemaFingerprint::of::<S>(),
+            schema: SchemaFingerprint::of::<S>(prepared.schema),
             budget: self.budget,
             entries,
             shapes: prepared.shapes,
@@ -315,6 +486,75 @@ impl Compactor {
         };
         compacted.seal_with(&self.seal_keys);
         Ok(compacted)
+    }
+
+    /// Calls the summarizer for every planned summary not made yet, unless the summary cache
+    /// holds it. Every request is checked against the schema first: only fields declared
+    /// `summarize` may pass, whether the summary is fresh or cached.
+    async fn summarize_pending(
+        &self,
+        schema: &'static Schema,
+        plan: &mut Plan,
+        cache: &mut CacheUse,
+    ) -> Result<(), CompactionError> {
+        let identity = self.summarizer.as_ref().and_then(|s| s.identity_dyn());
+        for slot in plan.pending_summaries() {
+            let allowed = schema
+                .field_for_instance(slot.path())
+                .is_some_and(|f| f.class.may_summarize());
+            if !allowed {
+                return Err(CompactionError::ProtectedToSummarizer {
+                    field: slot.path().to_owned(),
+                });
+            }
+            let Some(summarizer) = &self.summarizer else {
+                continue;
+            };
+            let Some((source, target)) = slot.pending_summary() else {
+                continue;
+            };
+            let counter = &*self.counter;
+            let span = trace::summarize_span(slot.path(), target);
+            let key = identity
+                .as_deref()
+                .map(|id| CacheKey::new(id, source, target));
+            let found = match key {
+                Some(key) => {
+                    lookup(&*self.store, key, slot.path(), target, counter)
+                        .instrument(span.clone())
+                        .await
+                }
+                None => Lookup::Miss,
+            };
+            let summary = match found {
+                Lookup::Hit(summary) => {
+                    cache.hits.insert(slot.path().to_owned());
+                    trace::summarized(&span, true, counter.count(&summary));
+                    Ok(summary)
+                }
+                Lookup::Miss | Lookup::Rejected(_) => {
+                    if let Lookup::Rejected(reason) = found {
+                        trace::cache_entry_rejected(&span, reason);
+                    }
+                    let made = checked_summary(&**summarizer, counter, slot.path(), source, target)
+                        .instrument(span.clone())
+                        .await;
+                    trace::summary_made(&span, &made, counter);
+                    if let (Some(key), Ok(summary)) = (key, &made) {
+                        cache.fresh.push((key, summary.clone()));
+                    }
+                    made
+                }
+            };
+            match summary {
+                Ok(summary) => slot.set_summary(summary, counter),
+                // Only a summarizable field gets here, and its eviction leaves a pointer or a
+                // tombstone: falling back loses nothing the window was guaranteed to hold.
+                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {

@@ -7,15 +7,15 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::compacted::CompactedTranscript;
-use crate::compactor::builder::Compactor;
-use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::checkpoint::CompactedTranscript;
 use crate::compactor::trace;
+use crate::compactor::Compactor;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
 use crate::report::TranscriptReport;
 use crate::store::ContentHash;
-use crate::summarize::SummarizerError;
+use crate::summaries::contract::{checked_summary, DynSummarizer};
+use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Transcript};
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};

@@ -15,7 +15,7 @@ use crate::effects::transition::Transition;
 /// one ends at `status`.
 ///
 /// ```
-/// use compaction::effects::audit::history_problem;
+/// use compaction::history_problem;
 /// use compaction::{Effect, EffectLedger, EffectStatus, MemoryLedger};
 ///
 /// let ledger = MemoryLedger::new();

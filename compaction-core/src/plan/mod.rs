@@ -41,11 +41,11 @@ use crate::plan::slot::{
     spill_kept, spill_kept_payloads, spill_payloads, spill_records, FloorForm, Movable, Payloads,
     Slot, SlotBody, Stage, ValueFromSource, ValuePlan,
 };
-use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::state::schema::FieldClass;
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::window::{Entry, IndexedRecord, KeptPayload, Section};
 use std::collections::BTreeMap;
 
 /// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without

@@ -5,12 +5,11 @@
 
 use crate::effects::record::{Effect, EffectStatus};
 use crate::plan::json_size::JsonValue;
-use crate::render::{
-    render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
-    SummaryValue,
-};
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::window::{
+    Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords, SummaryValue,
+};
 use serde::Serialize;
 
 /// Keep priority: lower stages come back into the window first and leave it last.
@@ -387,10 +386,7 @@ impl Slot {
 
     /// This slot's line(s) in the default format, as the window shows its current plan.
     pub fn line(&self) -> String {
-        let entry = self.entry();
-        let mut line = String::new();
-        render_field(&mut line, &FieldView::of(&entry.for_window()));
-        line
+        FieldView::of(&self.entry().for_window()).default_lines()
     }
 
     /// Tokens of [`line`](Self::line): the planning estimate.

@@ -4,8 +4,8 @@
 use super::error::Cause;
 use super::hidden::hidden;
 use super::store::PgStore;
+use crate::checkpoint::Compacted;
 use crate::checkpoint::{decode, encode, CheckpointInfo};
-use crate::compacted::Compacted;
 use crate::error::CompactionError;
 use crate::store::{ContentHash, StoreError};
 

@@ -6,11 +6,13 @@ use super::error::PgError;
 use super::ledger_ops::Step;
 use super::PgOptions;
 use crate::effects::error::EffectError;
-use crate::effects::ledger::{EffectLedger, Transition};
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{self, SyncSummary};
+use crate::effects::ledger::EffectLedger;
+use crate::effects::machine;
+use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::AnnotatedTransition;
+use crate::effects::transition::SyncSummary;
+use crate::effects::transition::Transition;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -50,7 +52,7 @@ impl PgLedgerError {
 
 /// A durable effect ledger shared by every process and machine that connects to the same
 /// database and namespace, with the guard semantics of [`EffectLog`] (it applies the same
-/// [`machine`](crate::effects::machine)).
+/// `machine`).
 ///
 /// Every operation is one transaction that locks the key's row (`SELECT ... FOR UPDATE`), lets
 /// the state machine decide, and writes its decision and the history event, so:
@@ -151,7 +153,7 @@ impl PgLedger {
         self.db.target()
     }
 
-    /// Records an effect ([`machine::record`]: the same details again is a no-op, different
+    /// Records an effect (`machine::record`: the same details again is a no-op, different
     /// ones are [`EffectError::DuplicateKey`], a placeholder `begin` created takes them).
     pub async fn record(&self, effect: &Effect) -> Result<(), PgLedgerError> {
         EffectLedger::record(self, &self.scope, effect).await
@@ -284,7 +286,7 @@ impl PgLedger {
     }
 
     /// Merges an in-memory [`EffectLog`] into this handle's scope in one transaction, forward
-    /// only and never erasing ([`machine::sync`]).
+    /// only and never erasing (`machine::sync`).
     pub async fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, PgLedgerError> {
         EffectLedger::sync_log(self, &self.scope, log).await
     }

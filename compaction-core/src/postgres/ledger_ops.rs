@@ -9,11 +9,13 @@ use super::ledger_rows::{
     guard, load_every, load_history, load_locked, load_one, load_scope, store_change, TxError,
 };
 use crate::effects::error::EffectError;
-use crate::effects::ledger::{EffectLedger, Transition};
-use crate::effects::log::EffectLog;
-use crate::effects::machine::{self, Change, SyncSummary};
+use crate::effects::ledger::EffectLedger;
+use crate::effects::machine;
+use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::AnnotatedTransition;
+use crate::effects::transition::Transition;
+use crate::effects::transition::{Change, SyncSummary};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -53,10 +53,8 @@ mod ledger_rows;
 mod schema;
 mod store;
 
-pub use crate::checkpoint::CheckpointInfo;
-pub use crate::effects::transition::AnnotatedTransition;
-/// Re-exported from [`store::gc`](crate::store::gc), where they are defined.
-pub use crate::store::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+/// Re-exported from [`store`](crate::store), where garbage collection is written once.
+pub use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::target_of;
 pub use error::{PgError, PgErrorKind};
 pub use ledger::{PgLedger, PgLedgerError};

@@ -1,12 +1,11 @@
 //! Operator access to a [`SqliteStore`]: list its blobs and entries, and remove the blobs no
 //! checkpoint needs and the summary cache entries no longer worth keeping (the rules are in
-//! [`store::gc`](crate::store::gc); `compaction verify` and `compaction gc` are built on these).
+//! [`GcOptions`](crate::store::GcOptions#the-rules); `compaction verify` and `compaction gc` are built on these).
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::store::gc::Progress;
 use crate::store::gc::{candidates, entry_is_garbage, time_of, Referenced};
-use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport};
+use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 use crate::store::{ContentHash, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
@@ -38,7 +37,7 @@ impl SqliteStore {
 
     /// Every named entry's name, size and time, by name (the summary cache's entries among
     /// them). Read one with [`Store::get_entry`](crate::Store::get_entry);
-    /// [`cache_entry_problem`](crate::store::cache_entry_problem) says whether a summary cache
+    /// [`summary_cache_problem`](crate::store::summary_cache_problem) says whether a summary cache
     /// entry could ever be a hit.
     pub fn entries(&self) -> Result<Vec<EntryInfo>, StoreError> {
         let conn = self.db.lock();
@@ -63,7 +62,7 @@ impl SqliteStore {
 
     /// Removes the blobs no checkpoint refers to and that were stored more than the grace
     /// period ago ([`GcOptions::min_age`]), then the summary cache entries no longer worth
-    /// keeping ([the rules](crate::store::gc)).
+    /// keeping ([the rules](crate::store::GcOptions#the-rules)).
     ///
     /// Every checkpoint is parsed in a read transaction (agents keep writing meanwhile); the
     /// removals run in write transactions of at most 1,000 blobs, each of which first re-reads
@@ -178,7 +177,7 @@ fn blob_present(conn: &Connection, hash: &ContentHash) -> rusqlite::Result<bool>
 }
 
 /// Removes (or, on a dry run, lists) the summary cache entries the rules of
-/// [`store::gc`](crate::store::gc) give up; `present` says whether a source's blob stays.
+/// [`GcOptions`](crate::store::GcOptions#the-rules) give up; `present` says whether a source's blob stays.
 fn prune_entries(
     conn: &Connection,
     cutoff: i64,

@@ -2,8 +2,8 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::{decode, encode, integrity, CheckpointInfo};
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
+use crate::checkpoint::{decode, encode, CheckpointInfo};
 use crate::error::CompactionError;
 use crate::store::StoreError;
 use rusqlite::{OptionalExtension, TransactionBehavior};
@@ -82,7 +82,7 @@ impl SqliteStore {
         let Some((json, sha256)) = row else {
             return Ok(None);
         };
-        let json = json.ok_or_else(integrity)?;
+        let json = json.ok_or_else(CompactionError::checkpoint_integrity)?;
         let sha256 = sha256.and_then(|hex| String::from_utf8(hex).ok());
         decode(&json, sha256.as_deref()).map(Some)
     }

@@ -21,7 +21,7 @@ mod notes;
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
 #[derive(Debug, thiserror::Error)]
-pub enum LedgerError {
+pub enum SqliteLedgerError {
     /// The guard refused the transition: e.g. `begin` on a committed key
     /// ([`EffectError::AlreadyCommitted`]) or on one whose outcome is unknown
     /// ([`EffectError::OutcomeUnknown`]: reconcile it first).
@@ -32,20 +32,20 @@ pub enum LedgerError {
     Backend(#[from] SqliteError),
 }
 
-impl LedgerError {
+impl SqliteLedgerError {
     /// The guard's refusal, if this is one.
     pub fn as_effect(&self) -> Option<&EffectError> {
         match self {
-            LedgerError::Effect(e) => Some(e),
-            LedgerError::Backend(_) => None,
+            SqliteLedgerError::Effect(e) => Some(e),
+            SqliteLedgerError::Backend(_) => None,
         }
     }
 
     /// The database failure, if this is one.
     pub fn as_backend(&self) -> Option<&SqliteError> {
         match self {
-            LedgerError::Backend(e) => Some(e),
-            LedgerError::Effect(_) => None,
+            SqliteLedgerError::Backend(e) => Some(e),
+            SqliteLedgerError::Effect(_) => None,
         }
     }
 }
@@ -65,7 +65,7 @@ impl LedgerError {
 ///
 /// ```
 /// use compaction::{Effect, EffectError, EffectStatus};
-/// use compaction::sqlite::{LedgerError, SqliteLedger};
+/// use compaction::sqlite::{SqliteLedgerError, SqliteLedger};
 ///
 /// let path = std::env::temp_dir().join(format!("compaction-doc-ledger-{}.db", std::process::id()));
 /// let ledger = SqliteLedger::open(&path)?;
@@ -79,7 +79,7 @@ impl LedgerError {
 /// assert_eq!(reopened.status("mig-0042")?, Some(EffectStatus::Committed));
 /// assert!(matches!(
 ///     reopened.begin("mig-0042"),
-///     Err(LedgerError::Effect(EffectError::AlreadyCommitted { .. }))
+///     Err(SqliteLedgerError::Effect(EffectError::AlreadyCommitted { .. }))
 /// ));
 ///
 /// // An `#[effect]` field reads its records from the ledger (here: the default scope "").
@@ -89,7 +89,7 @@ impl LedgerError {
 /// # for suffix in ["", "-wal", "-shm"] {
 /// #     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
 /// # }
-/// # Ok::<(), LedgerError>(())
+/// # Ok::<(), SqliteLedgerError>(())
 /// ```
 ///
 /// # Backing an `EffectLog` field
@@ -117,7 +117,7 @@ impl SqliteLedger {
     /// Opens the ledger in the database at `path`, creating the file and schema when missing.
     /// The file may be the one a [`SqliteStore`](super::SqliteStore) uses. The handle works in
     /// the default scope `""`.
-    pub fn open(path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteLedger, SqliteLedgerError> {
         Self::open_with(path, &SqliteOptions::default())
     }
 
@@ -125,7 +125,7 @@ impl SqliteLedger {
     pub fn open_with(
         path: impl AsRef<Path>,
         options: &SqliteOptions,
-    ) -> Result<SqliteLedger, LedgerError> {
+    ) -> Result<SqliteLedger, SqliteLedgerError> {
         let db = Db::open(path.as_ref(), options, SyncMode::Full)?;
         Ok(SqliteLedger {
             db: Arc::new(db),
@@ -157,66 +157,70 @@ impl SqliteLedger {
     /// (so an agent can re-record its plan after a restart); with different ones it is
     /// [`EffectError::DuplicateKey`]. A key that `begin` created on the spot (empty action and
     /// target) takes the recorded details, keeping its status.
-    pub fn record(&self, effect: &Effect) -> Result<(), LedgerError> {
+    pub fn record(&self, effect: &Effect) -> Result<(), SqliteLedgerError> {
         self.record_in(&self.scope, effect)
     }
 
     /// Claims `key` before running its effect: `NotStarted -> Unknown` (a key not yet recorded
     /// is recorded on the spot, with empty action and target). Atomic across threads and
     /// processes; refuses a committed or unknown key.
-    pub fn begin(&self, key: &str) -> Result<(), LedgerError> {
+    pub fn begin(&self, key: &str) -> Result<(), SqliteLedgerError> {
         self.begin_effect(&Effect::new("", "", key))
     }
 
     /// [`begin`](Self::begin) that also records the effect's action, target and edges when
     /// the key is new (one transaction).
-    pub fn begin_effect(&self, effect: &Effect) -> Result<(), LedgerError> {
+    pub fn begin_effect(&self, effect: &Effect) -> Result<(), SqliteLedgerError> {
         self.begin_in(&self.scope, effect)
     }
 
     /// Settles an in-flight effect as done: `Unknown -> Committed`.
-    pub fn commit(&self, key: &str) -> Result<(), LedgerError> {
+    pub fn commit(&self, key: &str) -> Result<(), SqliteLedgerError> {
         self.commit_in(&self.scope, key)
     }
 
     /// Records that an in-flight effect certainly did not happen: `Unknown -> NotStarted`, so
     /// it may be retried.
-    pub fn fail(&self, key: &str) -> Result<(), LedgerError> {
+    pub fn fail(&self, key: &str) -> Result<(), SqliteLedgerError> {
         self.fail_in(&self.scope, key)
     }
 
     /// Sets the status an operator established by checking the outside world (any status to
     /// any status; recorded in the history as `reconcile`).
-    pub fn reconcile(&self, key: &str, status: EffectStatus) -> Result<(), LedgerError> {
+    pub fn reconcile(&self, key: &str, status: EffectStatus) -> Result<(), SqliteLedgerError> {
         self.reconcile_in(&self.scope, key, status)
     }
 
     /// Sets the payload (a tool's result) of `key`.
-    pub fn set_payload(&self, key: &str, payload: &serde_json::Value) -> Result<(), LedgerError> {
+    pub fn set_payload(
+        &self,
+        key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), SqliteLedgerError> {
         self.set_payload_in(&self.scope, key, payload)
     }
 
     /// The status of `key`, if recorded.
-    pub fn status(&self, key: &str) -> Result<Option<EffectStatus>, LedgerError> {
+    pub fn status(&self, key: &str) -> Result<Option<EffectStatus>, SqliteLedgerError> {
         Ok(self.get(key)?.map(|e| e.status))
     }
 
     /// The effect under `key`, if recorded.
-    pub fn get(&self, key: &str) -> Result<Option<Effect>, LedgerError> {
+    pub fn get(&self, key: &str) -> Result<Option<Effect>, SqliteLedgerError> {
         self.get_in(&self.scope, key)
     }
 
     /// The effects of this handle's scope with `status`, in record order.
     /// `list(EffectStatus::Unknown)` is the operator's to-do list after a crash (see
     /// [`load_all`](Self::load_all) for every scope's).
-    pub fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, LedgerError> {
+    pub fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, SqliteLedgerError> {
         self.read(format!("listing {status} effects"), |conn| {
             load_scope(conn, &self.scope, Some(status))
         })
     }
 
     /// Every effect of this handle's scope, in record order.
-    pub fn effects(&self) -> Result<Vec<Effect>, LedgerError> {
+    pub fn effects(&self) -> Result<Vec<Effect>, SqliteLedgerError> {
         self.read("listing effects", |conn| {
             load_scope(conn, &self.scope, None)
         })
@@ -224,15 +228,15 @@ impl SqliteLedger {
 
     /// The records of `scope` as an [`EffectLog`] (in order, with payloads): the value of the
     /// `#[effect]` field with that scope. Other scopes' records are not in it.
-    pub fn load_log(&self, scope: &str) -> Result<EffectLog, LedgerError> {
+    pub fn load_log(&self, scope: &str) -> Result<EffectLog, SqliteLedgerError> {
         let effects = self.read(format!("loading effect scope `{scope}`"), |conn| {
             load_scope(conn, scope, None)
         })?;
-        EffectLog::from_effects(effects).map_err(LedgerError::from)
+        EffectLog::from_effects(effects).map_err(SqliteLedgerError::from)
     }
 
     /// Every non-empty scope's log, by scope name.
-    pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, LedgerError> {
+    pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, SqliteLedgerError> {
         let rows = self.read("loading every effect scope", load_every)?;
         let mut scopes: BTreeMap<String, Vec<Effect>> = BTreeMap::new();
         for (scope, effect) in rows {
@@ -252,16 +256,16 @@ impl SqliteLedger {
     /// and payloads are kept (the log may be stale: another process may know more). A status
     /// that would move the ledger backwards is reported in [`SyncSummary::kept`]; use
     /// [`fail`](Self::fail) or [`reconcile`](Self::reconcile) for those transitions.
-    pub fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, LedgerError> {
+    pub fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, SqliteLedgerError> {
         self.sync_in(&self.scope, log)
     }
 
     /// Every recorded transition of `key` in this handle's scope, oldest first.
-    pub fn history(&self, key: &str) -> Result<Vec<Transition>, LedgerError> {
+    pub fn history(&self, key: &str) -> Result<Vec<Transition>, SqliteLedgerError> {
         self.history_in(&self.scope, key)
     }
 
-    fn record_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+    fn record_in(&self, scope: &str, effect: &Effect) -> Result<(), SqliteLedgerError> {
         machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("recording effect `{key}`"), scope, key, |current| {
@@ -269,7 +273,7 @@ impl SqliteLedger {
         })
     }
 
-    fn begin_in(&self, scope: &str, effect: &Effect) -> Result<(), LedgerError> {
+    fn begin_in(&self, scope: &str, effect: &Effect) -> Result<(), SqliteLedgerError> {
         machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("claiming effect `{key}`"), scope, key, |current| {
@@ -277,7 +281,7 @@ impl SqliteLedger {
         })
     }
 
-    fn commit_in(&self, scope: &str, key: &str) -> Result<(), LedgerError> {
+    fn commit_in(&self, scope: &str, key: &str) -> Result<(), SqliteLedgerError> {
         self.transition(
             format!("committing effect `{key}`"),
             scope,
@@ -286,7 +290,7 @@ impl SqliteLedger {
         )
     }
 
-    fn fail_in(&self, scope: &str, key: &str) -> Result<(), LedgerError> {
+    fn fail_in(&self, scope: &str, key: &str) -> Result<(), SqliteLedgerError> {
         self.transition(format!("failing effect `{key}`"), scope, key, |current| {
             machine::fail(current, key)
         })
@@ -297,7 +301,7 @@ impl SqliteLedger {
         scope: &str,
         key: &str,
         status: EffectStatus,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.settle(scope, key, status, None, false)
     }
 
@@ -306,14 +310,14 @@ impl SqliteLedger {
         scope: &str,
         key: &str,
         payload: &serde_json::Value,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         let context = format!("setting the payload of effect `{key}`");
         self.transition(context, scope, key, |current| {
             machine::set_payload(current, key, payload)
         })
     }
 
-    fn get_in(&self, scope: &str, key: &str) -> Result<Option<Effect>, LedgerError> {
+    fn get_in(&self, scope: &str, key: &str) -> Result<Option<Effect>, SqliteLedgerError> {
         // No ledger stores a NUL: such a key is not there.
         if machine::check_key(scope, key).is_err() {
             return Ok(None);
@@ -323,7 +327,7 @@ impl SqliteLedger {
         })
     }
 
-    fn sync_in(&self, scope: &str, log: &EffectLog) -> Result<SyncSummary, LedgerError> {
+    fn sync_in(&self, scope: &str, log: &EffectLog) -> Result<SyncSummary, SqliteLedgerError> {
         for effect in log {
             machine::check_effect(scope, effect)?;
         }
@@ -343,7 +347,7 @@ impl SqliteLedger {
         })
     }
 
-    fn history_in(&self, scope: &str, key: &str) -> Result<Vec<Transition>, LedgerError> {
+    fn history_in(&self, scope: &str, key: &str) -> Result<Vec<Transition>, SqliteLedgerError> {
         Ok(self
             .annotated_in(scope, key)?
             .into_iter()
@@ -360,7 +364,7 @@ impl SqliteLedger {
         scope: &str,
         key: &str,
         decide: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         machine::check_key(scope, key)?;
         self.write(context, |tx| {
             let current = load_one(tx, scope, key)?;
@@ -376,7 +380,7 @@ impl SqliteLedger {
         &self,
         context: impl Into<String>,
         f: impl FnOnce(&Connection) -> Result<T, TxError>,
-    ) -> Result<T, LedgerError> {
+    ) -> Result<T, SqliteLedgerError> {
         let conn = self.db.lock();
         f(&conn).map_err(|e| self.ledger_error(context.into(), e))
     }
@@ -385,7 +389,7 @@ impl SqliteLedger {
         &self,
         context: impl Into<String>,
         f: impl FnOnce(&Connection) -> Result<T, TxError>,
-    ) -> Result<T, LedgerError> {
+    ) -> Result<T, SqliteLedgerError> {
         let mut conn = self.db.lock();
         let result = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -396,11 +400,11 @@ impl SqliteLedger {
         result.map_err(|e| self.ledger_error(context.into(), e))
     }
 
-    fn ledger_error(&self, context: String, e: TxError) -> LedgerError {
+    fn ledger_error(&self, context: String, e: TxError) -> SqliteLedgerError {
         match e {
-            TxError::Effect(e) => LedgerError::Effect(e),
-            TxError::Sql(e) => LedgerError::Backend(self.db.error(context, e)),
-            TxError::Corrupt(detail) => LedgerError::Backend(SqliteError::without_source(
+            TxError::Effect(e) => SqliteLedgerError::Effect(e),
+            TxError::Sql(e) => SqliteLedgerError::Backend(self.db.error(context, e)),
+            TxError::Corrupt(detail) => SqliteLedgerError::Backend(SqliteError::without_source(
                 self.db.path(),
                 SqliteErrorKind::Corrupt,
                 format!("{context}: {detail}"),
@@ -412,9 +416,9 @@ impl SqliteLedger {
 /// The async trait form, for code written against any ledger backend. Each call runs the
 /// synchronous operation (one short local transaction) and returns a ready future.
 impl EffectLedger for SqliteLedger {
-    type Error = LedgerError;
+    type Error = SqliteLedgerError;
 
-    fn refusal(error: &LedgerError) -> Option<&EffectError> {
+    fn refusal(error: &SqliteLedgerError) -> Option<&EffectError> {
         error.as_effect()
     }
 
@@ -422,7 +426,7 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         effect: &'a Effect,
-    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.record_in(scope, effect))
     }
 
@@ -430,7 +434,7 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         effect: &'a Effect,
-    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.begin_in(scope, effect))
     }
 
@@ -438,11 +442,15 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.commit_in(scope, key))
     }
 
-    fn fail<'a>(&'a self, scope: &'a str, key: &'a str) -> BoxFuture<'a, Result<(), LedgerError>> {
+    fn fail<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.fail_in(scope, key))
     }
 
@@ -451,7 +459,7 @@ impl EffectLedger for SqliteLedger {
         scope: &'a str,
         key: &'a str,
         status: EffectStatus,
-    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.reconcile_in(scope, key, status))
     }
 
@@ -460,7 +468,7 @@ impl EffectLedger for SqliteLedger {
         scope: &'a str,
         key: &'a str,
         payload: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<(), LedgerError>> {
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
         ready(self.set_payload_in(scope, key, payload))
     }
 
@@ -468,15 +476,18 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Effect>, LedgerError>> {
+    ) -> BoxFuture<'a, Result<Option<Effect>, SqliteLedgerError>> {
         ready(self.get_in(scope, key))
     }
 
-    fn load_log<'a>(&'a self, scope: &'a str) -> BoxFuture<'a, Result<EffectLog, LedgerError>> {
+    fn load_log<'a>(
+        &'a self,
+        scope: &'a str,
+    ) -> BoxFuture<'a, Result<EffectLog, SqliteLedgerError>> {
         ready(SqliteLedger::load_log(self, scope))
     }
 
-    fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, LedgerError>> {
+    fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, SqliteLedgerError>> {
         ready(SqliteLedger::load_all(self))
     }
 
@@ -484,7 +495,7 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         log: &'a EffectLog,
-    ) -> BoxFuture<'a, Result<SyncSummary, LedgerError>> {
+    ) -> BoxFuture<'a, Result<SyncSummary, SqliteLedgerError>> {
         ready(self.sync_in(scope, log))
     }
 
@@ -492,7 +503,7 @@ impl EffectLedger for SqliteLedger {
         &'a self,
         scope: &'a str,
         key: &'a str,
-    ) -> BoxFuture<'a, Result<Vec<Transition>, LedgerError>> {
+    ) -> BoxFuture<'a, Result<Vec<Transition>, SqliteLedgerError>> {
         ready(self.history_in(scope, key))
     }
 }

@@ -35,7 +35,7 @@
 //! version gives a [`SqliteError`] that names the path and says which of these it is
 //! ([`SqliteErrorKind`]); never a panic. The store wraps it in `StoreError::Backend` (its
 //! message names the path; the `SqliteError` is its `source`), the ledger in
-//! [`LedgerError::Backend`], checkpoints in `CompactionError::Store`.
+//! [`SqliteLedgerError::Backend`], checkpoints in `CompactionError::Store`.
 
 mod admin;
 mod checkpoint;
@@ -46,14 +46,12 @@ mod ledger_rows;
 mod options;
 mod store;
 
-pub use crate::checkpoint::CheckpointInfo;
-pub use crate::effects::transition::AnnotatedTransition;
-pub use crate::effects::transition::{SyncSummary, Transition};
-/// Re-exported from [`store::gc`](crate::store::gc), where they are defined.
-pub use crate::store::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+pub use crate::effects::AnnotatedTransition;
+/// Re-exported from [`store`](crate::store), where garbage collection is written once.
+pub use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{LedgerError, SqliteLedger};
+pub use ledger::{SqliteLedger, SqliteLedgerError};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 

@@ -1,33 +1,10 @@
 //! Garbage collection, written once for every durable backend: what `gc` reports and is told
 //! ([`GcOptions`], [`GcReport`], [`GcError`]), what it lists ([`BlobInfo`], [`EntryInfo`]),
-//! which blobs a checkpoint keeps, and which summary cache entries are worth keeping.
-//!
-//! # The rules
-//!
-//! - **Blobs.** A blob is removed when no saved checkpoint refers to it and it was stored more
-//!   than the grace period ago ([`GcOptions::min_age`], one hour by default). A compaction
-//!   stores its blobs before its checkpoint is saved; the grace period keeps them meanwhile
-//!   (storing the same content again restarts it). Each backend makes the last check and the
-//!   removal atomic with respect to `save_checkpoint`, so a blob a saved checkpoint needs is
-//!   never removed, whatever runs concurrently. A checkpoint that does not parse stops the run
-//!   before anything is removed.
-//! - **Summary cache entries** (`summary-cache/...`, see the summary cache). A cached summary is
-//!   useful while its source may be summarized again, that is while the source's blob is in
-//!   the store: every compaction that summarizes a source stores it (and so refreshes its
-//!   time), and a checkpoint that shows the summary keeps it. So an entry is removed when it
-//!   was written more than the grace period ago and
-//!   - its source's blob is not in the store once this run's blobs are removed, or
-//!   - it does not name its source (written before entries did; the next compaction that
-//!     summarizes that source writes it again), or
-//!   - it is not a valid entry for its name (it could never be a cache hit).
-//!
-//!   An entry is never needed for correctness (a miss costs one summarizer call, and every hit
-//!   is verified), so a race with a compaction costs at most that call. Other named entries
-//!   are left alone.
-
-use crate::compacted::Compacted;
-use crate::compactor::summary_cache::{inspect_entry, Inspected};
+//! which blobs a checkpoint keeps, and which summary cache entries are worth keeping (the
+//! rules are on [`GcOptions`]).
+use crate::checkpoint::Compacted;
 use crate::store::{ContentHash, StoreError};
+use crate::summaries::cache::{inspect_entry, Inspected};
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -63,7 +40,31 @@ pub struct EntryInfo {
     pub updated_at: SystemTime,
 }
 
-/// Options of a backend's `collect_garbage`.
+/// Options of a backend's `collect_garbage` (`SqliteStore::collect_garbage`,
+/// `PgStore::collect_garbage`), which apply these rules.
+///
+/// # The rules
+///
+/// - **Blobs.** A blob is removed when no saved checkpoint refers to it and it was stored more
+///   than the grace period ago ([`GcOptions::min_age`], one hour by default). A compaction
+///   stores its blobs before its checkpoint is saved; the grace period keeps them meanwhile
+///   (storing the same content again restarts it). Each backend makes the last check and the
+///   removal atomic with respect to `save_checkpoint`, so a blob a saved checkpoint needs is
+///   never removed, whatever runs concurrently. A checkpoint that does not parse stops the run
+///   before anything is removed.
+/// - **Summary cache entries** (`summary-cache/...`, see the summary cache). A cached summary is
+///   useful while its source may be summarized again, that is while the source's blob is in
+///   the store: every compaction that summarizes a source stores it (and so refreshes its
+///   time), and a checkpoint that shows the summary keeps it. So an entry is removed when it
+///   was written more than the grace period ago and
+///   - its source's blob is not in the store once this run's blobs are removed, or
+///   - it does not name its source (written before entries did; the next compaction that
+///     summarizes that source writes it again), or
+///   - it is not a valid entry for its name (it could never be a cache hit).
+///
+///   An entry is never needed for correctness (a miss costs one summarizer call, and every hit
+///   is verified), so a race with a compaction costs at most that call. Other named entries
+///   are left alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcOptions {
     dry_run: bool,
@@ -244,7 +245,7 @@ pub(crate) fn candidates(
 }
 
 /// Whether a summary cache entry written at `updated_at_ms` with `bytes` under `name` is to be
-/// removed ([the rules](self)), given which blobs the store holds after this run.
+/// removed ([the rules](GcOptions#the-rules)), given which blobs the store holds after this run.
 pub(crate) fn entry_is_garbage(
     name: &str,
     bytes: &[u8],
@@ -282,13 +283,13 @@ pub(crate) fn recorded_source(name: &str, bytes: &[u8]) -> Option<ContentHash> {
 /// entry for a name is not caught: whoever can write the store can write the state.)
 ///
 /// ```
-/// use compaction::store::cache_entry_problem;
+/// use compaction::summary_cache_problem;
 ///
 /// let name = format!("summary-cache/{}", "ab".repeat(32));
-/// assert!(cache_entry_problem(&name, b"garbage").is_some());
-/// assert_eq!(cache_entry_problem("my-own-entry", b"garbage"), None);
+/// assert!(summary_cache_problem(&name, b"garbage").is_some());
+/// assert_eq!(summary_cache_problem("my-own-entry", b"garbage"), None);
 /// ```
-pub fn cache_entry_problem(name: &str, bytes: &[u8]) -> Option<&'static str> {
+pub fn summary_cache_problem(name: &str, bytes: &[u8]) -> Option<&'static str> {
     match inspect_entry(name, bytes) {
         Inspected::Invalid(problem) => Some(problem),
         Inspected::NotCache | Inspected::Valid { .. } => None,

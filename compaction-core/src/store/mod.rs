@@ -5,15 +5,13 @@
 
 mod backend;
 pub(crate) mod canonical;
-pub mod gc;
+pub(crate) mod gc;
 mod memory;
-pub(crate) mod seal;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
-pub use gc::{cache_entry_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport};
+pub use gc::{summary_cache_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use memory::MemoryStore;
-pub use seal::{SealKey, SealKeyError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

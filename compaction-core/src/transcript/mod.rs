@@ -32,6 +32,10 @@
 //!    messages, tool-result contents and folded spans from the store, verified.
 //! 8. Appending is the common case: the planner caches token counts and hashes by content, so
 //!    re-planning a transcript that grew by one message does not count the prefix again.
+//! 9. Provider-opaque parts of an assistant turn (thinking, encrypted reasoning) are counted,
+//!    replayed byte-for-byte, never shown to a summarizer, and folded only with their whole
+//!    turn (see [`OpaquePart`]). Tool-call arguments are the model's exact text
+//!    ([`ToolArguments`]): sent and counted as written.
 //!
 //! The steps run in this order until the transcript fits: tombstone old tool results, fold old
 //! turns (with summaries), drop the summaries of folds (oldest first), stub old user messages.
@@ -45,11 +49,14 @@
 //! [`VERBATIM_ESCAPE`] in front, so text that imitates a marker is never read as one, by the
 //! model or by rehydration.
 
+pub(crate) mod arguments;
 pub(crate) mod conversation;
 pub(crate) mod count;
 pub(crate) mod error;
 pub(crate) mod layout;
 pub(crate) mod marker;
+pub(crate) mod message;
+pub(crate) mod opaque;
 pub(crate) mod plan;
 pub(crate) mod rehydrate;
 mod steps;
@@ -59,7 +66,7 @@ mod tests_conversation;
 #[cfg(test)]
 mod tests_plan;
 
-pub use conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
+pub use conversation::{Transcript, TranscriptError};
 pub use count::{
     chat_tokens, message_tokens, TranscriptPlanner, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
@@ -67,6 +74,10 @@ pub use count::{
 pub use error::TranscriptPlanError;
 pub use layout::TranscriptPolicy;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
+pub use message::{
+    Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
+    ToolCall,
+};
 pub use plan::{FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan};
 pub use rehydrate::{
     rehydrate_from_store, rehydrate_transcript, required_blobs, TranscriptRehydrateError,

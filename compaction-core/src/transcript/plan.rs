@@ -326,19 +326,25 @@ fn shell(message: &Message) -> Message {
         tool_calls: Vec::new(),
         tool_call_id: message.tool_call_id.clone(),
         name: message.name.clone(),
+        // Only user and tool messages are stubbed or tombstoned, and they carry no opaque
+        // parts (`validate`); a shell never carries them (they never leave their turn).
+        opaque: Vec::new(),
     }
 }
 
 /// What a summarizer reads for a folded run: its assistant and tool messages as JSON lines.
-fn summary_source(run: &[Message]) -> String {
+pub(crate) fn summary_source(run: &[Message]) -> String {
     let mut text = String::new();
     for message in run.iter().filter(|m| m.role != Role::User) {
         // A call's `effect` is the key of its ledger record: the summarizer never sees it (a
-        // summary must never stand in for the ledger). The stored span keeps it verbatim.
+        // summary must never stand in for the ledger). Opaque parts (signed thinking,
+        // encrypted reasoning) are never shown to a summarizer either. The stored span keeps
+        // both verbatim.
         let mut message = message.clone();
         for call in &mut message.tool_calls {
             call.effect = None;
         }
+        message.opaque.clear();
         text.push_str(&serde_json::to_string(&message).unwrap_or_default());
         text.push('\n');
     }

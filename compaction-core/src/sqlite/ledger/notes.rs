@@ -2,7 +2,7 @@
 //! history next to the transition (the `actor` and `note` columns of `effect_events`).
 
 use super::super::ledger_rows::{load_history, load_one, store_change, TxError};
-use super::{LedgerError, SqliteLedger};
+use super::{SqliteLedger, SqliteLedgerError};
 use crate::effects::error::EffectError;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
@@ -34,7 +34,7 @@ impl SqliteLedger {
     /// # for suffix in ["", "-wal", "-shm"] {
     /// #     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     /// # }
-    /// # Ok::<(), compaction::LedgerError>(())
+    /// # Ok::<(), compaction::SqliteLedgerError>(())
     /// ```
     pub fn reconcile_with_note(
         &self,
@@ -42,7 +42,7 @@ impl SqliteLedger {
         status: EffectStatus,
         note: &str,
         actor: &str,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.reconcile_noted(key, status, note, actor, false)
     }
 
@@ -56,7 +56,7 @@ impl SqliteLedger {
         status: EffectStatus,
         note: &str,
         actor: &str,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.reconcile_noted(key, status, note, actor, true)
     }
 
@@ -67,7 +67,7 @@ impl SqliteLedger {
         note: &str,
         actor: &str,
         only_unknown: bool,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         self.settle(&self.scope, key, status, Some((actor, note)), only_unknown)
     }
 
@@ -81,7 +81,7 @@ impl SqliteLedger {
         status: EffectStatus,
         note: Option<(&str, &str)>,
         only_unknown: bool,
-    ) -> Result<(), LedgerError> {
+    ) -> Result<(), SqliteLedgerError> {
         machine::check_key(scope, key)?;
         self.write(format!("reconciling effect `{key}`"), |tx| {
             let current = load_one(tx, scope, key)?;
@@ -101,7 +101,10 @@ impl SqliteLedger {
 
     /// Every recorded transition of `key` in this handle's scope, oldest first, with who made
     /// it and why when an operator said so.
-    pub fn annotated_history(&self, key: &str) -> Result<Vec<AnnotatedTransition>, LedgerError> {
+    pub fn annotated_history(
+        &self,
+        key: &str,
+    ) -> Result<Vec<AnnotatedTransition>, SqliteLedgerError> {
         self.annotated_in(&self.scope, key)
     }
 
@@ -109,7 +112,7 @@ impl SqliteLedger {
         &self,
         scope: &str,
         key: &str,
-    ) -> Result<Vec<AnnotatedTransition>, LedgerError> {
+    ) -> Result<Vec<AnnotatedTransition>, SqliteLedgerError> {
         if machine::check_key(scope, key).is_err() {
             return Ok(Vec::new());
         }

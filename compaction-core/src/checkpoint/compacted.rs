@@ -1,17 +1,14 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
-mod fingerprint;
-
-pub(crate) use fingerprint::SchemaFingerprint;
-
-use crate::render::{Entry, Form, SummaryValue};
+use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::seal::{KeyedSeal, SealKeys};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
-use crate::store::seal::{KeyedSeal, SealKeys};
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::marker::pointers_in;
+use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 
@@ -147,6 +144,11 @@ impl<S> Compacted<S> {
     /// covers this whole list counted the chat way
     /// ([`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
     /// window and the budget covers its text.
+    ///
+    /// A call still in flight (the last assistant message's calls without results, which
+    /// `validate` allows so a state can be compacted and checkpointed mid-call) is kept
+    /// verbatim at the end of this list, never folded: the list is then not a request a chat
+    /// API accepts until the results are pushed and the state compacted again.
     pub fn messages(&self) -> Vec<Message> {
         let mut out = vec![Message::system(self.window.clone())];
         out.extend(self.transcript_messages().iter().cloned());

@@ -2,7 +2,7 @@
 //! contract, fresh or cached: not empty, not over its target.
 
 use crate::future::BoxFuture;
-use crate::summarize::{Summarizer, SummarizerError, SummaryRequest};
+use crate::summaries::{Summarizer, SummarizerError, SummaryRequest};
 use crate::tokens::TokenCounter;
 
 /// Object-safe form of [`Summarizer`], so a `Compactor` needs no type parameter.

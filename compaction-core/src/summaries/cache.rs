@@ -13,9 +13,9 @@
 //!
 //! [`Store::put_entry`]: crate::store::Store::put_entry
 
-use crate::compactor::summarize::check_summary;
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::store::{ContentHash, DynStore};
+use crate::summaries::contract::check_summary;
 use crate::tokens::TokenCounter;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -37,7 +37,7 @@ pub(crate) struct CacheKey {
 
 impl CacheKey {
     /// The key of a summary of `source` in at most `target` tokens by the summarizer whose
-    /// [`identity`](crate::summarize::Summarizer::identity) is `identity`.
+    /// [`identity`](crate::summaries::Summarizer::identity) is `identity`.
     pub(crate) fn new(identity: &str, source: &str, target: usize) -> CacheKey {
         // The identity comes last and every part before it has a fixed form (a number, 64
         // hex digits), so no identity can make two different triples hash the same text.

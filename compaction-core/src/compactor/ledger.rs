@@ -1,13 +1,9 @@
 //! The ledger side of [`Compactor::compact_with_ledger`](super::Compactor::compact_with_ledger):
 //! finds every `#[effect]` field of a state and reads its records from its scope of the ledger.
 
-use crate::compacted::Compacted;
-use crate::compactor::builder::Compactor;
-use crate::compactor::trace;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
-use crate::future::block_on;
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::path::{child_path, push_segment, Segment, Shape};
 use crate::state::summarizable::Summarizable;
@@ -101,76 +97,4 @@ impl<'a> Visitor<'a> for EffectFields<'a> {
     }
 
     fn shape(&mut self, _: &'static str, _: Shape) {}
-}
-
-impl Compactor {
-    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
-    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
-    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
-    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
-    /// effect logs are only checked, never trusted.
-    ///
-    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
-    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
-    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
-    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
-    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
-    /// a record the view holds and the ledger lacks is refused with
-    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
-    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
-    ///
-    /// ```
-    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Compactable, Serialize, Deserialize, Default)]
-    /// struct Agent {
-    ///     #[effect(idempotent = false)]
-    ///     charges: EffectLog,
-    ///     #[effect(idempotent = false, scope = "refunds")]
-    ///     refunds: EffectLog,
-    /// }
-    ///
-    /// let ledger = MemoryLedger::new();
-    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
-    /// let agent = Agent::default(); // its views were never refreshed
-    ///
-    /// let compactor = Compactor::builder().budget(400).build()?;
-    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
-    /// assert!(compacted.render().contains("pay-1"));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn compact_with_ledger<S, L>(
-        &self,
-        state: &S,
-        ledger: &L,
-    ) -> Result<Compacted<S>, CompactionError>
-    where
-        S: Compactable + Sync,
-        L: EffectLedger,
-    {
-        let views = match ledger_views(state, ledger).await {
-            Ok(views) => views,
-            Err(error) => {
-                // Refused before the compaction began: traced as a compaction all the same.
-                let span = trace::compact_span(S::schema().type_name(), self.budget);
-                trace::compacted(&span, Err(&error));
-                return Err(error);
-            }
-        };
-        self.compact_with_views(state, Some(&views)).await
-    }
-
-    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
-    pub fn compact_with_ledger_blocking<S, L>(
-        &self,
-        state: &S,
-        ledger: &L,
-    ) -> Result<Compacted<S>, CompactionError>
-    where
-        S: Compactable + Sync,
-        L: EffectLedger,
-    {
-        block_on(self.compact_with_ledger(state, ledger))
-    }
 }

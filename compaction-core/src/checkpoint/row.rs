@@ -2,8 +2,8 @@
 //! JSON's own SHA-256), the check on the way back, and what a listing says about one. The
 //! backends (`sqlite/checkpoint.rs`, `postgres/checkpoint.rs`) only move these rows.
 
-use crate::compacted::Compacted;
-use crate::error::CompactionError;
+use crate::checkpoint::compacted::Compacted;
+use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::store::ContentHash;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,16 +38,6 @@ impl CheckpointInfo {
     }
 }
 
-/// The field name checkpoint-level errors carry.
-const CHECKPOINT: &str = "<checkpoint>";
-
-/// `Integrity` for the checkpoint as a whole.
-pub(crate) fn integrity() -> CompactionError {
-    CompactionError::Integrity {
-        field: CHECKPOINT.into(),
-    }
-}
-
 /// A checkpoint as a backend stores it: its JSON, and the SHA-256 of exactly those bytes.
 pub(crate) struct CheckpointRow {
     pub json: String,
@@ -58,10 +48,10 @@ pub(crate) struct CheckpointRow {
 /// no backend ever stores one that could not be restored.
 pub(crate) fn encode<S>(compacted: &Compacted<S>) -> Result<CheckpointRow, CompactionError> {
     if !compacted.verify_seal() {
-        return Err(integrity());
+        return Err(CompactionError::checkpoint_integrity());
     }
     let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
-        field: CHECKPOINT.into(),
+        field: CHECKPOINT_FIELD.into(),
         message: e.to_string(),
     })?;
     let sha256 = ContentHash::of(json.as_bytes()).to_hex();
@@ -76,7 +66,8 @@ pub(crate) fn decode<S>(
     json: &[u8],
     sha256: Option<&str>,
 ) -> Result<Compacted<S>, CompactionError> {
-    let mut compacted: Compacted<S> = serde_json::from_slice(json).map_err(|_| integrity())?;
+    let mut compacted: Compacted<S> =
+        serde_json::from_slice(json).map_err(|_| CompactionError::checkpoint_integrity())?;
     if sha256.and_then(ContentHash::from_hex) != Some(ContentHash::of(json)) {
         compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
     }

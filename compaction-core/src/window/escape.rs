@@ -63,7 +63,7 @@ fn escape(text: &str, context: Context) -> Cow<'_, str> {
 
 /// Escapes text that sits inside a line: after it, the line goes on as the renderer wrote it.
 ///
-/// Custom [`Renderer`](crate::render::Renderer)s get field paths, pointers and keys already
+/// Custom [`Renderer`](crate::window::Renderer)s get field paths, pointers and keys already
 /// escaped in their views; use this for any other outside text they write (a record's `action`
 /// or `target`, a summary written unquoted).
 ///

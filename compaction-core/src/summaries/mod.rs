@@ -1,7 +1,12 @@
-//! Summarizers: what may replace a `summarize`-enabled derivable or redundant field.
+//! Summaries: the [`Summarizer`] an author configures (and the offline [`Extractive`]), each
+//! summary held to its contract (`contract.rs`: not empty, not over its target), and the
+//! summary cache (`cache.rs`) that makes an unchanged field cost nothing the next time.
 //!
 //! Only values whose type is [`Summarizable`](crate::Summarizable) and whose field allows it ever
 //! reach a summarizer; the engine checks every request against the schema first.
+
+pub(crate) mod cache;
+pub(crate) mod contract;
 
 use std::future::Future;
 

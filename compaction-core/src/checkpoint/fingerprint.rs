@@ -2,8 +2,7 @@
 //! the concrete type (module path and generic arguments) and every field's path, class, Rust
 //! type and nesting.
 
-use crate::error::CompactionError;
-use crate::state::compactable::Compactable;
+use crate::state::schema::Schema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -22,9 +21,10 @@ pub(crate) struct SchemaFingerprint {
 const SHOWN_DIFFERENCES: usize = 6;
 
 impl SchemaFingerprint {
-    /// The fingerprint of `S` as this build defines it.
-    pub fn of<S: Compactable>() -> Self {
-        let fields = S::schema()
+    /// The fingerprint of the state type `S`, whose schema is `schema`, as this build defines
+    /// it.
+    pub fn of<S: ?Sized>(schema: &Schema) -> Self {
+        let fields = schema
             .fields()
             .iter()
             .map(|f| {
@@ -38,22 +38,10 @@ impl SchemaFingerprint {
         }
     }
 
-    /// Refuses a checkpoint written by another type, or by this type with other fields.
-    pub fn check<S: Compactable>(&self) -> Result<(), CompactionError> {
-        let expected = Self::of::<S>();
-        if self.concrete_type != expected.concrete_type {
-            return Err(CompactionError::WrongStateType {
-                expected: expected.concrete_type,
-                found: self.concrete_type.clone(),
-            });
-        }
-        if self.fields == expected.fields {
-            return Ok(());
-        }
-        Err(CompactionError::SchemaChanged {
-            state_type: expected.concrete_type,
-            difference: difference(&self.fields, &expected.fields),
-        })
+    /// What differs between the fields of this fingerprint (a checkpoint's) and `expected`'s
+    /// (the type's), readably; `None` when they are the same.
+    pub fn field_difference(&self, expected: &SchemaFingerprint) -> Option<String> {
+        (self.fields != expected.fields).then(|| difference(&self.fields, &expected.fields))
     }
 }
 
