@@ -60,7 +60,6 @@ impl EffectLog {
     /// [`EffectError::DuplicateKey`]; a key that [`begin`](Self::begin) created on the spot
     /// takes the recorded details, keeping its status.
     pub fn record(&mut self, effect: Effect) -> Result<&mut Effect, EffectError> {
-        machine::check_effect("", &effect)?;
         let key = effect.idempotency_key.clone();
         let (index, _) = self.apply(&key, |current| machine::record(current, &effect))?;
         Ok(&mut self.effects[index])
@@ -76,7 +75,6 @@ impl EffectLog {
     /// [`begin`](Self::begin) that records the effect's action, target and edges when the key
     /// is new.
     pub fn begin_effect(&mut self, effect: &Effect) -> Result<(), EffectError> {
-        machine::check_effect("", effect)?;
         self.apply(&effect.idempotency_key, |current| {
             machine::begin(current, effect)
         })
@@ -85,21 +83,18 @@ impl EffectLog {
 
     /// Settles an in-flight effect as done.
     pub fn commit(&mut self, key: &str) -> Result<(), EffectError> {
-        machine::check_key("", key)?;
         self.apply(key, |current| machine::commit(current, key))
             .map(drop)
     }
 
     /// Records that an in-flight effect certainly did not happen; it may be retried.
     pub fn fail(&mut self, key: &str) -> Result<(), EffectError> {
-        machine::check_key("", key)?;
         self.apply(key, |current| machine::fail(current, key))
             .map(drop)
     }
 
     /// Sets the status an operator established by checking the outside world.
     pub fn reconcile(&mut self, key: &str, status: EffectStatus) -> Result<(), EffectError> {
-        machine::check_key("", key)?;
         self.apply(key, |current| machine::reconcile(current, key, status))
             .map(drop)
     }
@@ -110,7 +105,6 @@ impl EffectLog {
         key: &str,
         payload: serde_json::Value,
     ) -> Result<(), EffectError> {
-        machine::check_key("", key)?;
         self.apply(key, |current| machine::set_payload(current, key, &payload))
             .map(drop)
     }
