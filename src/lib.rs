@@ -39,10 +39,10 @@ pub mod render {
 pub use compaction_core::summary_cache_problem;
 pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 
-// The checkpoint: what a compaction returns, its seals, and what a backend lists of it.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
-pub use compaction_core::checkpoint::CheckpointInfo;
+// The checkpoint: what a compaction returns, its seals, and where it is kept.
+pub use compaction_core::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore,
+};
 pub use compaction_core::{Compacted, SealKey, SealKeyError};
 
 // Rehydration: the way back.
@@ -77,10 +77,10 @@ pub use compaction_core::{
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use compaction_core::postgres;
+pub use compaction_core::backends::postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use compaction_core::sqlite;
+pub use compaction_core::backends::sqlite;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use compaction_core::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};

@@ -11,6 +11,7 @@
 // Feature badges on docs.rs (`doc(cfg)` is not stable on the workspace's toolchain, 1.95).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod backends;
 pub mod checkpoint;
 mod compactor;
 #[doc(hidden)]
@@ -21,14 +22,8 @@ mod future;
 mod integrations;
 pub mod plan;
 pub mod pointer_tool;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub mod postgres;
 pub mod rehydrate;
 pub mod report;
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub mod sqlite;
 pub mod state;
 pub mod store;
 pub mod summaries;
@@ -36,6 +31,14 @@ pub mod tokens;
 pub mod transcript;
 pub mod window;
 
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use backends::postgres::{self, PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use backends::sqlite::{
+    self, SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
+};
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
@@ -52,19 +55,11 @@ pub use integrations::hf_tokenizers::{self, HfTokenizer, HfTokenizerError};
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub use integrations::openai;
 pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{
     DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
     Rehydrated,
 };
 pub use report::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use sqlite::{
-    SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
-};
 pub use state::{
     Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
     SchemaBuilder, Segment, Shape, Summarizable, Visitor,

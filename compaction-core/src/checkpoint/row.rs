@@ -1,9 +1,8 @@
-//! What every checkpoint backend shares: the row a checkpoint is saved as (its JSON and that
-//! JSON's own SHA-256), the check on the way back, and what a listing says about one. The
-//! backends (`sqlite/checkpoint.rs`, `postgres/checkpoint.rs`) only move these rows.
+//! What every checkpoint backend moves: the row a checkpoint is saved as ([`CheckpointRow`]:
+//! its JSON, that JSON's own SHA-256, its state type and the blobs it points at) and what a
+//! listing says about one ([`CheckpointInfo`]). Making a row from a `Compacted` and back is
+//! `codec.rs`; the backends (`backends/*/checkpoint.rs`, `memory.rs`) only store rows.
 
-use crate::checkpoint::compacted::Compacted;
-use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::store::ContentHash;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,12 +22,7 @@ pub struct CheckpointInfo {
 impl CheckpointInfo {
     /// A listing row: `saved_at_ms` in milliseconds since the Unix epoch, `size` in bytes
     /// (negative values, which no backend writes, read as 0).
-    pub(crate) fn from_row(
-        agent_id: String,
-        state_type: String,
-        saved_at_ms: i64,
-        size: i64,
-    ) -> Self {
+    pub fn from_row(agent_id: String, state_type: String, saved_at_ms: i64, size: i64) -> Self {
         CheckpointInfo {
             agent_id,
             state_type,
@@ -38,38 +32,58 @@ impl CheckpointInfo {
     }
 }
 
-/// A checkpoint as a backend stores it: its JSON, and the SHA-256 of exactly those bytes.
-pub(crate) struct CheckpointRow {
-    pub json: String,
-    pub sha256: String,
+/// A checkpoint as a backend stores it: the JSON of a [`Compacted`](crate::Compacted), the
+/// SHA-256 of exactly those bytes, the state type (for listings) and the blobs it points at
+/// (which a backend must hold before it saves the row, or a restart could not rehydrate it).
+///
+/// Rows are made by `save` on a [`CheckpointStore`](crate::checkpoint::CheckpointStore) from a
+/// sealed `Compacted`; a backend reads one back with [`stored`](Self::stored), unchecked:
+/// loading checks its bytes, its checksum and then its seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRow {
+    pub(crate) json: Vec<u8>,
+    pub(crate) sha256: Option<String>,
+    pub(crate) state_type: String,
+    pub(crate) blobs: Vec<ContentHash>,
 }
 
-/// Encodes `compacted` for saving; refuses a checkpoint whose seal is broken (`Integrity`), so
-/// no backend ever stores one that could not be restored.
-pub(crate) fn encode<S>(compacted: &Compacted<S>) -> Result<CheckpointRow, CompactionError> {
-    if !compacted.verify_seal() {
-        return Err(CompactionError::checkpoint_integrity());
+impl CheckpointRow {
+    /// A row as a backend read it back: the stored bytes and the stored checksum (`None` when
+    /// it is missing), as they are. A row read back carries no state type or blob list.
+    pub fn stored(json: Vec<u8>, sha256: Option<String>) -> CheckpointRow {
+        CheckpointRow {
+            json,
+            sha256,
+            state_type: String::new(),
+            blobs: Vec::new(),
+        }
     }
-    let json = serde_json::to_string(compacted).map_err(|e| CompactionError::Serialize {
-        field: CHECKPOINT_FIELD.into(),
-        message: e.to_string(),
-    })?;
-    let sha256 = ContentHash::of(json.as_bytes()).to_hex();
-    Ok(CheckpointRow { json, sha256 })
-}
 
-/// Decodes a stored row. Bytes that no longer parse are `Integrity`; bytes that parse but are
-/// not the ones saved (their stored SHA-256 does not match, or is missing) come back with a
-/// broken seal, so `verify_seal()` is `false` and `rehydrate` refuses them: the seal covers the
-/// content but not its spelling (hex case, escapes), the row checksum does.
-pub(crate) fn decode<S>(
-    json: &[u8],
-    sha256: Option<&str>,
-) -> Result<Compacted<S>, CompactionError> {
-    let mut compacted: Compacted<S> =
-        serde_json::from_slice(json).map_err(|_| CompactionError::checkpoint_integrity())?;
-    if sha256.and_then(ContentHash::from_hex) != Some(ContentHash::of(json)) {
-        compacted.seal = ContentHash::of(b"compaction: checkpoint bytes altered in storage");
+    /// The checkpoint's JSON, the bytes to store.
+    pub fn json(&self) -> &[u8] {
+        &self.json
     }
-    Ok(compacted)
+
+    /// The JSON as text: always for a row made from a `Compacted` (it is UTF-8), `None` for
+    /// stored bytes that are not.
+    pub fn json_text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.json).ok()
+    }
+
+    /// The SHA-256 of [`json`](Self::json), lowercase hex (for a row read back: what was
+    /// stored beside it, if anything).
+    pub fn sha256(&self) -> Option<&str> {
+        self.sha256.as_deref()
+    }
+
+    /// The Rust type of the compacted state (empty for a row read back).
+    pub fn state_type(&self) -> &str {
+        &self.state_type
+    }
+
+    /// The blobs the checkpoint points at, sorted and without repeats (empty for a row read
+    /// back): a backend refuses to save the row unless it holds every one.
+    pub fn blobs(&self) -> &[ContentHash] {
+        &self.blobs
+    }
 }

@@ -6,7 +6,7 @@
 mod backend;
 pub(crate) mod canonical;
 pub(crate) mod gc;
-mod memory;
+pub(crate) mod memory;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};

@@ -1,10 +1,14 @@
 //! Checkpoints: the latest `Compacted<S>` of each agent, so a killed agent resumes from it.
+//! [`SqliteStore`] is a [`CheckpointStore`] (no namespaces: one file, one tenant); the typed
+//! methods here are its synchronous form, for sync callers.
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::Compacted;
-use crate::checkpoint::{decode, encode, CheckpointInfo};
+use crate::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+};
 use crate::error::CompactionError;
+use crate::future::BoxFuture;
 use crate::store::StoreError;
 use rusqlite::{OptionalExtension, TransactionBehavior};
 
@@ -21,37 +25,8 @@ impl SqliteStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = encode(compacted)?;
-        let context = || format!("saving the checkpoint of agent `{agent_id}`");
-        let backend = |e| CompactionError::Store(self.store_error(context(), e));
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        for pointer in compacted.pointers() {
-            let hash = pointer.hash();
-            let present = tx
-                .query_row(
-                    "SELECT 1 FROM blobs WHERE hash = ?1",
-                    [hash.to_hex()],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(backend)?
-                .is_some();
-            if !present {
-                return Err(CompactionError::Store(StoreError::NotFound { hash }));
-            }
-        }
-        tx.execute(
-            "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
-                 json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-            rusqlite::params![agent_id, compacted.state_type, row.json, row.sha256, now_ms()],
-        )
-        .map_err(backend)?;
-        tx.commit().map_err(backend)
+        let row = CheckpointRow::encode(compacted)?;
+        Ok(self.save_row_now(agent_id, &row)?)
     }
 
     /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
@@ -65,26 +40,62 @@ impl SqliteStore {
         &self,
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
-        let row = {
-            let conn = self.db.lock();
-            conn.query_row(
+        match self.load_row_now(agent_id)? {
+            Some(row) => Ok(Some(row.decode()?)),
+            None => Ok(None),
+        }
+    }
+
+    fn save_row_now(&self, agent_id: &str, row: &CheckpointRow) -> Result<(), CheckpointError> {
+        let context = || format!("saving the checkpoint of agent `{agent_id}`");
+        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        for hash in row.blobs() {
+            let present = tx
+                .query_row(
+                    "SELECT 1 FROM blobs WHERE hash = ?1",
+                    [hash.to_hex()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(backend)?
+                .is_some();
+            if !present {
+                return Err(StoreError::NotFound { hash: *hash }.into());
+            }
+        }
+        tx.execute(
+            "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
+                 json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+            rusqlite::params![agent_id, row.state_type(), row.json_text(), row.sha256(), now_ms()],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
+
+    fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
+        let conn = self.db.lock();
+        let row = conn
+            .query_row(
                 "SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1",
                 [agent_id],
                 |row| Ok((raw_bytes(row.get_ref(0)?), raw_bytes(row.get_ref(1)?))),
             )
             .optional()
             .map_err(|e| {
-                CompactionError::Store(
-                    self.store_error(format!("loading the checkpoint of agent `{agent_id}`"), e),
-                )
-            })?
-        };
+                self.store_error(format!("loading the checkpoint of agent `{agent_id}`"), e)
+            })?;
         let Some((json, sha256)) = row else {
             return Ok(None);
         };
-        let json = json.ok_or_else(CompactionError::checkpoint_integrity)?;
+        let json = json.ok_or(CheckpointError::Integrity)?;
         let sha256 = sha256.and_then(|hex| String::from_utf8(hex).ok());
-        decode(&json, sha256.as_deref()).map(Some)
+        Ok(Some(CheckpointRow::stored(json, sha256)))
     }
 
     /// The saved checkpoints, by agent id.
@@ -119,5 +130,34 @@ impl SqliteStore {
             .map_err(|e| {
                 self.store_error(format!("deleting the checkpoint of agent `{agent_id}`"), e)
             })
+    }
+}
+
+impl CheckpointStore for SqliteStore {
+    fn namespace(&self) -> &str {
+        ""
+    }
+
+    fn save_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move { self.save_row_now(agent_id, row) })
+    }
+
+    fn load_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
+        Box::pin(async move { self.load_row_now(agent_id) })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {
+        Box::pin(async move { Ok(self.list_checkpoints()?) })
+    }
+
+    fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        Box::pin(async move { Ok(self.delete_checkpoint(agent_id)?) })
     }
 }

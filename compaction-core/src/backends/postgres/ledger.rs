@@ -79,7 +79,7 @@ impl PgLedgerError {
 /// code (a command-line tool, the `migration_agent` example) runs them with
 /// [`compaction::block_on`](crate::block_on).
 ///
-/// Like [`SqliteLedger`](crate::sqlite::SqliteLedger), records live in scopes (one per
+/// Like [`SqliteLedger`](crate::SqliteLedger), records live in scopes (one per
 /// `#[effect]` field); a handle works in one (`""` for [`connect`](Self::connect); see
 /// [`scope`](Self::scope)), and the [`EffectLedger`] trait takes the scope as an argument.
 ///

@@ -55,7 +55,7 @@ impl ToSql for Hidden<'_> {
 /// `client.query(&stmt, hidden![namespace, key]).await`.
 macro_rules! hidden {
     ($($param:expr),* $(,)?) => {
-        &[$(&$crate::postgres::hidden::Hidden(&$param)
+        &[$(&$crate::backends::postgres::hidden::Hidden(&$param)
             as &(dyn tokio_postgres::types::ToSql + Sync)),*]
     };
 }
