@@ -54,14 +54,14 @@ pub use compaction_core::{
 // Stores: content-addressed blobs behind pointers.
 pub use compaction_core::store::POINTER_PREFIX;
 pub use compaction_core::{
-    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError,
+    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreAdmin, StoreError,
 };
 
 // Effects: exact statuses, and the ledgers that hold them (with their histories, and the
 // check of a status against its history).
 pub use compaction_core::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
-    EffectRecords, EffectStatus, MemoryLedger, SyncSummary, Transition,
+    EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
 };
 
 // Transcripts: the conversation as typed state (the planner's details are in `transcript`).

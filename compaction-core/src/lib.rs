@@ -44,7 +44,7 @@ pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
 pub use effects::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
-    EffectRecords, EffectStatus, MemoryLedger, SyncSummary, Transition,
+    EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
@@ -66,7 +66,7 @@ pub use state::{
 };
 pub use store::{
     summary_cache_problem, AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store,
-    StoreError,
+    StoreAdmin, StoreError,
 };
 pub use summaries::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};

@@ -54,8 +54,8 @@ impl From<CheckpointError> for CompactionError {
 /// A backend implements the four operations on rows; callers save and load typed checkpoints
 /// with `save` and `load` on the trait object (`&dyn CheckpointStore`, `Arc<dyn
 /// CheckpointStore>`), which encode, check and decode the rows the same way for every backend.
-/// (`SqliteStore` and `PgStore` also keep their synchronous `save_checkpoint` and
-/// `load_checkpoint`.)
+/// (`SqliteStore` also has synchronous `save_checkpoint` and `load_checkpoint`; `PgStore`'s are
+/// `async`, like every method of it that talks to the server.)
 ///
 /// ```
 /// use compaction::{Compactable, CheckpointStore, Compactor, MemoryStore};

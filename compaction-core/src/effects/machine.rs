@@ -143,6 +143,25 @@ pub fn reconcile(
     Ok(Change::moved(current, status, EffectOp::Reconcile))
 }
 
+/// An operator's settlement: [`reconcile`] that, with `only_unknown`, refuses a key that is not
+/// `unknown` ([`EffectError::NotInFlight`], its status says which).
+pub fn settled(
+    current: Option<&Effect>,
+    key: &str,
+    status: EffectStatus,
+    only_unknown: bool,
+) -> Result<Change, EffectError> {
+    if let Some(current) = current.filter(|_| only_unknown) {
+        if current.status != EffectStatus::Unknown {
+            return Err(EffectError::NotInFlight {
+                key: key.into(),
+                status: current.status,
+            });
+        }
+    }
+    reconcile(current, key, status)
+}
+
 /// `set_payload`: stores a tool's result on a recorded key.
 pub fn set_payload(
     current: Option<&Effect>,

@@ -5,7 +5,9 @@ use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::machine;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::{Change, SyncSummary, SyncVerdict, Transition};
+use crate::effects::transition::{
+    AnnotatedTransition, Change, Settlement, SyncSummary, SyncVerdict, Transition,
+};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,7 +39,7 @@ pub struct MemoryLedger {
 #[derive(Debug, Default)]
 struct Scopes {
     logs: BTreeMap<String, EffectLog>,
-    history: BTreeMap<(String, String), Vec<Transition>>,
+    history: BTreeMap<(String, String), Vec<AnnotatedTransition>>,
 }
 
 impl MemoryLedger {
@@ -58,7 +60,15 @@ impl MemoryLedger {
         key: &str,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
-        self.lock().apply(scope, key, transition)
+        self.lock().apply(scope, key, None, transition)
+    }
+
+    fn history_of(&self, scope: &str, key: &str) -> Vec<AnnotatedTransition> {
+        self.lock()
+            .history
+            .get(&(scope.to_string(), key.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn ready<T: Send + 'static>(
@@ -73,6 +83,7 @@ impl Scopes {
         &mut self,
         scope: &str,
         key: &str,
+        note: Option<(&str, &str)>,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
         machine::check_key(scope, key)?;
@@ -87,7 +98,11 @@ impl Scopes {
             history
                 .entry((scope.to_string(), key.to_string()))
                 .or_default()
-                .push(Transition::now(key, event));
+                .push(AnnotatedTransition {
+                    transition: Transition::now(key, event),
+                    actor: note.map(|(actor, _)| actor.to_owned()),
+                    note: note.map(|(_, note)| note.to_owned()),
+                });
         }
         Ok(())
     }
@@ -197,7 +212,7 @@ impl EffectLedger for MemoryLedger {
         for effect in log {
             let key = effect.idempotency_key.as_str();
             let mut verdict = SyncVerdict::Unchanged;
-            let applied = scopes.apply(scope, key, |current| {
+            let applied = scopes.apply(scope, key, None, |current| {
                 let (change, v) = machine::sync(current, effect);
                 verdict = v;
                 Ok(change)
@@ -215,13 +230,28 @@ impl EffectLedger for MemoryLedger {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, EffectError>> {
-        let history = self
-            .lock()
-            .history
-            .get(&(scope.to_string(), key.to_string()))
-            .cloned()
-            .unwrap_or_default();
-        Self::ready(Ok(history))
+        let history = self.history_of(scope, key);
+        Self::ready(Ok(history.into_iter().map(|a| a.transition).collect()))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        let note = Some((settlement.actor.as_str(), settlement.note.as_str()));
+        Self::ready(self.lock().apply(scope, key, note, |current| {
+            machine::settled(current, key, settlement.status, settlement.only_unknown)
+        }))
+    }
+
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, EffectError>> {
+        Self::ready(Ok(self.history_of(scope, key)))
     }
 }
 

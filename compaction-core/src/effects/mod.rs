@@ -23,4 +23,4 @@ pub use error::EffectError;
 pub use ledger::EffectLedger;
 pub use memory::MemoryLedger;
 pub use record::{Effect, EffectLog, EffectRecords, EffectStatus};
-pub use transition::{AnnotatedTransition, SyncSummary, Transition};
+pub use transition::{AnnotatedTransition, Settlement, SyncSummary, Transition};

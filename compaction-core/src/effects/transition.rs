@@ -183,3 +183,40 @@ pub struct AnnotatedTransition {
     /// Why: what the operator checked.
     pub note: Option<String>,
 }
+
+/// What an operator found when settling an effect ([`EffectLedger::settle`]): the status the
+/// outside world shows, who checked and what they checked.
+///
+/// [`EffectLedger::settle`]: crate::effects::EffectLedger::settle
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// The status to record.
+    pub status: EffectStatus,
+    /// Who settled it (an operator's name).
+    pub actor: String,
+    /// What they checked.
+    pub note: String,
+    /// Refuse a key that is not `unknown` ([`EffectError::NotInFlight`]) instead of
+    /// overwriting its status.
+    ///
+    /// [`EffectError::NotInFlight`]: crate::effects::EffectError::NotInFlight
+    pub only_unknown: bool,
+}
+
+impl Settlement {
+    /// The settlement of an `unknown` key to `status` by `actor`, who checked `note`.
+    pub fn of_unknown(status: EffectStatus, actor: &str, note: &str) -> Settlement {
+        Settlement {
+            status,
+            actor: actor.to_owned(),
+            note: note.to_owned(),
+            only_unknown: true,
+        }
+    }
+
+    /// The same settlement for a key in any status (`--force`).
+    pub fn forced(mut self) -> Settlement {
+        self.only_unknown = false;
+        self
+    }
+}

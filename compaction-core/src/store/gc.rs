@@ -3,6 +3,7 @@
 //! which blobs a checkpoint keeps, and which summary cache entries are worth keeping (the
 //! rules are on [`GcOptions`]).
 use crate::checkpoint::Compacted;
+use crate::future::BoxFuture;
 use crate::store::{ContentHash, StoreError};
 use crate::summaries::cache::{inspect_entry, Inspected};
 use std::collections::HashSet;
@@ -169,6 +170,28 @@ pub enum GcError {
 
 /// Progress of a long operation: `(done, total)` items of the current phase.
 pub type Progress<'a> = &'a mut (dyn FnMut(usize, usize) + Send);
+
+/// Operator access to a durable store: what it holds, and its garbage collection under
+/// [the rules](GcOptions#the-rules). `SqliteStore` and `PgStore` implement it (their inherent
+/// methods of the same names are the same operations), so an operator's tool (`compaction
+/// verify`, `compaction gc`) works on either through `&dyn StoreAdmin`. Object-safe, with boxed
+/// `Send` futures, like [`EffectLedger`](crate::effects::EffectLedger).
+pub trait StoreAdmin: Send + Sync {
+    /// Every stored blob: address, size and time, by address.
+    fn blobs(&self) -> BoxFuture<'_, Result<Vec<BlobInfo>, StoreError>>;
+
+    /// Every named entry (the summary cache's among them): name, size and time, by name.
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<EntryInfo>, StoreError>>;
+
+    /// Removes the blobs no saved checkpoint refers to and the summary cache entries no longer
+    /// worth keeping ([the rules](GcOptions#the-rules)), calling `progress(done, total)` while
+    /// it goes; on a dry run, only reports what it would remove.
+    fn collect_garbage<'a>(
+        &'a self,
+        options: &'a GcOptions,
+        progress: Progress<'a>,
+    ) -> BoxFuture<'a, Result<GcReport, GcError>>;
+}
 
 /// Milliseconds since the Unix epoch of `time` (0 before it).
 pub(crate) fn millis(time: SystemTime) -> i64 {

@@ -10,7 +10,9 @@ pub(crate) mod memory;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
-pub use gc::{summary_cache_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+pub use gc::{
+    summary_cache_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
+};
 pub use memory::MemoryStore;
 
 use serde::{Deserialize, Serialize};

@@ -13,9 +13,11 @@ use super::db::Db;
 use super::error::Cause;
 use super::hidden::hidden;
 use super::store::PgStore;
+use crate::future::BoxFuture;
 use crate::store::gc::{candidates, entry_is_garbage, time_of, Referenced};
 use crate::store::{
-    BlobInfo, ContentHash, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreError,
+    BlobInfo, ContentHash, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
+    StoreError,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -244,6 +246,25 @@ impl PgStore {
         report.freed_entry_bytes += removed.iter().map(|e| e.size).sum::<u64>();
         report.removed_entries.extend(removed);
         Ok(())
+    }
+}
+
+/// The trait form, for an operator's tool on any backend: the operations above.
+impl StoreAdmin for PgStore {
+    fn blobs(&self) -> BoxFuture<'_, Result<Vec<BlobInfo>, StoreError>> {
+        Box::pin(PgStore::blobs(self))
+    }
+
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<EntryInfo>, StoreError>> {
+        Box::pin(PgStore::entries(self))
+    }
+
+    fn collect_garbage<'a>(
+        &'a self,
+        options: &'a GcOptions,
+        progress: Progress<'a>,
+    ) -> BoxFuture<'a, Result<GcReport, GcError>> {
+        Box::pin(self.collect_garbage_with_progress(options, progress))
     }
 }
 

@@ -3,16 +3,14 @@
 
 use super::db::Db;
 use super::error::PgError;
-use super::ledger_ops::Step;
 use super::PgOptions;
 use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
-use crate::effects::machine;
 use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
-use crate::effects::transition::AnnotatedTransition;
 use crate::effects::transition::SyncSummary;
 use crate::effects::transition::Transition;
+use crate::effects::transition::{AnnotatedTransition, Settlement};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -220,28 +218,13 @@ impl PgLedger {
         actor: &str,
         only_unknown: bool,
     ) -> Result<(), PgLedgerError> {
-        machine::check_key(&self.scope, key)?;
-        let owned = key.to_string();
-        let step = Step::new(move |current: Option<&Effect>| {
-            if let Some(current) = current.filter(|_| only_unknown) {
-                if current.status != EffectStatus::Unknown {
-                    return Err(EffectError::NotInFlight {
-                        key: owned.clone(),
-                        status: current.status,
-                    });
-                }
-            }
-            machine::reconcile(current, &owned, status)
-        })
-        .settling()
-        .with_note(actor, note);
-        self.transition(
-            format!("reconciling effect `{key}`"),
-            &self.scope,
-            key,
-            step,
-        )
-        .await
+        let settlement = Settlement {
+            status,
+            actor: actor.to_owned(),
+            note: note.to_owned(),
+            only_unknown,
+        };
+        EffectLedger::settle(self, &self.scope, key, &settlement).await
     }
 
     /// Sets the payload (a tool's result) of `key`.
@@ -302,6 +285,6 @@ impl PgLedger {
         &self,
         key: &str,
     ) -> Result<Vec<AnnotatedTransition>, PgLedgerError> {
-        self.annotated_in(&self.scope, key).await
+        EffectLedger::annotated_history(self, &self.scope, key).await
     }
 }

@@ -13,8 +13,8 @@ use crate::effects::ledger::EffectLedger;
 use crate::effects::machine;
 use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
-use crate::effects::transition::AnnotatedTransition;
 use crate::effects::transition::Transition;
+use crate::effects::transition::{AnnotatedTransition, Settlement};
 use crate::effects::transition::{Change, SyncSummary};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
@@ -32,14 +32,14 @@ type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sy
 
 /// One state machine step on one key: the decision, whether the stored status must match its
 /// history first (every operation but an operator's settlement), and an operator's note.
-pub(super) struct Step {
+struct Step {
     decide: Box<Decide>,
     guarded: bool,
     note: Option<(String, String)>,
 }
 
 impl Step {
-    pub(super) fn new(
+    fn new(
         decide: impl Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sync + 'static,
     ) -> Step {
         Step {
@@ -51,13 +51,13 @@ impl Step {
 
     /// An operator's settlement: it may act on a key whose status its history does not
     /// explain (that is how such a key is repaired), and records what it found.
-    pub(super) fn settling(mut self) -> Step {
+    fn settling(mut self) -> Step {
         self.guarded = false;
         self
     }
 
     /// Keeps who made the step and why with its event.
-    pub(super) fn with_note(mut self, actor: &str, note: &str) -> Step {
+    fn with_note(mut self, actor: &str, note: &str) -> Step {
         self.note = Some((actor.to_owned(), note.to_owned()));
         self
     }
@@ -91,11 +91,7 @@ impl PgLedger {
         )
     }
 
-    pub(super) fn annotated_in(
-        &self,
-        scope: &str,
-        key: &str,
-    ) -> Pending<'static, Vec<AnnotatedTransition>> {
+    fn annotated_in(&self, scope: &str, key: &str) -> Pending<'static, Vec<AnnotatedTransition>> {
         if machine::check_key(scope, key).is_err() {
             return ready(Vec::new());
         }
@@ -109,7 +105,7 @@ impl PgLedger {
 
     /// One state machine step of `key` in `scope`, in one transaction (retried when a
     /// concurrent one made it roll back).
-    pub(super) fn transition(
+    fn transition(
         &self,
         context: String,
         scope: &str,
@@ -323,6 +319,30 @@ impl EffectLedger for PgLedger {
         self.run("syncing an effect log".into(), move |db| async move {
             retrying(|| sync_once(&db, &scope, &log)).await
         })
+    }
+
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> Pending<'a, ()> {
+        let owned = key.to_string();
+        let (status, only_unknown) = (settlement.status, settlement.only_unknown);
+        let step = Step::new(move |current: Option<&Effect>| {
+            machine::settled(current, &owned, status, only_unknown)
+        })
+        .settling()
+        .with_note(&settlement.actor, &settlement.note);
+        self.transition(format!("reconciling effect `{key}`"), scope, key, step)
+    }
+
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> Pending<'a, Vec<AnnotatedTransition>> {
+        self.annotated_in(scope, key)
     }
 
     fn history<'a>(&'a self, scope: &'a str, key: &'a str) -> Pending<'a, Vec<Transition>> {

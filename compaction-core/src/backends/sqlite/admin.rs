@@ -4,8 +4,9 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
+use crate::future::BoxFuture;
 use crate::store::gc::{candidates, entry_is_garbage, time_of, Referenced};
-use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin};
 use crate::store::{ContentHash, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
@@ -163,6 +164,28 @@ impl SqliteStore {
         prune_entries(&tx, cutoff, false, &mut report, blob_present).map_err(map)?;
         tx.commit().map_err(map)?;
         Ok(report)
+    }
+}
+
+/// The trait form, for an operator's tool on any backend: the operations above, each a ready
+/// future (one local transaction at a time).
+impl StoreAdmin for SqliteStore {
+    fn blobs(&self) -> BoxFuture<'_, Result<Vec<BlobInfo>, StoreError>> {
+        Box::pin(std::future::ready(SqliteStore::blobs(self)))
+    }
+
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<EntryInfo>, StoreError>> {
+        Box::pin(std::future::ready(SqliteStore::entries(self)))
+    }
+
+    fn collect_garbage<'a>(
+        &'a self,
+        options: &'a GcOptions,
+        progress: Progress<'a>,
+    ) -> BoxFuture<'a, Result<GcReport, GcError>> {
+        Box::pin(std::future::ready(
+            self.collect_garbage_with_progress(options, progress),
+        ))
     }
 }
 

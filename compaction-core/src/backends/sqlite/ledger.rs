@@ -8,7 +8,9 @@ use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::machine;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::{Change, SyncSummary, Transition};
+use crate::effects::transition::{
+    AnnotatedTransition, Change, Settlement, SyncSummary, Transition,
+};
 use crate::future::BoxFuture;
 use rusqlite::{Connection, TransactionBehavior};
 use std::collections::BTreeMap;
@@ -302,7 +304,7 @@ impl SqliteLedger {
         key: &str,
         status: EffectStatus,
     ) -> Result<(), SqliteLedgerError> {
-        self.settle(scope, key, status, None, false)
+        self.settle_in(scope, key, status, None, false)
     }
 
     fn set_payload_in(
@@ -505,6 +507,25 @@ impl EffectLedger for SqliteLedger {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, SqliteLedgerError>> {
         ready(self.history_in(scope, key))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
+        let note = Some((settlement.actor.as_str(), settlement.note.as_str()));
+        let (status, only_unknown) = (settlement.status, settlement.only_unknown);
+        ready(self.settle_in(scope, key, status, note, only_unknown))
+    }
+
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, SqliteLedgerError>> {
+        ready(self.annotated_in(scope, key))
     }
 }
 

@@ -3,7 +3,6 @@
 
 use super::super::ledger_rows::{load_history, load_one, store_change, TxError};
 use super::{SqliteLedger, SqliteLedgerError};
-use crate::effects::error::EffectError;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
 use crate::effects::transition::AnnotatedTransition;
@@ -68,13 +67,13 @@ impl SqliteLedger {
         actor: &str,
         only_unknown: bool,
     ) -> Result<(), SqliteLedgerError> {
-        self.settle(&self.scope, key, status, Some((actor, note)), only_unknown)
+        self.settle_in(&self.scope, key, status, Some((actor, note)), only_unknown)
     }
 
     /// An operator's settlement of `key` (any status to any status, or from `unknown` only),
     /// with who and why when given, in one transaction. It is the one step that may act on a
     /// key whose status its history does not explain: that is how such a key is repaired.
-    pub(super) fn settle(
+    pub(super) fn settle_in(
         &self,
         scope: &str,
         key: &str,
@@ -85,16 +84,7 @@ impl SqliteLedger {
         machine::check_key(scope, key)?;
         self.write(format!("reconciling effect `{key}`"), |tx| {
             let current = load_one(tx, scope, key)?;
-            if let Some(current) = current.as_ref().filter(|_| only_unknown) {
-                if current.status != EffectStatus::Unknown {
-                    return Err(EffectError::NotInFlight {
-                        key: key.into(),
-                        status: current.status,
-                    }
-                    .into());
-                }
-            }
-            let change = machine::reconcile(current.as_ref(), key, status)?;
+            let change = machine::settled(current.as_ref(), key, status, only_unknown)?;
             store_change(tx, scope, key, current.is_some(), change, note)
         })
     }
