@@ -2,12 +2,12 @@
 //! `verify.rs`).
 
 use crate::fail::{Exit, Failure, Outcome};
-use crate::output::{count, print_json, printable, progress};
+use crate::output::{count, json_safe, print_json, printable, printable_lines, progress};
 use crate::target::{Access, Database};
 use compaction::sqlite::{GcError, GcOptions};
 use compaction::{block_on, Pointer, StoreError};
 use serde_json::{json, Value};
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// `compaction resolve DB POINTER`.
@@ -57,9 +57,15 @@ pub fn resolve(db: &Database, pointer: &str, as_json: bool) -> Outcome {
         Some(value) => writeln!(
             stdout,
             "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_default()
+            json_safe(&serde_json::to_string_pretty(&value).unwrap_or_default())
         ),
-        // Not JSON: the bytes as they are (text, or binary for a pipe).
+        // Not JSON, on a terminal: text with every control and bidi character escaped.
+        None if std::io::stdout().is_terminal() => writeln!(
+            stdout,
+            "{}",
+            printable_lines(&String::from_utf8_lossy(&bytes))
+        ),
+        // Not JSON, into a pipe or a file: the bytes as they are.
         None => stdout.write_all(&bytes),
     };
     written

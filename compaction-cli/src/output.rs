@@ -193,12 +193,12 @@ pub fn write_stdout(text: &str) {
     }
 }
 
-/// `1 blob`, `2 blobs`.
+/// `1 blob`, `2 blobs`, `2 entries`.
 pub fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
+    match noun.strip_suffix('y') {
+        _ if n == 1 => format!("1 {noun}"),
+        Some(stem) => format!("{n} {stem}ies"),
+        None => format!("{n} {noun}s"),
     }
 }
 

@@ -155,12 +155,11 @@ impl Database {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::*;
 
     #[test]
-    #[cfg(feature = "postgres")]
     fn passwords_never_reach_messages() {
         // tokio-postgres reads the first `@` as the end of the login: the rest of this
         // password would be the host. Such a string is not shown at all.
