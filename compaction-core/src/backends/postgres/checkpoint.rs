@@ -6,6 +6,7 @@
 use super::error::Cause;
 use super::hidden::hidden;
 use super::store::PgStore;
+use crate::checkpoint::check_agent_id;
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
 };
@@ -62,7 +63,12 @@ impl PgStore {
 
     /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
     /// The blobs it pointed at stay (other checkpoints may share them).
+    /// No checkpoint is ever saved under an id with a NUL character, so there is none to
+    /// delete.
     pub async fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        if check_agent_id(agent_id).is_err() {
+            return Ok(false);
+        }
         self.delete_task(agent_id).await
     }
 
@@ -71,6 +77,7 @@ impl PgStore {
         agent_id: &str,
         row: &CheckpointRow,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
         let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
         let json = row.json_text().map(str::to_owned);
         let sha256 = row.sha256().map(str::to_owned);
@@ -117,6 +124,9 @@ impl PgStore {
             Ok(Saved::Done)
         });
         async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
             match saved.await? {
                 Saved::Done => Ok(()),
                 Saved::MissingBlob(hash) => Err(StoreError::NotFound { hash }.into()),
@@ -128,6 +138,7 @@ impl PgStore {
         &self,
         agent_id: &str,
     ) -> impl Future<Output = Result<Option<CheckpointRow>, CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
         let agent = agent_id.to_string();
         let context = format!("loading the checkpoint of agent `{agent_id}`");
         let row = self.run(context, move |db| async move {
@@ -145,6 +156,9 @@ impl PgStore {
             })
         });
         async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
             Ok(row
                 .await?
                 .map(|(json, sha256)| CheckpointRow::stored(json.into_bytes(), Some(sha256))))
@@ -221,7 +235,13 @@ impl CheckpointStore for PgStore {
     }
 
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let refused = check_agent_id(agent_id).err();
         let deleted = self.delete_task(agent_id);
-        Box::pin(async move { Ok(deleted.await?) })
+        Box::pin(async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            Ok(deleted.await?)
+        })
     }
 }
