@@ -192,9 +192,8 @@ impl PgStore {
                     .query(
                         "SELECT name, bytes, updated_at_ms FROM compaction.entries
                          WHERE namespace = $1 AND name LIKE 'summary-cache/%'
-                             AND updated_at_ms <= $2
                          ORDER BY name",
-                        hidden![db.namespace(), cutoff],
+                        hidden![db.namespace()],
                     )
                     .await?;
                 let entries: Vec<(String, Vec<u8>, i64)> = rows
