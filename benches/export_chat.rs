@@ -1,38 +1,26 @@
-//! Writes the transcript bench's conversation as OpenAI chat messages (JSON) for the Python
-//! peer (`benches/peers/trim_messages.py`): `cargo run -p compaction-benches --example
-//! export_chat -- OUT.json [MESSAGES]`.
+//! Writes a transcript bench's conversation as OpenAI chat messages (JSON) for the Python
+//! peer (`benches/peers/trim_messages.py`):
+//! `cargo run --release -p compaction-benches --example export_chat -- OUT.json [coding|chat-heavy] [MESSAGES]`
+//! (default: the coding conversation of 10,000 messages). The same generators and seeds as
+//! `benches/transcript.rs`, so both sides see the same messages.
 
-use compaction::Role;
-use compaction_fixtures::chat;
+use compaction_fixtures::chat::{self, openai_message, ChatHeavy};
 use serde_json::{json, Value};
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let out = args.next().expect("usage: export_chat OUT.json [MESSAGES]");
+    let out = args
+        .next()
+        .expect("usage: export_chat OUT.json [coding|chat-heavy] [MESSAGES]");
+    let kind = args.next().unwrap_or_else(|| "coding".into());
     let length = args.next().map_or(10_000, |n| n.parse().expect("a count"));
-    let agent = chat::session(length, 10);
-    let messages: Vec<Value> = agent
-        .chat
-        .iter()
-        .map(|m| {
-            let mut value = json!({ "role": m.role.as_str(), "content": m.content });
-            if !m.tool_calls.is_empty() {
-                value["tool_calls"] = m
-                    .tool_calls
-                    .iter()
-                    .map(|c| {
-                        json!({ "id": c.id, "type": "function", "function": {
-                        "name": c.name, "arguments": c.arguments.to_string() } })
-                    })
-                    .collect();
-            }
-            if m.role == Role::Tool {
-                value["tool_call_id"] = json!(m.tool_call_id);
-            }
-            value
-        })
-        .collect();
-    let file = json!({ "budget": 32_000, "messages": messages });
+    let agent = match kind.as_str() {
+        "coding" => chat::session(length, 10),
+        "chat-heavy" => ChatHeavy::new(20).agent(length),
+        other => panic!("unknown conversation {other}: coding or chat-heavy"),
+    };
+    let messages: Vec<Value> = agent.chat.iter().map(openai_message).collect();
+    let file = json!({ "budget": 32_000, "conversation": kind, "messages": messages });
     std::fs::write(&out, serde_json::to_vec(&file).expect("serializes")).expect("writes");
-    println!("{} messages -> {out}", messages.len());
+    println!("{} {kind} messages -> {out}", messages.len());
 }

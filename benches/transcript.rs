@@ -1,110 +1,305 @@
-//! Transcript benchmarks (issue 10): compact a 10,000-message conversation (30% tool results)
-//! to 32k tokens, then re-compact it after one appended message (goal: at most 0.2x the first).
+//! Transcript benchmarks (issues 10 and 20), 32k-token budget for the whole request:
+//!
+//! - the coding conversation (`fixtures/src/chat.rs`, `session`: 10,000 messages, 30% tool
+//!   results, writes recorded as effects);
+//! - the chat-heavy one (`ChatHeavy`: about 39% short user messages, each answered or followed
+//!   by one call and its result) at 1,000, 10,000 and 100,000 messages.
+//!
+//! For each: the first compaction (a new compactor: empty caches, empty store) and the
+//! re-compaction after one appended turn (the same compactor compacted the conversation, then
+//! the turn is pushed onto *that* transcript: a planner that keeps state by transcript sees an
+//! append, not a new conversation). `main` checks and prints, untimed, what the timings cannot:
+//! whether each compaction succeeds (a refusal is printed, and the timings then measure the
+//! time to refuse), the planner state the compactor keeps per message (live heap it retains,
+//! store blobs excluded, counted by this binary's allocator) and the tokens of the smallest
+//! transcript (the planner's floor).
 //!
 //! ```text
 //! cargo bench -p compaction-benches --bench transcript
+//! cargo bench -p compaction-benches --bench transcript -- chat   # one group (divan filter)
 //! COMPACTION_BENCH_TINY=1 cargo bench -p compaction-benches --bench transcript -- --sample-count 1   # smoke run
-//! python3 benches/peers/trim_messages.py   # LangChain's trim_messages on the same messages
+//! python3 benches/peers/trim_messages.py   # LangChain's trim_messages on the same messages, same run
 //! ```
-//!
-//! `main` checks the result first (within budget, pairs kept, rehydrates to the input) and
-//! prints what the compaction did, so a number is never measured on a wrong answer.
 
 use compaction::transcript::chat_tokens;
-use compaction::{Compactor, Extractive, MemoryStore, Message, NoReacquire, Tokenizer};
-use compaction_fixtures::chat::{self, ChatAgent};
+use compaction::{
+    CompactionError, Compactor, Extractive, MemoryStore, Message, NoReacquire, Role, Tokenizer,
+};
+use compaction_fixtures::chat::{self, ChatAgent, ChatHeavy};
 use divan::Bencher;
-use std::sync::LazyLock;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+/// Counts live heap bytes (planner state per message).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to `System` unchanged; only a counter is updated.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = System.realloc(ptr, layout, new_size);
+        if !p.is_null() {
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 
 /// The request budget, the whole `messages()` list by the chat formula.
 pub const BUDGET: usize = 32_000;
 
-/// Messages in the conversation (300 on the smoke run: enough to need compaction).
-fn length() -> usize {
-    if std::env::var_os("COMPACTION_BENCH_TINY").is_some() {
+fn tiny() -> bool {
+    std::env::var_os("COMPACTION_BENCH_TINY").is_some()
+}
+
+/// Messages of the coding conversation (300 on the smoke run: enough to need compaction).
+fn coding_length() -> usize {
+    if tiny() {
         300
     } else {
         10_000
     }
 }
 
-/// The conversation, and the same plus one user message.
-static BASE: LazyLock<ChatAgent> = LazyLock::new(|| chat::session(length(), 10));
-static GROWN: LazyLock<ChatAgent> = LazyLock::new(|| {
-    let mut grown = BASE.clone();
-    grown
-        .chat
-        .push(Message::user("And now the integration tests, please."));
-    grown
+/// The chat-heavy sizes the benches name; 10, 50 and 250 messages on the smoke run (CI time).
+fn chat_length(named: usize) -> usize {
+    match (tiny(), named) {
+        (false, _) => named,
+        (true, 1_000) => 10,
+        (true, 10_000) => 50,
+        (true, _) => 250,
+    }
+}
+
+/// A conversation and the turn appended to it.
+struct Case {
+    base: ChatAgent,
+    turn: Vec<Message>,
+}
+
+static CODING: LazyLock<Case> = LazyLock::new(|| Case {
+    base: chat::session(coding_length(), 10),
+    turn: vec![
+        Message::user("And now the integration tests, please."),
+        Message::assistant("Running them now; the two flaky ones first."),
+    ],
 });
 
-fn compactor() -> Compactor {
+/// The chat-heavy cases, built on first use (100,000 messages are about 200 MB).
+fn chat_case(named: usize) -> Arc<Case> {
+    static CASES: LazyLock<Mutex<HashMap<usize, Arc<Case>>>> = LazyLock::new(Default::default);
+    let mut cases = CASES.lock().expect("not poisoned");
+    cases
+        .entry(named)
+        .or_insert_with(|| {
+            let mut generator = ChatHeavy::new(20);
+            let base = generator.agent(chat_length(named));
+            Arc::new(Case {
+                base,
+                turn: generator.turn(),
+            })
+        })
+        .clone()
+}
+
+fn compactor_with(budget: usize, store: MemoryStore) -> Compactor {
     Compactor::builder()
-        .budget(BUDGET)
+        .budget(budget)
         .token_counter(Tokenizer::O200kBase)
         .summarizer(Extractive)
-        .store(MemoryStore::new())
+        .store(store)
         .build()
         .expect("valid configuration")
 }
 
-fn main() {
-    let base = &*BASE;
-    let bytes: usize = base.chat.iter().map(|m| m.content.len()).sum();
-    let tools = base
-        .chat
-        .iter()
-        .filter(|m| m.role == compaction::Role::Tool)
-        .count();
-    println!(
-        "transcript: {} messages ({tools} tool results), {bytes} content bytes, {} tokens (chat formula)",
-        base.chat.len(),
-        chat_tokens(base.chat.messages(), &Tokenizer::O200kBase)
-    );
+fn compactor() -> Compactor {
+    compactor_with(BUDGET, MemoryStore::new())
+}
+
+/// A compactor that compacted a copy of `case.base`, and that copy with the turn pushed onto
+/// it (the same transcript value, so a planner that keeps state by transcript sees an append).
+fn compacted_then_grown(case: &Case) -> (Compactor, ChatAgent) {
     let compactor = compactor();
-    for agent in [base, &*GROWN] {
-        let compacted = compactor.compact_blocking(agent).expect("compacts");
-        let messages = compacted.messages();
-        let tokens = chat_tokens(&messages, &Tokenizer::O200kBase);
-        assert!(tokens <= BUDGET, "{tokens} > {BUDGET}");
-        let sent: compaction::Transcript = messages[1..].iter().cloned().collect();
-        sent.validate().expect("no orphaned call or result");
-        let back: ChatAgent = compactor
-            .rehydrate_blocking(&compacted, &NoReacquire)
-            .expect("rehydrates");
-        assert_eq!(&back, agent, "rehydrates to the input");
-        println!("{tokens} tokens sent; {}", compacted.report());
+    let mut agent = case.base.clone();
+    let _ = compactor.compact_blocking(&agent);
+    for message in &case.turn {
+        agent.chat.push(message.clone());
+    }
+    (compactor, agent)
+}
+
+fn main() {
+    let named: &[usize] = &[1_000, 10_000, 100_000];
+    println!("budget {BUDGET} tokens for the whole request (chat formula, o200k)");
+    describe("coding", &CODING);
+    for &n in named {
+        describe(&format!("chat-heavy {n}"), &chat_case(n));
     }
     divan::main();
 }
 
-/// The first compaction: a new compactor (empty caches, empty store).
+/// Prints, untimed: the conversation; whether the first compaction and the re-compaction
+/// succeed (checked: within budget, valid on the wire, rehydrates to the input); the planner
+/// state the compactor keeps per message; the smallest transcript's tokens.
+fn describe(name: &str, case: &Case) {
+    let base = &case.base;
+    let messages = base.chat.messages();
+    let bytes: usize = messages.iter().map(|m| m.content.len()).sum();
+    let count = |role: Role| messages.iter().filter(|m| m.role == role).count();
+    println!(
+        "{name}: {} messages ({} user, {} tool results), {bytes} content bytes, {} tokens (chat formula)",
+        messages.len(),
+        count(Role::User),
+        count(Role::Tool),
+        chat_tokens(messages, &Tokenizer::O200kBase)
+    );
+    let store = MemoryStore::new();
+    let compactor = compactor_with(BUDGET, store.clone());
+    let live_before = LIVE.load(Ordering::Relaxed);
+    let mut agent = base.clone();
+    let transcript_bytes = LIVE.load(Ordering::Relaxed) - live_before;
+    let first = check(&compactor, &agent);
+    let before_turn = LIVE.load(Ordering::Relaxed);
+    for message in &case.turn {
+        agent.chat.push(message.clone());
+    }
+    let turn_bytes = LIVE.load(Ordering::Relaxed) - before_turn;
+    let again = check(&compactor, &agent);
+    println!("  first compaction: {first}\n  after one more turn: {again}");
+    let stored: usize = store
+        .hashes()
+        .iter()
+        .filter_map(|h| store.raw(h))
+        .map(|b| b.len())
+        .sum();
+    let live = LIVE.load(Ordering::Relaxed) as isize;
+    let retained = live - (live_before + transcript_bytes + turn_bytes) as isize - stored as isize;
+    println!(
+        "  planner state kept by the compactor: {retained} B = {:.1} B per message \
+         (live heap after both compactions, less the transcript and the store's {stored} B of blobs)",
+        retained as f64 / agent.chat.len() as f64
+    );
+    println!("  smallest transcript: {}", smallest(&agent));
+    drop(compactor);
+}
+
+/// One compaction, checked; what it did, or why it refused.
+fn check(compactor: &Compactor, agent: &ChatAgent) -> String {
+    match compactor.compact_blocking(agent) {
+        Ok(compacted) => {
+            let messages = compacted.messages();
+            let tokens = chat_tokens(&messages, &Tokenizer::O200kBase);
+            assert!(tokens <= compacted.budget(), "{tokens} tokens sent");
+            let sent: compaction::Transcript = messages[1..].iter().cloned().collect();
+            sent.validate().expect("no orphaned call or result");
+            let back: ChatAgent = compactor
+                .rehydrate_blocking(&compacted, &NoReacquire)
+                .expect("rehydrates");
+            assert!(&back == agent, "rehydrates to the input");
+            format!("{tokens} tokens sent; {}", compacted.report())
+        }
+        Err(error) => format!("REFUSED: {error}"),
+    }
+}
+
+/// The smallest transcript the planner can send: compacted at a budget too small for it, the
+/// refusal names its tokens; compacted again at the budget that leaves exactly that much, it
+/// must fit (the smallest working budget).
+fn smallest(agent: &ChatAgent) -> String {
+    let small = 2_000;
+    match compactor_with(small, MemoryStore::new()).compact_blocking(agent) {
+        Ok(compacted) => {
+            let tokens = compacted
+                .report()
+                .transcript
+                .as_ref()
+                .map_or(0, |t| t.tokens);
+            format!("it fits a {small}-token budget: {tokens} tokens of transcript")
+        }
+        Err(CompactionError::TranscriptOverBudget {
+            required_tokens,
+            available,
+            budget,
+            ..
+        }) => {
+            let working = budget - available + required_tokens;
+            let verdict = match compactor_with(working, MemoryStore::new()).compact_blocking(agent)
+            {
+                Ok(_) => "compacts".to_owned(),
+                Err(error) => format!("REFUSED ({error})"),
+            };
+            format!(
+                "{required_tokens} tokens (the planner's floor); at the budget that leaves \
+                 exactly that ({working}) it {verdict}"
+            )
+        }
+        Err(error) => format!("not measured: {error}"),
+    }
+}
+
+/// The first compaction of the coding conversation (a new compactor).
 #[divan::bench(sample_count = 10, sample_size = 1)]
-fn compact_first(bencher: Bencher) {
-    let base = &*BASE;
+fn coding_first(bencher: Bencher) {
+    let base = &CODING.base;
     bencher
         .with_inputs(compactor)
-        .bench_local_refs(|compactor| compactor.compact_blocking(base).expect("compacts"));
+        .bench_local_refs(|compactor| compactor.compact_blocking(base));
 }
 
-/// Re-compaction after one appended message: the compactor compacted the conversation before
-/// (untimed), then compacts it with one more message (timed). `sample_size = 1`, so every
-/// timed run follows its own untimed compaction of the shorter conversation.
+/// Re-compaction of the coding conversation after one appended turn (user message and answer).
 #[divan::bench(sample_count = 10, sample_size = 1)]
-fn recompact_after_append(bencher: Bencher) {
-    let (base, grown) = (&*BASE, &*GROWN);
-    let compactor = compactor();
+fn coding_recompact(bencher: Bencher) {
     bencher
-        .with_inputs(|| {
-            compactor.compact_blocking(base).expect("compacts");
-        })
-        .bench_local_values(|()| compactor.compact_blocking(grown).expect("compacts"));
+        .with_inputs(|| compacted_then_grown(&CODING))
+        .bench_local_refs(|(compactor, agent)| compactor.compact_blocking(agent));
 }
 
-/// Part of every compaction: counting the whole conversation once, exactly (what a first
-/// compaction cannot avoid).
+/// Part of a first compaction: counting the whole coding conversation once, exactly.
 #[divan::bench(sample_count = 10, sample_size = 1)]
-fn part_count_everything(bencher: Bencher) {
-    let base = &*BASE;
+fn coding_part_count_everything(bencher: Bencher) {
+    let base = &CODING.base;
     bencher.bench_local(|| chat_tokens(base.chat.messages(), &Tokenizer::O200kBase));
+}
+
+/// The first compaction of the chat-heavy conversation (a new compactor), by messages.
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn chat_first(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    bencher
+        .with_inputs(compactor)
+        .bench_local_refs(|compactor| compactor.compact_blocking(&case.base));
+}
+
+/// Re-compaction of the chat-heavy conversation after one appended turn, by messages.
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn chat_recompact(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    bencher
+        .with_inputs(|| compacted_then_grown(&case))
+        .bench_local_refs(|(compactor, agent)| compactor.compact_blocking(agent));
 }

@@ -91,6 +91,9 @@ pub use compaction_core::{
 };
 
 // Integrations with outside crates.
+#[cfg(feature = "anthropic-types")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic-types")))]
+pub use compaction_core::anthropic;
 #[cfg(feature = "hf-tokenizers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub use compaction_core::hf_tokenizers;

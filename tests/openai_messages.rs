@@ -20,9 +20,8 @@ use compaction::openai::{
 };
 use compaction::pointer_tool::resolve_pointer_tool;
 use compaction::transcript::{OpaquePart, ToolArguments, MARKER_PREFIX, VERBATIM_ESCAPE};
-use compaction::{
-    Compactable, Compactor, Extractive, Message, Tokenizer, ToolCall, Transcript, TranscriptError,
-};
+use compaction::{Compactable, Compactor, Message, ToolCall, Transcript, TranscriptError};
+use compaction_fixtures::compacted_chat::compact_share;
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -168,13 +167,7 @@ proptest! {
         percent in 10usize..110,
         summarize in any::<bool>(),
     ) {
-        let full = compaction::transcript::chat_tokens(chat.messages(), &Tokenizer::Heuristic);
-        let budget = full * percent / 100 + 200;
-        let builder = Compactor::builder().budget(budget).token_counter(Tokenizer::Heuristic);
-        let builder = if summarize { builder.summarizer(Extractive) } else { builder };
-        let compactor = builder.build().unwrap();
-        let agent = Agent { customer: "cus_1".into(), chat };
-        if let Ok(compacted) = compactor.compact_blocking(&agent) {
+        if let Some(compacted) = compact_share(chat, percent, summarize) {
             let request = compacted.openai_messages();
             let messages = compacted.messages();
             prop_assert_eq!(request.len(), messages.len());

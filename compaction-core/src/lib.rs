@@ -48,6 +48,9 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(feature = "anthropic-types")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic-types")))]
+pub use integrations::anthropic;
 #[cfg(feature = "hf-tokenizers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub use integrations::hf_tokenizers::{self, HfTokenizer, HfTokenizerError};

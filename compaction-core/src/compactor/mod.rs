@@ -4,6 +4,8 @@
 
 mod builder;
 mod ledger;
+#[cfg(test)]
+mod tests_work;
 mod trace;
 mod transcript;
 
@@ -510,14 +512,14 @@ impl Compactor {
             let Some(summarizer) = &self.summarizer else {
                 continue;
             };
-            let Some((source, target)) = slot.pending_summary() else {
+            let Some((source, source_hash, target)) = slot.pending_summary() else {
                 continue;
             };
             let counter = &*self.counter;
             let span = trace::summarize_span(slot.path(), target);
             let key = identity
                 .as_deref()
-                .map(|id| CacheKey::new(id, source, target));
+                .map(|id| CacheKey::new(id, &source_hash, target));
             let found = match key {
                 Some(key) => {
                     lookup(&*self.store, key, slot.path(), target, counter)

@@ -1,9 +1,14 @@
 //! Bridges to outside crates, each behind its cargo feature: the core's traits and types on one
 //! side, the crate's on the other. The core never names anything here.
 
+#[cfg(feature = "anthropic-types")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic-types")))]
+pub mod anthropic;
 #[cfg(feature = "hf-tokenizers")]
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub mod hf_tokenizers;
+#[cfg(feature = "_https")]
+mod http;
 #[cfg(feature = "openai-types")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub mod openai;

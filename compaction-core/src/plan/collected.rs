@@ -64,11 +64,17 @@ impl Collection<'_> {
 /// only the `*_summarizable` visitor methods create one.
 pub(crate) trait SummaryText {
     fn summary_text(&self) -> Cow<'_, str>;
+    /// Whether the text is the value's compact JSON (the default source), known without
+    /// comparing.
+    fn text_is_json(&self) -> bool;
 }
 
 impl<T: Summarizable> SummaryText for T {
     fn summary_text(&self) -> Cow<'_, str> {
         self.summary_source()
+    }
+    fn text_is_json(&self) -> bool {
+        self.summary_source_is_json()
     }
 }
 

@@ -36,16 +36,16 @@ pub(crate) struct CacheKey {
 }
 
 impl CacheKey {
-    /// The key of a summary of `source` in at most `target` tokens by the summarizer whose
+    /// The key of a summary of the source whose SHA-256 is `source` (the planner hashes it
+    /// once, for its store address too) in at most `target` tokens by the summarizer whose
     /// [`identity`](crate::summaries::Summarizer::identity) is `identity`.
-    pub(crate) fn new(identity: &str, source: &str, target: usize) -> CacheKey {
+    pub(crate) fn new(identity: &str, source: &ContentHash, target: usize) -> CacheKey {
         // The identity comes last and every part before it has a fixed form (a number, 64
         // hex digits), so no identity can make two different triples hash the same text.
-        let source = ContentHash::of(source.as_bytes());
         let text = format!("{FORMAT}\0{target}\0{}\0{identity}", source.to_hex());
         CacheKey {
             key: ContentHash::of(text.as_bytes()),
-            source,
+            source: *source,
         }
     }
 
@@ -199,28 +199,30 @@ mod tests {
     use crate::store::MemoryStore;
     use crate::tokens::Tokenizer;
 
+    /// The key of `source` as the planner makes it (from the source's hash).
+    fn key_of(identity: &str, source: &str, target: usize) -> CacheKey {
+        CacheKey::new(identity, &ContentHash::of(source.as_bytes()), target)
+    }
+
     fn hit(store: &MemoryStore, key: CacheKey, target: usize) -> Lookup {
         block_on(lookup(store, key, "notes", target, &Tokenizer::O200kBase))
     }
 
     #[test]
     fn keys_separate_source_target_and_identity() {
-        let key = CacheKey::new("x/1", "source", 50);
-        assert_eq!(key, CacheKey::new("x/1", "source", 50));
-        assert_ne!(key, CacheKey::new("x/2", "source", 50));
-        assert_ne!(key, CacheKey::new("x/1", "source!", 50));
-        assert_ne!(key, CacheKey::new("x/1", "source", 51));
+        let key = key_of("x/1", "source", 50);
+        assert_eq!(key, key_of("x/1", "source", 50));
+        assert_ne!(key, key_of("x/2", "source", 50));
+        assert_ne!(key, key_of("x/1", "source!", 50));
+        assert_ne!(key, key_of("x/1", "source", 51));
         // A separator inside the identity cannot stand for another target.
-        assert_ne!(
-            CacheKey::new("a\u{0}5", "s", 4),
-            CacheKey::new("a", "s", 45)
-        );
+        assert_ne!(key_of("a\u{0}5", "s", 4), key_of("a", "s", 45));
     }
 
     #[test]
     fn a_remembered_summary_is_found_and_a_tampered_one_is_rejected() {
         let store = MemoryStore::new();
-        let key = CacheKey::new("x/1", "a long source text", 40);
+        let key = key_of("x/1", "a long source text", 40);
         assert!(matches!(hit(&store, key, 40), Lookup::Miss));
         block_on(remember(&store, key, "short summary")).unwrap();
         assert!(matches!(hit(&store, key, 40), Lookup::Hit(s) if s == "short summary"));
@@ -237,7 +239,7 @@ mod tests {
         store.overwrite_entry(&name, b"{not json".to_vec());
         assert!(matches!(hit(&store, key, 40), Lookup::Rejected(_)));
         // Another key's valid entry copied under this name.
-        let other = CacheKey::new("x/1", "another source", 40);
+        let other = key_of("x/1", "another source", 40);
         block_on(remember(&store, other, "other summary")).unwrap();
         store.overwrite_entry(&name, store_entry(&store, &other.entry_name()));
         assert!(matches!(hit(&store, key, 40), Lookup::Rejected(_)));

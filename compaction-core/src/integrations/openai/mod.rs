@@ -5,7 +5,8 @@
 //!   async-openai's chat request messages, `Compacted::openai_messages()`, and the pointer tool
 //!   as its tool type;
 //! - feature `openai` (implies `openai-types`): [`OpenAiSummarizer`], summaries from a chat
-//!   completions server.
+//!   completions server (async-openai's request and response types, sent through the crate's
+//!   own HTTPS transport: rustls on `ring`, nothing unified into your own async-openai client).
 
 mod messages;
 #[cfg(feature = "openai")]

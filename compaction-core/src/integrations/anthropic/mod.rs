@@ -1,0 +1,28 @@
+//! Anthropic's Messages API, wire level (feature `anthropic-types`): our own serde types for
+//! its messages, requests and responses, conversions both ways with our [`Message`]s, and a
+//! checker of the conversation rules. Reached as `compaction::anthropic`.
+//!
+//! Why our own types: the maintained crates were evaluated (December 2026). `claudius` 0.33
+//! ships its types only with its client (reqwest, tokio "full", rustyline, serde_yaml) and turns
+//! on serde_json's `preserve_order` for the whole build; its `ThinkingBlock` keeps two fields and
+//! defaults a missing signature to "", and `tool_use.input` is a `serde_json::Value` (a huge
+//! integer becomes a float). `misanthropic` 1.0.0-alpha.25 is an alpha on reqwest 0.12 with a
+//! dozen other dependencies and models thinking as `{thought, signature}`. Neither replays a
+//! block byte-for-byte, which is what the provider checks; the API surface compaction needs is
+//! six block kinds, so the types here are written from the API reference and tested against
+//! recorded request and response JSON (`fixtures/anthropic/`).
+//!
+//! [`Message`]: crate::Message
+
+mod convert;
+mod rules;
+mod wire;
+
+pub use convert::{
+    from_anthropic, from_anthropic_response, to_anthropic, AnthropicConversation, AnthropicError,
+};
+pub use rules::{check_anthropic, AnthropicRuleError};
+pub use wire::{
+    AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
+    CacheControl, ContentBlock, SystemBlock, ToolResultContent,
+};
