@@ -54,8 +54,13 @@ pub use compaction_core::{
 // Stores: content-addressed blobs behind pointers.
 pub use compaction_core::store::POINTER_PREFIX;
 pub use compaction_core::{
-    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreAdmin, StoreError,
+    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError,
 };
+// What an operator's tool lists and collects on any durable store (the rules are on
+// `sqlite::GcOptions` / `postgres::GcOptions`).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use compaction_core::StoreAdmin;
 
 // Effects: exact statuses, and the ledgers that hold them (with their histories, and the
 // check of a status against its history).

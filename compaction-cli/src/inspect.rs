@@ -181,7 +181,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
     } else if let Some(breakdown) = &breakdown {
         emit!("{}", breakdown.to_text(agent, &compacted));
     } else {
-        say!("{}", printable_lines(&compacted.render()));
+        say!("{}", printable_lines(compacted.render()));
     }
     Ok(Exit::Ok)
 }

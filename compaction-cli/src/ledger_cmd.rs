@@ -357,7 +357,7 @@ fn seconds(duration: Duration) -> String {
     let s = duration.as_secs();
     match s {
         0..=59 => format!("{s}s"),
-        60..=3599 if s % 60 == 0 => format!("{}m", s / 60),
+        60..=3599 if s.is_multiple_of(60) => format!("{}m", s / 60),
         60..=3599 => format!("{}m {}s", s / 60, s % 60),
         _ => format!("{}h {}m", s / 3600, s % 3600 / 60),
     }

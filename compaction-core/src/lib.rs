@@ -39,6 +39,9 @@ pub use backends::postgres::{self, PgError, PgErrorKind, PgLedger, PgLedgerError
 pub use backends::sqlite::{
     self, SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
 };
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use backends::StoreAdmin;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
@@ -67,11 +70,10 @@ pub use state::{
     Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
     SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
-pub use store::{
-    summary_cache_problem, AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store,
-    StoreAdmin, StoreError,
+pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
+pub use summaries::{
+    summary_cache_problem, Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest,
 };
-pub use summaries::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 pub use tokens::{TokenCounter, Tokenizer};
 pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
 pub use window::{

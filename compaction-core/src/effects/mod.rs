@@ -9,7 +9,6 @@
 //! which idempotency key, and whether it committed, never started, or timed out with an unknown
 //! outcome. Records are never summarized, and an `Unknown` status is never collapsed.
 
-pub(crate) mod audit;
 pub(crate) mod error;
 pub(crate) mod ledger;
 pub(crate) mod log;
@@ -18,9 +17,8 @@ pub(crate) mod memory;
 pub(crate) mod record;
 pub(crate) mod transition;
 
-pub use audit::history_problem;
 pub use error::EffectError;
 pub use ledger::EffectLedger;
 pub use memory::MemoryLedger;
 pub use record::{Effect, EffectLog, EffectRecords, EffectStatus};
-pub use transition::{AnnotatedTransition, Settlement, SyncSummary, Transition};
+pub use transition::{history_problem, AnnotatedTransition, Settlement, SyncSummary, Transition};

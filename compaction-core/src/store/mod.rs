@@ -6,14 +6,10 @@
 mod backend;
 pub(crate) mod canonical;
 mod finite;
-pub(crate) mod gc;
 pub(crate) mod memory;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
-pub use gc::{
-    summary_cache_problem, BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
-};
 pub use memory::MemoryStore;
 
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
 //! Operator access to a [`PgStore`] namespace: list its blobs and entries, and remove the blobs
 //! no checkpoint needs and the summary cache entries no longer worth keeping (the rules are in
-//! [`GcOptions`](crate::store::GcOptions#the-rules)), as SQLite does.
+//! [`GcOptions`](crate::backends::GcOptions#the-rules)), as SQLite does.
 //!
 //! Concurrency rests on row locks. `save_checkpoint` takes `FOR KEY SHARE` on every blob its
 //! checkpoint names, in its own transaction; a removal batch first takes `FOR UPDATE` on its
@@ -13,12 +13,12 @@ use super::db::Db;
 use super::error::Cause;
 use super::hidden::hidden;
 use super::store::PgStore;
-use crate::future::BoxFuture;
-use crate::store::gc::{candidates, entry_is_garbage, time_of, Referenced};
-use crate::store::{
-    BlobInfo, ContentHash, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
-    StoreError,
+use crate::backends::gc::{candidates, entry_is_garbage, time_of, Referenced};
+use crate::backends::gc::{
+    BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
 };
+use crate::future::BoxFuture;
+use crate::store::{ContentHash, StoreError};
 use std::collections::HashSet;
 use std::sync::Arc;
 use tokio_postgres::IsolationLevel;
@@ -42,7 +42,7 @@ impl PgStore {
 
     /// Every named entry of this namespace (the summary cache's among them): name, size and
     /// time, by name. Read one with [`Store::get_entry`](crate::Store::get_entry);
-    /// [`summary_cache_problem`](crate::store::summary_cache_problem) says whether a summary
+    /// [`summary_cache_problem`](crate::summaries::summary_cache_problem) says whether a summary
     /// cache entry could ever be a hit.
     pub async fn entries(&self) -> Result<Vec<EntryInfo>, StoreError> {
         self.run("listing entries".into(), |db| async move {
@@ -399,7 +399,7 @@ async fn present_blobs(
 ) -> Result<HashSet<String>, Cause> {
     let sources: Vec<String> = entries
         .iter()
-        .filter_map(|(name, bytes, _)| crate::store::gc::recorded_source(name, bytes))
+        .filter_map(|(name, bytes, _)| crate::backends::gc::recorded_source(name, bytes))
         .map(|h| h.to_hex())
         .collect();
     let rows = client

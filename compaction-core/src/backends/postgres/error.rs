@@ -243,8 +243,8 @@ impl Redactor {
 /// message, without its `DETAIL` (which quotes rows) and with the login's user name taken out.
 #[derive(Debug)]
 pub struct PgError {
-    target: String,
-    namespace: String,
+    target: Box<str>,
+    namespace: Box<str>,
     kind: PgErrorKind,
     context: String,
     cause: String,
@@ -260,8 +260,8 @@ impl PgError {
         redactor: &Redactor,
     ) -> PgError {
         PgError {
-            target: target.to_string(),
-            namespace: namespace.to_string(),
+            target: target.into(),
+            namespace: namespace.into(),
             kind: cause.kind(),
             context: context.into(),
             cause: redactor.apply(&cause.text()),

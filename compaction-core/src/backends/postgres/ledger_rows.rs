@@ -4,7 +4,6 @@
 
 use super::error::{Cause, PgErrorKind};
 use super::hidden::hidden;
-use crate::effects::audit::check_latest;
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::{AnnotatedTransition, Change, Transition};
@@ -141,7 +140,8 @@ pub(super) async fn load_locked(
 /// Refuses to act on a record whose status is not where its history led (a row changed
 /// outside the ledger): a backend error of kind `Corrupt`, nothing written.
 pub(super) fn guard(key: &str, effect: &Effect, last: Option<EffectStatus>) -> Result<(), TxError> {
-    check_latest(effect.status, last).map_err(|why| corrupt(format!("effect `{key}`: {why}")))
+    crate::effects::transition::check_latest(effect.status, last)
+        .map_err(|why| corrupt(format!("effect `{key}`: {why}")))
 }
 
 /// The records of `scope` (with `status`, when given), in record order.

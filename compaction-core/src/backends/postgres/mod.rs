@@ -53,8 +53,8 @@ mod ledger_rows;
 mod schema;
 mod store;
 
-/// Re-exported from [`store`](crate::store), where garbage collection is written once.
-pub use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+/// Re-exported from [`backends`](crate::backends), where garbage collection is written once.
+pub use super::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::target_of;
 pub use error::{PgError, PgErrorKind};
 pub use ledger::{PgLedger, PgLedgerError};

@@ -1,12 +1,14 @@
 //! Operator access to a [`SqliteStore`]: list its blobs and entries, and remove the blobs no
 //! checkpoint needs and the summary cache entries no longer worth keeping (the rules are in
-//! [`GcOptions`](crate::store::GcOptions#the-rules); `compaction verify` and `compaction gc` are built on these).
+//! [`GcOptions`](crate::backends::GcOptions#the-rules); `compaction verify` and `compaction gc` are built on these).
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
+use crate::backends::gc::{candidates, entry_is_garbage, time_of, Referenced};
+use crate::backends::gc::{
+    BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
+};
 use crate::future::BoxFuture;
-use crate::store::gc::{candidates, entry_is_garbage, time_of, Referenced};
-use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin};
 use crate::store::{ContentHash, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
@@ -38,7 +40,7 @@ impl SqliteStore {
 
     /// Every named entry's name, size and time, by name (the summary cache's entries among
     /// them). Read one with [`Store::get_entry`](crate::Store::get_entry);
-    /// [`summary_cache_problem`](crate::store::summary_cache_problem) says whether a summary cache
+    /// [`summary_cache_problem`](crate::summaries::summary_cache_problem) says whether a summary cache
     /// entry could ever be a hit.
     pub fn entries(&self) -> Result<Vec<EntryInfo>, StoreError> {
         let conn = self.db.lock();
@@ -63,7 +65,7 @@ impl SqliteStore {
 
     /// Removes the blobs no checkpoint refers to and that were stored more than the grace
     /// period ago ([`GcOptions::min_age`]), then the summary cache entries no longer worth
-    /// keeping ([the rules](crate::store::GcOptions#the-rules)).
+    /// keeping ([the rules](crate::backends::GcOptions#the-rules)).
     ///
     /// Every checkpoint is parsed in a read transaction (agents keep writing meanwhile); the
     /// removals run in write transactions of at most 1,000 blobs, each of which first re-reads
@@ -200,7 +202,7 @@ fn blob_present(conn: &Connection, hash: &ContentHash) -> rusqlite::Result<bool>
 }
 
 /// Removes (or, on a dry run, lists) the summary cache entries the rules of
-/// [`GcOptions`](crate::store::GcOptions#the-rules) give up; `present` says whether a source's blob stays.
+/// [`GcOptions`](crate::backends::GcOptions#the-rules) give up; `present` says whether a source's blob stays.
 fn prune_entries(
     conn: &Connection,
     cutoff: i64,

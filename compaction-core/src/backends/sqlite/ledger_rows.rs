@@ -3,7 +3,6 @@
 //! [`machine`](crate::effects::machine) and hands the result to [`store_change`].
 
 use super::now_ms;
-use crate::effects::audit::check_latest;
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::{Change, Event, Transition};
@@ -218,7 +217,7 @@ pub(super) fn guard(
     current: &Effect,
 ) -> Result<(), TxError> {
     let last = last_status(conn, scope, key)?;
-    check_latest(current.status, last)
+    crate::effects::transition::check_latest(current.status, last)
         .map_err(|why| TxError::Corrupt(format!("effect `{key}`: {why}")))
 }
 

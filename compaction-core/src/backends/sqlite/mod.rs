@@ -46,9 +46,9 @@ mod ledger_rows;
 mod options;
 mod store;
 
+/// Re-exported from [`backends`](crate::backends), where garbage collection is written once.
+pub use super::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use crate::effects::AnnotatedTransition;
-/// Re-exported from [`store`](crate::store), where garbage collection is written once.
-pub use crate::store::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
 pub use ledger::{SqliteLedger, SqliteLedgerError};

@@ -296,25 +296,3 @@ pub(crate) fn recorded_source(name: &str, bytes: &[u8]) -> Option<ContentHash> {
         Inspected::NotCache | Inspected::Invalid(_) => None,
     }
 }
-
-/// What is wrong with the named entry `name` holding `bytes`, if it is a summary cache entry
-/// (its name starts with `summary-cache/`) that could never be a cache hit: it does not parse,
-/// was written for another key than its name says, or its summary does not match its hash.
-/// `None` for a valid cache entry and for any other entry.
-///
-/// This is the check `compaction verify` runs on every entry. (A forger who writes a valid
-/// entry for a name is not caught: whoever can write the store can write the state.)
-///
-/// ```
-/// use compaction::summary_cache_problem;
-///
-/// let name = format!("summary-cache/{}", "ab".repeat(32));
-/// assert!(summary_cache_problem(&name, b"garbage").is_some());
-/// assert_eq!(summary_cache_problem("my-own-entry", b"garbage"), None);
-/// ```
-pub fn summary_cache_problem(name: &str, bytes: &[u8]) -> Option<&'static str> {
-    match inspect_entry(name, bytes) {
-        Inspected::Invalid(problem) => Some(problem),
-        Inspected::NotCache | Inspected::Valid { .. } => None,
-    }
-}
