@@ -47,8 +47,9 @@ impl SqliteLedger {
 
     /// [`reconcile_with_note`](Self::reconcile_with_note) only when the outcome is unknown:
     /// a key that is `committed` or `not_started` is refused with
-    /// [`EffectError::NotInFlight`] (its status says which), checked in the same transaction
-    /// as the change, so an agent settling the key meanwhile is never overwritten.
+    /// [`EffectError::NotInFlight`](crate::EffectError::NotInFlight) (its status says which),
+    /// checked in the same transaction as the change, so an agent settling the key meanwhile
+    /// is never overwritten.
     pub fn reconcile_unknown_with_note(
         &self,
         key: &str,
