@@ -5,11 +5,10 @@
 
 mod common;
 mod pg;
-#[macro_use]
 mod seals;
 
 use common::MigrationState;
-use compaction::{CompactionError, Compactor, ContentHash, PgLedger, PgStore};
+use compaction::{block_on, CompactionError, Compactor, ContentHash, PgLedger, PgStore};
 use pg::harness::{scalar, TestDb};
 use pg::{hex, store};
 use seals::Backend;
@@ -29,7 +28,18 @@ impl Postgres {
 }
 
 impl Backend for Postgres {
-    library_half!();
+    fn builder(&self) -> compaction::CompactorBuilder {
+        compaction::Compactor::builder().store(self.store.clone())
+    }
+    fn save(&self, agent: &str, compacted: &compaction::Compacted<MigrationState>) {
+        block_on(self.store.save_checkpoint(agent, compacted)).unwrap();
+    }
+    fn try_load(
+        &self,
+        agent: &str,
+    ) -> Result<compaction::Compacted<MigrationState>, compaction::CompactionError> {
+        Ok(block_on(self.store.load_checkpoint(agent))?.expect("a checkpoint"))
+    }
     fn namespace(&self) -> &str {
         "tenant-a"
     }
@@ -92,14 +102,14 @@ fn unbound_keyed_checkpoints_need_the_migration_switch() {
 #[test]
 fn rolled_back_checkpoint_is_refused() {
     let backend = Postgres::new("sealrollback");
-    let ledger = PgLedger::connect(backend.db.url(), "tenant-a").unwrap();
+    let ledger = block_on(PgLedger::connect(backend.db.url(), "tenant-a")).unwrap();
     seals::rolled_back_checkpoint_is_refused(&backend, &ledger);
 }
 
 #[test]
 fn checkpoint_sequences_only_go_forward_in_the_database_itself() {
     let backend = Postgres::new("sealseqtrigger");
-    let ledger = PgLedger::connect(backend.db.url(), "tenant-a").unwrap();
+    let ledger = block_on(PgLedger::connect(backend.db.url(), "tenant-a")).unwrap();
     compaction::block_on(compaction::EffectLedger::advance_checkpoint(
         &ledger, "a", 5,
     ))
@@ -142,12 +152,10 @@ fn row_copied_across_namespaces_is_refused() {
         compactor(&store_a, "tenant-a"),
         compactor(&store_b, "tenant-b"),
     );
-    store_a
-        .save_checkpoint("agent-7", &a.compact_blocking(&seals::state_at(1)).unwrap())
-        .unwrap();
-    store_b
-        .save_checkpoint("agent-7", &b.compact_blocking(&seals::state_at(2)).unwrap())
-        .unwrap();
+    let saved_a = a.compact_blocking(&seals::state_at(1)).unwrap();
+    block_on(store_a.save_checkpoint("agent-7", &saved_a)).unwrap();
+    let saved_b = b.compact_blocking(&seals::state_at(2)).unwrap();
+    block_on(store_b.save_checkpoint("agent-7", &saved_b)).unwrap();
     let rows = db.sql(
         "UPDATE compaction.checkpoints AS b SET json = a.json, sha256 = a.sha256
          FROM compaction.checkpoints AS a
@@ -155,7 +163,7 @@ fn row_copied_across_namespaces_is_refused() {
            AND b.namespace = 'tenant-b' AND b.agent_id = 'agent-7' RETURNING 1",
     );
     assert_eq!(rows.len(), 1, "the row was copied");
-    match store_b.load_checkpoint::<MigrationState>("agent-7") {
+    match block_on(store_b.load_checkpoint::<MigrationState>("agent-7")) {
         Err(CompactionError::ForeignCheckpoint {
             agent_id,
             namespace,
@@ -184,8 +192,7 @@ fn row_copied_across_namespaces_is_refused() {
         Some("agent-7"),
         "B's compactor",
     );
-    let own = store_a
-        .load_checkpoint::<MigrationState>("agent-7")
+    let own = block_on(store_a.load_checkpoint::<MigrationState>("agent-7"))
         .unwrap()
         .unwrap();
     assert_eq!(

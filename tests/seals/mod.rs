@@ -40,6 +40,7 @@ pub trait Backend {
 
 /// The library half of [`Backend`] for a store type with `save_checkpoint` and
 /// `load_checkpoint` in a field `store` (SQLite, PostgreSQL).
+#[allow(unused_macros)]
 macro_rules! library_half {
     () => {
         fn builder(&self) -> compaction::CompactorBuilder {

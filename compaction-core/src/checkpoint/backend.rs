@@ -40,6 +40,17 @@ pub enum CheckpointError {
     /// The checkpoint could not be serialized.
     #[error("cannot serialize the checkpoint: {0}")]
     Serialize(String),
+    /// The agent id holds a NUL character. PostgreSQL text cannot hold one, so no backend
+    /// stores one: every backend refuses it alike (save, load and delete), before reading or
+    /// writing anything.
+    #[error(
+        "agent id `{}` contains a NUL character, which no checkpoint store keeps",
+        agent_id.escape_debug()
+    )]
+    NulAgentId {
+        /// The agent id given.
+        agent_id: String,
+    },
     /// The backend failed, or (`StoreError::NotFound`) the checkpoint points at a blob this
     /// store does not hold: such a checkpoint could not be rehydrated after a restart, so it
     /// is never saved (compact with this store first).
@@ -65,8 +76,20 @@ impl From<CheckpointError> for CompactionError {
                 message,
             },
             CheckpointError::Store(error) => CompactionError::Store(error),
+            e @ CheckpointError::NulAgentId { .. } => CompactionError::Config(e.to_string()),
         }
     }
+}
+
+/// Refuses an agent id with a NUL character ([`CheckpointError::NulAgentId`]): every backend
+/// calls it first, so all of them refuse the same id alike.
+pub(crate) fn check_agent_id(agent_id: &str) -> Result<(), CheckpointError> {
+    if agent_id.contains('\0') {
+        return Err(CheckpointError::NulAgentId {
+            agent_id: agent_id.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Where an agent's latest checkpoint is kept, so a killed agent resumes from it: one row per
@@ -77,8 +100,8 @@ impl From<CheckpointError> for CompactionError {
 /// A backend implements the four operations on rows; callers save and load typed checkpoints
 /// with `save` and `load` on the trait object (`&dyn CheckpointStore`, `Arc<dyn
 /// CheckpointStore>`), which encode, check and decode the rows the same way for every backend.
-/// (`SqliteStore` and `PgStore` also keep their synchronous `save_checkpoint` and
-/// `load_checkpoint`.)
+/// (`SqliteStore` also has synchronous `save_checkpoint` and `load_checkpoint`; `PgStore`'s are
+/// `async`, like every method of it that talks to the server.)
 ///
 /// ```
 /// use compaction::{Compactable, CheckpointStore, Compactor, MemoryStore};

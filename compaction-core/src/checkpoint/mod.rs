@@ -16,6 +16,7 @@ mod seal;
 mod typed;
 mod verify;
 
+pub(crate) use backend::check_agent_id;
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
 pub(crate) use compacted::{CompactedTranscript, FORMAT};

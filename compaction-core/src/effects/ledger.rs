@@ -13,8 +13,7 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::SyncSummary;
-use crate::effects::transition::Transition;
+use crate::effects::transition::{AnnotatedTransition, Settlement, SyncSummary, Transition};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 
@@ -122,6 +121,29 @@ pub trait EffectLedger: Send + Sync {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, Self::Error>>;
+
+    /// An operator's settlement of `key` in `scope` after checking the outside world: its
+    /// status becomes `settlement.status` (any status to any status, like
+    /// [`reconcile`](Self::reconcile); with `only_unknown`, a key that is not `unknown` is
+    /// refused with [`EffectError::NotInFlight`], checked in the same transaction), and the
+    /// history keeps who settled it and what they checked beside the `reconcile` event. It is
+    /// the one operation that may act on a key whose status its history does not explain
+    /// (see [`history_problem`](crate::effects::history_problem)): that is how such a key is
+    /// repaired.
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Every recorded transition of `key` in `scope`, oldest first, with the operator's name
+    /// and note on the ones [`settle`](Self::settle) made.
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, Self::Error>>;
 
     /// Records that `agent_id` has a checkpoint numbered `sequence` (its
     /// [`CheckpointBinding::sequence`](crate::CheckpointBinding::sequence)), forward only, in

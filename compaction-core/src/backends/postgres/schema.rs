@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 /// The schema version this crate writes. Connecting to a database with a lower version
 /// migrates it (in one transaction, one process at a time); a higher version is refused with
 /// [`PgErrorKind::Schema`].
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Key of the advisory lock that serializes migrations of one database across processes.
 const MIGRATION_LOCK: i64 = 0x636f_6d70_6163_7431; // "compact1"
@@ -84,6 +84,14 @@ const MIGRATIONS: &[(&str, &str)] = &[
         updated_at_ms BIGINT NOT NULL,
         PRIMARY KEY (namespace, name)
     );
+    "#,
+    ),
+    (
+        "operator notes: who settled an effect and why (reconcile with a note)",
+        r#"
+    ALTER TABLE compaction.effect_events
+        ADD COLUMN actor TEXT,   -- who, for an operator's reconcile
+        ADD COLUMN note  TEXT;   -- why: what they checked
     "#,
     ),
     (

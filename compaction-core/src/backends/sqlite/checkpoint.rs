@@ -4,6 +4,7 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
+use crate::checkpoint::check_agent_id;
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
 };
@@ -51,6 +52,7 @@ impl SqliteStore {
     }
 
     fn save_row_now(&self, agent_id: &str, row: &CheckpointRow) -> Result<(), CheckpointError> {
+        check_agent_id(agent_id)?;
         let context = || format!("saving the checkpoint of agent `{agent_id}`");
         let backend = |e| CheckpointError::Store(self.store_error(context(), e));
         let mut conn = self.db.lock();
@@ -83,6 +85,7 @@ impl SqliteStore {
     }
 
     fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
+        check_agent_id(agent_id)?;
         let conn = self.db.lock();
         let row = conn
             .query_row(
@@ -126,8 +129,12 @@ impl SqliteStore {
     }
 
     /// Deletes the checkpoint of `agent_id`; returns whether there was one. The blobs it
-    /// pointed at stay (other checkpoints may share them).
+    /// pointed at stay (other checkpoints may share them). No checkpoint is ever saved under
+    /// an id with a NUL character, so there is none to delete.
     pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        if check_agent_id(agent_id).is_err() {
+            return Ok(false);
+        }
         let conn = self.db.lock();
         conn.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
             .map(|n| n > 0)
@@ -162,6 +169,9 @@ impl CheckpointStore for SqliteStore {
     }
 
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
-        Box::pin(async move { Ok(self.delete_checkpoint(agent_id)?) })
+        Box::pin(async move {
+            check_agent_id(agent_id)?;
+            Ok(self.delete_checkpoint(agent_id)?)
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -96,6 +96,22 @@ const MIGRATIONS: &[(&str, &str)] = &[
         bytes         BLOB    NOT NULL,              -- verified by whoever reads it
         updated_at_ms INTEGER NOT NULL
     );
+    "#,
+    ),
+    (
+        "the effect history is append-only: triggers refuse to change or delete an event",
+        // As on PostgreSQL: an effect's history is the evidence of what happened to it, so
+        // the database itself refuses to rewrite it (whoever can drop a trigger can still;
+        // `compaction verify` then finds statuses no event led to).
+        r#"
+    CREATE TRIGGER effect_events_no_update BEFORE UPDATE ON effect_events
+    BEGIN
+        SELECT RAISE(ABORT, 'effect_events is append-only');
+    END;
+    CREATE TRIGGER effect_events_no_delete BEFORE DELETE ON effect_events
+    BEGIN
+        SELECT RAISE(ABORT, 'effect_events is append-only');
+    END;
     "#,
     ),
     (
