@@ -45,18 +45,15 @@ environment under the build directory (`$CARGO_TARGET_DIR` or `target/`).
 import argparse
 import bisect
 import json
-import os
 import statistics
 import subprocess
-import sys
 import time
-import venv
 from array import array
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-VENV = TARGET / "peers-venv"
+# The venv and paths of the transcript peer (this directory is on sys.path when run).
+from trim_messages import ROOT, TARGET, ensure_venv
+
 OUT = TARGET / "session-bench"
 SUMMARY = (
     "SESSION INTENT: fix the billing service's retry logic (OPS-4127) so a timed-out charge is "
@@ -65,17 +62,6 @@ SUMMARY = (
     "taken. ARTIFACTS: files under src/ and tests/ were read and some were written. NEXT STEPS: "
     "continue with the plan's current step and run the tests after every change."
 )
-
-
-def ensure_venv(packages: list[str]) -> None:
-    """Re-runs this script inside a venv that has the peers' packages."""
-    if Path(sys.prefix).resolve() == VENV.resolve():
-        return
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        venv.create(VENV, with_pip=True)
-    subprocess.run([python, "-m", "pip", "install", "--quiet", *packages], check=True)
-    os.execv(python, [str(python), *sys.argv])
 
 
 def key_of(message: dict) -> str:
@@ -198,7 +184,7 @@ class Score:
         if self.ceiling:
             mean_tokens = self.capped / max(len(self.sizes), 1)
         of_ceiling = f"{self.reuse() / ceiling:.3f}" if ceiling else "1"
-        failed = f"{self.refused} refused" if self.refused else f"{self.over_budget} over"
+        failed = f"{self.refused} refused, {self.over_budget} over"
         return (f"| {name} | {requests} | {self.reuse():.3f} | {mean_ratio:.3f} | {of_ceiling} | "
                 f"{mean_tokens:,.0f} | {statistics.fmean(self.ms) if self.ms else 0:.2f} | "
                 f"{failed} |")
@@ -338,7 +324,7 @@ def main() -> None:
     binary = TARGET / "release" / "examples" / "session"
     tokens = Tokens()
     print("| policy | requests | prefix reuse (tokens) | mean of ratios | of the ceiling | "
-          "mean request tokens | ms per request | refused / over budget |")
+          "mean request tokens | ms per request | refused, over budget |")
     for turns in args.turns:
         for n, budget in enumerate(args.budgets):
             ours = subprocess.run(
