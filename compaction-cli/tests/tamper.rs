@@ -132,7 +132,10 @@ fn an_older_file_is_migrated_to_an_append_only_history() {
     conn.execute_batch(
         "DROP TRIGGER effect_events_no_update;
          DROP TRIGGER effect_events_no_delete;
-         DELETE FROM schema_version WHERE version = 5;",
+         DROP TRIGGER checkpoint_sequences_forward_only;
+         DROP TRIGGER checkpoint_sequences_kept;
+         DROP TABLE checkpoint_sequences;
+         DELETE FROM schema_version WHERE version >= 5;",
     )
     .unwrap();
     conn.execute("DELETE FROM effect_events WHERE key = 'refund-001'", [])

@@ -199,11 +199,12 @@ impl ParseError {
 fn parse(url: &str) -> Result<(Config, String), ParseError> {
     let lower = url.trim_start().to_ascii_lowercase();
     if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
-        let before_query = url.split('?').next().unwrap_or(url);
-        if before_query.matches('@').count() > 1 {
+        // The whole string, not only what precedes a `?`: the parser splits the user info at
+        // the first `@` even when a `?` (part of a password) comes before it.
+        if url.matches('@').count() > 1 {
             return Err(ParseError(
-                "the URL has more than one `@` before its `?`: write an `@` inside a user name, \
-                 password or database name as %40 (the string is not shown: it holds a \
+                "the URL has more than one `@`: write an `@` inside a user name, password, \
+                 database name or parameter as %40 (the string is not shown: it holds a \
                  password)"
                     .into(),
             ));
