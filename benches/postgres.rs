@@ -54,7 +54,7 @@ fn fresh_blob() -> (ContentHash, Vec<u8>) {
 }
 
 fn pg_store() -> PgStore {
-    PgStore::connect(PG.url(), "bench").expect("connects")
+    block_on(PgStore::connect(PG.url(), "bench")).expect("connects")
 }
 
 fn sqlite_store(name: &str) -> SqliteStore {
@@ -62,7 +62,7 @@ fn sqlite_store(name: &str) -> SqliteStore {
 }
 
 static PG_LEDGER: LazyLock<PgLedger> =
-    LazyLock::new(|| PgLedger::connect(PG.url(), "bench").expect("connects"));
+    LazyLock::new(|| block_on(PgLedger::connect(PG.url(), "bench")).expect("connects"));
 static SQLITE_LEDGER: LazyLock<SqliteLedger> =
     LazyLock::new(|| SqliteLedger::open(DIR.join("ledger.db")).expect("opens"));
 
@@ -79,8 +79,8 @@ fn main() {
 fn claim_postgres(bencher: Bencher) {
     let ledger = &*PG_LEDGER;
     bencher.with_inputs(fresh_key).bench_refs(|key| {
-        ledger.begin(key).unwrap();
-        ledger.commit(key).unwrap();
+        block_on(ledger.begin(key)).unwrap();
+        block_on(ledger.commit(key)).unwrap();
     });
 }
 
@@ -158,7 +158,7 @@ fn compacted_into(store: impl Store + 'static) -> Compacted<AgentState> {
 fn checkpoint_save_postgres(bencher: Bencher) {
     let store = pg_store();
     let compacted = compacted_into(store.clone());
-    bencher.bench_local(|| store.save_checkpoint("agent", &compacted).unwrap());
+    bencher.bench_local(|| block_on(store.save_checkpoint("agent", &compacted)).unwrap());
 }
 
 #[divan::bench(sample_count = 10, sample_size = 1)]
@@ -171,10 +171,8 @@ fn checkpoint_save_sqlite(bencher: Bencher) {
 #[divan::bench(sample_count = 10, sample_size = 1)]
 fn checkpoint_load_postgres(bencher: Bencher) {
     let store = pg_store();
-    store
-        .save_checkpoint("agent", &compacted_into(store.clone()))
-        .unwrap();
-    bencher.bench_local(|| store.load_checkpoint::<AgentState>("agent").unwrap());
+    block_on(store.save_checkpoint("agent", &compacted_into(store.clone()))).unwrap();
+    bencher.bench_local(|| block_on(store.load_checkpoint::<AgentState>("agent")).unwrap());
 }
 
 #[divan::bench(sample_count = 10, sample_size = 1)]

@@ -10,9 +10,9 @@
 //! the turn is pushed onto *that* transcript: a planner that keeps state by transcript sees an
 //! append, not a new conversation). `main` checks and prints, untimed, what the timings cannot:
 //! whether each compaction succeeds (a refusal is printed, and the timings then measure the
-//! time to refuse), the planner state the compactor keeps per message (live heap it retains,
-//! store blobs excluded, counted by this binary's allocator) and the tokens of the smallest
-//! transcript (the planner's floor).
+//! time to refuse) and what its checkpoint carries beyond the messages it sends, the planner
+//! state the compactor keeps per message (live heap it retains, store blobs excluded, counted
+//! by this binary's allocator) and the tokens of the smallest transcript (the planner's floor).
 //!
 //! ```text
 //! cargo bench -p compaction-benches --bench transcript
@@ -221,7 +221,17 @@ fn check(compactor: &Compactor, agent: &ChatAgent) -> String {
                 .rehydrate_blocking(&compacted, &NoReacquire)
                 .expect("rehydrates");
             assert!(&back == agent, "rehydrates to the input");
-            format!("{tokens} tokens sent; {}", compacted.report())
+            // What a checkpoint carries besides the messages it sends (planner state kept
+            // there, so a restarted process plans alike, shows up here).
+            let checkpoint = serde_json::to_vec(&compacted).map_or(0, |b| b.len());
+            let sent_bytes = serde_json::to_vec(&messages).map_or(0, |b| b.len());
+            let extra = checkpoint.saturating_sub(sent_bytes);
+            format!(
+                "{tokens} tokens sent; {}; checkpoint {checkpoint} B of JSON, {extra} B beyond \
+                 the messages sent ({:.1} B per message)",
+                compacted.report(),
+                extra as f64 / agent.chat.len() as f64
+            )
         }
         Err(error) => format!("REFUSED: {error}"),
     }

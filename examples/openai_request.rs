@@ -35,7 +35,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut resolver = PointerResolver::new();
 
     let compacted = compactor.compact_blocking(&agent)?;
-    resolver.allow_compacted(&compacted)?;
+    resolver.allow_compacted(&compactor, &compacted)?;
     let reply = send(
         compacted.openai_messages(),
         vec![resolve_pointer_chat_tool()],

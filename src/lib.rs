@@ -35,14 +35,15 @@ pub mod render {
     };
 }
 
-// Summaries.
+// Summaries (and the check `compaction verify` runs on every summary cache entry).
+pub use compaction_core::summary_cache_problem;
 pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
 
-// The checkpoint: what a compaction returns, its seals, and where it is kept.
+// The checkpoint: what a compaction returns, its seals and binding, and where it is kept.
 pub use compaction_core::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore,
 };
-pub use compaction_core::{Compacted, SealKey, SealKeyError};
+pub use compaction_core::{CheckpointBinding, Compacted, SealKey, SealKeyError};
 
 // Rehydration: the way back.
 pub use compaction_core::{
@@ -55,11 +56,17 @@ pub use compaction_core::store::POINTER_PREFIX;
 pub use compaction_core::{
     AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError,
 };
+// What an operator's tool lists and collects on any durable store (the rules are on
+// `sqlite::GcOptions` / `postgres::GcOptions`).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use compaction_core::StoreAdmin;
 
-// Effects: exact statuses, and the ledgers that hold them.
+// Effects: exact statuses, and the ledgers that hold them (with their histories, and the
+// check of a status against its history).
 pub use compaction_core::{
-    Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
-    SyncSummary, Transition,
+    history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
+    EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
 };
 
 // Transcripts: the conversation as typed state (the planner's details are in `transcript`).

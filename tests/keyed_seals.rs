@@ -1,6 +1,7 @@
 //! Keyed checkpoint seals (`CompactorBuilder::seal_key`) on checkpoints kept as JSON in memory
-//! and in SQLite: forgery with recomputed hashes, rotation, wrong key, missing seal. The same
-//! scenarios run on PostgreSQL in `pg_seals.rs`.
+//! and in SQLite: forgery with recomputed hashes, rotation, wrong key, missing seal, a row
+//! copied over another agent's, a rolled-back row. The same scenarios run on PostgreSQL in
+//! `pg_seals.rs`.
 
 mod common;
 #[macro_use]
@@ -9,8 +10,8 @@ mod seals;
 use common::{MigrationState, TempDir};
 use compaction::sqlite::rusqlite::{self, Connection};
 use compaction::{
-    Compacted, CompactionError, Compactor, CompactorBuilder, ContentHash, MemoryStore, SealKey,
-    SealKeyError, SqliteStore,
+    Compacted, CompactionError, Compactor, CompactorBuilder, ContentHash, MemoryLedger,
+    MemoryStore, SealKey, SealKeyError, SqliteLedger, SqliteStore,
 };
 use seals::Backend;
 use std::collections::HashMap;
@@ -31,8 +32,8 @@ impl Backend for JsonRows {
         let json = serde_json::to_vec(compacted).unwrap();
         self.rows.lock().unwrap().insert(agent.into(), json);
     }
-    fn load(&self, agent: &str) -> Compacted<MigrationState> {
-        serde_json::from_slice(&self.row(agent)).unwrap()
+    fn try_load(&self, agent: &str) -> Result<Compacted<MigrationState>, CompactionError> {
+        Ok(serde_json::from_slice(&self.row(agent)).unwrap())
     }
     fn row(&self, agent: &str) -> Vec<u8> {
         self.rows.lock().unwrap()[agent].clone()
@@ -46,7 +47,7 @@ impl Backend for JsonRows {
 }
 
 struct Sqlite {
-    _dir: TempDir,
+    dir: TempDir,
     path: std::path::PathBuf,
     store: SqliteStore,
 }
@@ -56,11 +57,7 @@ impl Sqlite {
         let dir = TempDir::new("keyed-seals");
         let path = dir.db("agents.db");
         let store = SqliteStore::open(&path).unwrap();
-        Sqlite {
-            _dir: dir,
-            path,
-            store,
-        }
+        Sqlite { dir, path, store }
     }
 }
 
@@ -114,6 +111,125 @@ fn sqlite_wrong_key() {
 #[test]
 fn sqlite_missing_seal() {
     seals::missing_seal(&Sqlite::new());
+}
+
+#[test]
+fn sqlite_row_copied_across_agents_is_refused() {
+    seals::row_copied_across_agents_is_refused(&Sqlite::new());
+}
+
+#[test]
+fn sqlite_unbound_keyed_checkpoints_need_the_migration_switch() {
+    seals::unbound_keyed_checkpoints_need_the_migration_switch(&Sqlite::new());
+}
+
+#[test]
+fn json_rolled_back_checkpoint_is_refused_by_the_memory_ledger() {
+    seals::rolled_back_checkpoint_is_refused(&JsonRows::default(), &MemoryLedger::new());
+}
+
+/// The ledger in its own file, as the README advises: whoever can put an old checkpoint row
+/// back into `agents.db` cannot move the sequence in `ledger.db` back.
+#[test]
+fn sqlite_rolled_back_checkpoint_is_refused_by_the_ledger() {
+    let backend = Sqlite::new();
+    let ledger = SqliteLedger::open(backend.dir.db("ledger.db")).unwrap();
+    seals::rolled_back_checkpoint_is_refused(&backend, &ledger);
+}
+
+/// The sequence table refuses to go back even to someone writing SQL into the ledger's file
+/// (short of dropping its triggers).
+#[test]
+fn sqlite_checkpoint_sequences_only_go_forward_in_the_database_itself() {
+    let backend = Sqlite::new();
+    let path = backend.dir.db("ledger.db");
+    let ledger = SqliteLedger::open(&path).unwrap();
+    compaction::block_on(compaction::EffectLedger::advance_checkpoint(
+        &ledger, "a", 5,
+    ))
+    .unwrap();
+    let raw = Connection::open(&path).unwrap();
+    for sql in [
+        "UPDATE checkpoint_sequences SET sequence = 4 WHERE agent_id = 'a'",
+        "DELETE FROM checkpoint_sequences WHERE agent_id = 'a'",
+    ] {
+        let refused = raw.execute(sql, []).expect_err(sql);
+        assert!(
+            refused.to_string().contains("forward only"),
+            "{sql}: {refused}"
+        );
+    }
+    raw.execute(
+        "UPDATE checkpoint_sequences SET sequence = 6 WHERE agent_id = 'a'",
+        [],
+    )
+    .unwrap();
+    assert_eq!(
+        compaction::block_on(compaction::EffectLedger::newest_checkpoint(&ledger, "a")).unwrap(),
+        Some(6)
+    );
+}
+
+/// `save_checkpoint` files a checkpoint only under the agent (and namespace) it is bound to,
+/// and a keyed checkpoint only when it is bound at all.
+#[test]
+fn sqlite_save_under_another_agent_or_unbound_and_keyed_is_refused() {
+    let backend = Sqlite::new();
+    let builder = || backend.builder().budget(4000).seal_key(seals::key("k1", 1));
+    let a = builder().agent_id("agent-a").build().unwrap();
+    let compacted = a.compact_blocking(&seals::state()).unwrap();
+    seals::assert_foreign(
+        backend.store.save_checkpoint("agent-b", &compacted),
+        Some("agent-b"),
+        Some("agent-a"),
+        "save under B",
+    );
+    let elsewhere = builder()
+        .agent_id("agent-a")
+        .namespace("tenant-x")
+        .build()
+        .unwrap();
+    match backend.store.save_checkpoint(
+        "agent-a",
+        &elsewhere.compact_blocking(&seals::state()).unwrap(),
+    ) {
+        Err(CompactionError::ForeignCheckpoint {
+            namespace, found, ..
+        }) => {
+            assert_eq!(namespace, "");
+            assert_eq!(found.unwrap().namespace(), "tenant-x");
+        }
+        other => panic!("another namespace must be refused, got {other:?}"),
+    }
+    let agentless = builder().build().unwrap();
+    seals::assert_foreign(
+        backend.store.save_checkpoint(
+            "agent-a",
+            &agentless.compact_blocking(&seals::state()).unwrap(),
+        ),
+        Some("agent-a"),
+        None,
+        "keyed, bound to no agent",
+    );
+    assert!(backend
+        .store
+        .load_checkpoint::<MigrationState>("agent-b")
+        .unwrap()
+        .is_none());
+    assert!(
+        backend.store.list_checkpoints().unwrap().is_empty(),
+        "nothing saved"
+    );
+    // Unkeyed and bound to no agent: saved as before (nothing to bind it with).
+    let plain = backend.builder().budget(4000).build().unwrap();
+    backend
+        .store
+        .save_checkpoint("agent-a", &plain.compact_blocking(&seals::state()).unwrap())
+        .unwrap();
+    backend
+        .store
+        .save_checkpoint("agent-a", &compacted)
+        .unwrap();
 }
 
 #[test]

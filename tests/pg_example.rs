@@ -5,7 +5,7 @@
 
 mod pg;
 
-use compaction::{EffectStatus, PgLedger, PgStore};
+use compaction::{block_on, EffectStatus, PgLedger, PgStore};
 use pg::harness::TestDb;
 use std::path::PathBuf;
 use std::process::Command;
@@ -55,22 +55,21 @@ fn the_migration_example_runs_resumes_and_stays_in_its_namespace() {
         "{second}"
     );
 
-    let store = PgStore::connect(db.url(), "fleet-a").unwrap();
-    let names: Vec<String> = store
-        .list_checkpoints()
+    let store = block_on(PgStore::connect(db.url(), "fleet-a")).unwrap();
+    let names: Vec<String> = block_on(store.list_checkpoints())
         .unwrap()
         .into_iter()
         .map(|c| c.agent_id)
         .collect();
     assert_eq!(names, ["migration-agent"]);
-    let ledger = PgLedger::connect(db.url(), "fleet-a").unwrap();
-    let committed = ledger.list(EffectStatus::Committed).unwrap();
+    let ledger = block_on(PgLedger::connect(db.url(), "fleet-a")).unwrap();
+    let committed = block_on(ledger.list(EffectStatus::Committed)).unwrap();
     assert!(committed.len() >= 8, "{committed:?}");
-    assert!(ledger.list(EffectStatus::Unknown).unwrap().len() <= 1);
+    assert!(block_on(ledger.list(EffectStatus::Unknown)).unwrap().len() <= 1);
 
     // Another namespace of the same database sees none of it.
-    let other = PgStore::connect(db.url(), "fleet-b").unwrap();
-    assert!(other.list_checkpoints().unwrap().is_empty());
-    let other_ledger = PgLedger::connect(db.url(), "fleet-b").unwrap();
-    assert!(other_ledger.effects().unwrap().is_empty());
+    let other = block_on(PgStore::connect(db.url(), "fleet-b")).unwrap();
+    assert!(block_on(other.list_checkpoints()).unwrap().is_empty());
+    let other_ledger = block_on(PgLedger::connect(db.url(), "fleet-b")).unwrap();
+    assert!(block_on(other_ledger.effects()).unwrap().is_empty());
 }

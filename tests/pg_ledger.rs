@@ -8,15 +8,15 @@ mod pg;
 use common::*;
 use compaction::postgres::SCHEMA_VERSION;
 use compaction::{
-    Compactor, Effect, EffectError, EffectLedger, EffectLog, EffectStatus, Extractive, PgError,
-    PgErrorKind, PgLedger, PgLedgerError,
+    block_on, Compactor, Effect, EffectError, EffectLedger, EffectLog, EffectStatus, Extractive,
+    PgError, PgErrorKind, PgLedger, PgLedgerError,
 };
 use pg::harness::{hold, scalar, terminate_lock_waiter, try_sql, TestDb};
 use pg::store;
 use std::sync::{Arc, Barrier};
 
 fn ledger(db: &TestDb, namespace: &str) -> PgLedger {
-    PgLedger::connect(db.url(), namespace).unwrap()
+    block_on(PgLedger::connect(db.url(), namespace)).unwrap()
 }
 
 fn backend_kind(result: Result<(), PgLedgerError>) -> (PgErrorKind, Option<String>) {
@@ -54,43 +54,48 @@ fn life_cycle_scopes_and_history_through_the_blocking_api() {
     let charges = base.scope("charges");
     assert_eq!(charges.scope_name(), "charges");
     assert_eq!(charges.namespace(), "ns");
-    charges
-        .record(&Effect::new("charge", "stripe://cus_1", "c1").depends_on("quote"))
+    block_on(charges.record(&Effect::new("charge", "stripe://cus_1", "c1").depends_on("quote")))
         .unwrap();
-    charges.begin("c1").unwrap();
+    block_on(charges.begin("c1")).unwrap();
     assert!(matches!(
-        charges.begin("c1"),
+        block_on(charges.begin("c1")),
         Err(PgLedgerError::Effect(EffectError::OutcomeUnknown { .. }))
     ));
-    charges
-        .set_payload(
-            "c1",
-            &serde_json::json!({"id": "ch_1", "text": "store://sha256:00"}),
-        )
-        .unwrap();
-    charges.commit("c1").unwrap();
+    block_on(charges.set_payload(
+        "c1",
+        &serde_json::json!({"id": "ch_1", "text": "store://sha256:00"}),
+    ))
+    .unwrap();
+    block_on(charges.commit("c1")).unwrap();
     assert!(matches!(
-        charges.begin("c1"),
+        block_on(charges.begin("c1")),
         Err(PgLedgerError::Effect(EffectError::AlreadyCommitted { .. }))
     ));
     // The same key in another scope is another effect.
-    base.scope("refunds").begin("c1").unwrap();
-    base.scope("refunds").fail("c1").unwrap();
+    block_on(base.scope("refunds").begin("c1")).unwrap();
+    block_on(base.scope("refunds").fail("c1")).unwrap();
     assert_eq!(
-        base.scope("refunds").status("c1").unwrap(),
+        block_on(base.scope("refunds").status("c1")).unwrap(),
         Some(EffectStatus::NotStarted)
     );
-    let all = base.load_all().unwrap();
+    let all = block_on(base.load_all()).unwrap();
     assert_eq!(all.keys().collect::<Vec<_>>(), ["charges", "refunds"]);
-    let log = base.load_log("charges").unwrap();
+    let log = block_on(base.load_log("charges")).unwrap();
     let c1 = log.get("c1").unwrap();
     assert_eq!(c1.status, EffectStatus::Committed);
     assert_eq!(c1.depends_on, ["quote"]);
     assert_eq!(c1.payload.as_ref().unwrap()["id"], "ch_1");
-    assert_eq!(charges.list(EffectStatus::Committed).unwrap().len(), 1);
-    assert!(charges.list(EffectStatus::Unknown).unwrap().is_empty());
+    assert_eq!(
+        block_on(charges.list(EffectStatus::Committed))
+            .unwrap()
+            .len(),
+        1
+    );
+    assert!(block_on(charges.list(EffectStatus::Unknown))
+        .unwrap()
+        .is_empty());
 
-    let history = charges.history("c1").unwrap();
+    let history = block_on(charges.history("c1")).unwrap();
     let ops: Vec<_> = history.iter().map(|t| t.op.as_str()).collect();
     assert_eq!(ops, ["record", "begin", "commit"]);
     assert!(history.iter().all(|t| t.pid == std::process::id()));
@@ -107,7 +112,7 @@ fn life_cycle_scopes_and_history_through_the_blocking_api() {
             "{statement}: {err:?}"
         );
     }
-    assert_eq!(charges.history("c1").unwrap().len(), 3);
+    assert_eq!(block_on(charges.history("c1")).unwrap().len(), 3);
 
     // A sync moves forward only and reports what it kept.
     let mut stale = EffectLog::new();
@@ -117,7 +122,7 @@ fn life_cycle_scopes_and_history_through_the_blocking_api() {
     stale
         .record(Effect::new("charge", "stripe://cus_2", "c2"))
         .unwrap();
-    let summary = charges.sync_log(&stale).unwrap();
+    let summary = block_on(charges.sync_log(&stale)).unwrap();
     assert_eq!(summary.inserted, 1);
     assert_eq!(
         summary.kept,
@@ -127,7 +132,10 @@ fn life_cycle_scopes_and_history_through_the_blocking_api() {
             EffectStatus::NotStarted
         )]
     );
-    assert_eq!(charges.status("c1").unwrap(), Some(EffectStatus::Committed));
+    assert_eq!(
+        block_on(charges.status("c1")).unwrap(),
+        Some(EffectStatus::Committed)
+    );
 }
 
 #[test]
@@ -142,7 +150,7 @@ fn threads_racing_for_one_key_have_exactly_one_winner() {
                 let (ledger, barrier, key) = (ledger.clone(), barrier.clone(), key.clone());
                 std::thread::spawn(move || {
                     barrier.wait();
-                    ledger.begin(&key)
+                    block_on(ledger.begin(&key))
                 })
             })
             .collect();
@@ -155,7 +163,7 @@ fn threads_racing_for_one_key_have_exactly_one_winner() {
                 "{r:?}"
             );
         }
-        assert_eq!(ledger.history(&key).unwrap().len(), 1);
+        assert_eq!(block_on(ledger.history(&key)).unwrap().len(), 1);
     }
 }
 
@@ -163,9 +171,7 @@ fn threads_racing_for_one_key_have_exactly_one_winner() {
 fn a_cut_connection_while_claiming_is_a_typed_error_and_claims_nothing() {
     let db = TestDb::new("cutclaim");
     let ledger = ledger(&db, "ns");
-    ledger
-        .record(&Effect::new("charge", "stripe://cus_1", "k"))
-        .unwrap();
+    block_on(ledger.record(&Effect::new("charge", "stripe://cus_1", "k"))).unwrap();
     // Another session locks the row, so the claim waits inside its transaction.
     let held = hold(
         db.url(),
@@ -173,31 +179,36 @@ fn a_cut_connection_while_claiming_is_a_typed_error_and_claims_nothing() {
     );
     let claiming = {
         let ledger = ledger.clone();
-        std::thread::spawn(move || ledger.begin("k"))
+        std::thread::spawn(move || block_on(ledger.begin("k")))
     };
     terminate_lock_waiter(db.url());
     let (kind, state) = backend_kind(claiming.join().unwrap());
     assert_eq!(kind, PgErrorKind::ConnectionLost);
     assert_eq!(state.as_deref(), Some("57P01"));
     drop(held);
-    assert_eq!(ledger.status("k").unwrap(), Some(EffectStatus::NotStarted));
-    let ops: Vec<_> = ledger
-        .history("k")
+    assert_eq!(
+        block_on(ledger.status("k")).unwrap(),
+        Some(EffectStatus::NotStarted)
+    );
+    let ops: Vec<_> = block_on(ledger.history("k"))
         .unwrap()
         .into_iter()
         .map(|t| t.op)
         .collect();
     assert_eq!(ops, ["record"]);
     // The pool replaced the dead connection: the next claim works.
-    ledger.begin("k").unwrap();
-    assert_eq!(ledger.status("k").unwrap(), Some(EffectStatus::Unknown));
+    block_on(ledger.begin("k")).unwrap();
+    assert_eq!(
+        block_on(ledger.status("k")).unwrap(),
+        Some(EffectStatus::Unknown)
+    );
 }
 
 #[test]
 fn a_cut_connection_in_a_multi_key_sync_writes_none_of_it() {
     let db = TestDb::new("cutsync");
     let ledger = ledger(&db, "ns");
-    ledger.record(&Effect::new("charge", "t", "k3")).unwrap();
+    block_on(ledger.record(&Effect::new("charge", "t", "k3"))).unwrap();
     let held = hold(
         db.url(),
         "SELECT 1 FROM compaction.effects WHERE key = 'k3' FOR UPDATE",
@@ -210,15 +221,26 @@ fn a_cut_connection_in_a_multi_key_sync_writes_none_of_it() {
     }
     let syncing = {
         let ledger = ledger.clone();
-        std::thread::spawn(move || ledger.sync_log(&log).map(drop))
+        std::thread::spawn(move || block_on(ledger.sync_log(&log)).map(drop))
     };
     terminate_lock_waiter(db.url());
     let (kind, _) = backend_kind(syncing.join().unwrap());
     assert_eq!(kind, PgErrorKind::ConnectionLost);
     drop(held);
-    assert_eq!(ledger.status("k1").unwrap(), None, "half a sync was kept");
-    assert_eq!(ledger.status("k2").unwrap(), None, "half a sync was kept");
-    assert_eq!(ledger.status("k3").unwrap(), Some(EffectStatus::NotStarted));
+    assert_eq!(
+        block_on(ledger.status("k1")).unwrap(),
+        None,
+        "half a sync was kept"
+    );
+    assert_eq!(
+        block_on(ledger.status("k2")).unwrap(),
+        None,
+        "half a sync was kept"
+    );
+    assert_eq!(
+        block_on(ledger.status("k3")).unwrap(),
+        Some(EffectStatus::NotStarted)
+    );
     assert_eq!(
         scalar(db.url(), "SELECT count(*) FROM compaction.effect_events"),
         Some("1".into())
@@ -236,7 +258,7 @@ fn a_cut_connection_while_saving_a_checkpoint_keeps_the_previous_one() {
         .build()
         .unwrap();
     let first = compactor.compact_blocking(&spilling_state()).unwrap();
-    store.save_checkpoint("agent", &first).unwrap();
+    block_on(store.save_checkpoint("agent", &first)).unwrap();
     let mut changed = spilling_state();
     changed.plan_step = 7;
     let second = compactor.compact_blocking(&changed).unwrap();
@@ -247,7 +269,7 @@ fn a_cut_connection_while_saving_a_checkpoint_keeps_the_previous_one() {
     );
     let saving = {
         let store = store.clone();
-        std::thread::spawn(move || store.save_checkpoint("agent", &second))
+        std::thread::spawn(move || block_on(store.save_checkpoint("agent", &second)))
     };
     terminate_lock_waiter(db.url());
     let err = saving.join().unwrap().unwrap_err();
@@ -257,8 +279,7 @@ fn a_cut_connection_while_saving_a_checkpoint_keeps_the_previous_one() {
     let inner = PgError::from_store_error(store_error).expect("a postgres error");
     assert_eq!(inner.kind(), PgErrorKind::ConnectionLost, "{err}");
     drop(held);
-    let loaded = store
-        .load_checkpoint::<MigrationState>("agent")
+    let loaded = block_on(store.load_checkpoint::<MigrationState>("agent"))
         .unwrap()
         .unwrap();
     assert!(loaded.verify_seal());
@@ -273,7 +294,7 @@ fn a_newer_schema_refuses_the_ledger_too() {
         "INSERT INTO compaction.schema_version VALUES ({}, 0, 'from the future')",
         SCHEMA_VERSION + 1
     ));
-    let err = PgLedger::connect(db.url(), "ns").unwrap_err();
+    let err = block_on(PgLedger::connect(db.url(), "ns")).unwrap_err();
     let (kind, _) = backend_kind(Err(err));
     assert_eq!(kind, PgErrorKind::Schema);
 }
@@ -282,9 +303,9 @@ fn a_newer_schema_refuses_the_ledger_too() {
 fn a_corrupt_row_is_a_typed_error_not_a_panic() {
     let db = TestDb::new("corrupt");
     let ledger = ledger(&db, "ns");
-    ledger.record(&Effect::new("charge", "t", "k")).unwrap();
+    block_on(ledger.record(&Effect::new("charge", "t", "k"))).unwrap();
     db.sql("UPDATE compaction.effects SET depends_on = '{not json' WHERE key = 'k'");
-    let err = ledger.get("k").unwrap_err();
+    let err = block_on(ledger.get("k")).unwrap_err();
     let PgLedgerError::Backend(inner) = &err else {
         panic!("{err:?}")
     };

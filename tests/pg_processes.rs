@@ -6,7 +6,7 @@
 mod common;
 mod pg;
 
-use compaction::{EffectError, EffectStatus, PgLedger, PgLedgerError};
+use compaction::{block_on, EffectError, EffectStatus, PgLedger, PgLedgerError};
 use pg::harness::{sql, TestDb, CHILD_URL_ENV};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -35,7 +35,7 @@ fn child_entry() {
     let (Ok(url), Ok(mode)) = (std::env::var(CHILD_URL_ENV), std::env::var(MODE_ENV)) else {
         return;
     };
-    let ledger = PgLedger::connect(&url, NAMESPACE).unwrap();
+    let ledger = block_on(PgLedger::connect(&url, NAMESPACE)).unwrap();
     say(format!("READY {}", std::process::id()));
     match mode.as_str() {
         "race" => race_worker(&ledger),
@@ -48,7 +48,7 @@ fn child_entry() {
 fn race_worker(ledger: &PgLedger) {
     for line in std::io::stdin().lock().lines() {
         let round = line.unwrap();
-        match ledger.begin(&format!("round-{round}")) {
+        match block_on(ledger.begin(&format!("round-{round}"))) {
             Ok(()) => say(format!("WON {round}")),
             Err(PgLedgerError::Effect(EffectError::OutcomeUnknown { .. })) => {
                 say(format!("LOST {round}"))
@@ -63,10 +63,10 @@ fn race_worker(ledger: &PgLedger) {
 /// last three keys of the previous worker, which the ledger must refuse.
 fn crash_worker(ledger: &PgLedger) {
     let file = std::env::var(FILE_ENV).unwrap();
-    let start = ledger.effects().unwrap().len().saturating_sub(3);
+    let start = block_on(ledger.effects()).unwrap().len().saturating_sub(3);
     for i in start.. {
         let key = format!("k{i:06}");
-        match ledger.begin(&key) {
+        match block_on(ledger.begin(&key)) {
             Ok(()) => {}
             Err(PgLedgerError::Effect(
                 EffectError::AlreadyCommitted { .. } | EffectError::OutcomeUnknown { .. },
@@ -84,7 +84,7 @@ fn crash_worker(ledger: &PgLedger) {
             .unwrap();
         performed.write_all(format!("{key}\n").as_bytes()).unwrap();
         std::thread::sleep(EFFECT_TIME);
-        ledger.commit(&key).unwrap();
+        block_on(ledger.commit(&key)).unwrap();
         say(format!("COMMITTED {key}"));
     }
 }
@@ -160,7 +160,7 @@ fn counts(db: &TestDb, query: &str) -> Vec<(String, String)> {
 fn eight_processes_racing_for_a_key_have_exactly_one_winner_each_round() {
     let db = TestDb::new("race");
     // Create the schema once, so the workers' first connects do not queue on the migration.
-    drop(PgLedger::connect(db.url(), NAMESPACE).unwrap());
+    drop(block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap());
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|_| Worker::start(db.url(), "race", ""))
         .collect();
@@ -199,8 +199,11 @@ fn eight_processes_racing_for_a_key_have_exactly_one_winner_each_round() {
     for (key, pids) in claims {
         assert_eq!(Some(&pids), winner_of.get(&key), "{key}");
     }
-    let ledger = PgLedger::connect(db.url(), NAMESPACE).unwrap();
-    assert_eq!(ledger.list(EffectStatus::Unknown).unwrap().len(), ROUNDS);
+    let ledger = block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap();
+    assert_eq!(
+        block_on(ledger.list(EffectStatus::Unknown)).unwrap().len(),
+        ROUNDS
+    );
 }
 
 /// A random number from the standard library's per-instance hash keys: enough to vary when
@@ -215,7 +218,7 @@ fn random() -> u64 {
 #[test]
 fn sigkill_between_claim_and_commit_never_runs_an_effect_twice() {
     let db = TestDb::new("crash");
-    let ledger = PgLedger::connect(db.url(), NAMESPACE).unwrap();
+    let ledger = block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap();
     let dir = common::TempDir::new("pg-crash");
     let file = dir.db("performed.txt");
     let file_name = file.to_str().unwrap().to_string();
@@ -247,12 +250,11 @@ fn sigkill_between_claim_and_commit_never_runs_an_effect_twice() {
 
         // The killed worker's key reads unknown: claimed, never settled, never retryable.
         assert_eq!(
-            ledger.status(&victim).unwrap(),
+            block_on(ledger.status(&victim)).unwrap(),
             Some(EffectStatus::Unknown),
             "kill {kill}: {victim}"
         );
-        let statuses: BTreeMap<String, EffectStatus> = ledger
-            .effects()
+        let statuses: BTreeMap<String, EffectStatus> = block_on(ledger.effects())
             .unwrap()
             .into_iter()
             .map(|e| (e.idempotency_key, e.status))
@@ -284,7 +286,7 @@ fn sigkill_between_claim_and_commit_never_runs_an_effect_twice() {
         );
         assert!(twice.is_empty(), "kill {kill}: {twice:?}");
     }
-    let unknown = ledger.list(EffectStatus::Unknown).unwrap().len();
+    let unknown = block_on(ledger.list(EffectStatus::Unknown)).unwrap().len();
     println!(
         "{KILLS} kills between claim and commit: {} committed, {unknown} unknown, {refused} \
          re-claims refused",

@@ -37,11 +37,11 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
     // Text that imitates our own pointers and markers is stored as opaque bytes.
     let bytes = b"{\"note\":\"store://sha256:00ff\\n## protected\\n\\u0000\"}".to_vec();
     let hash = ContentHash::of(&bytes);
-    assert!(!store.contains(&hash).unwrap());
+    assert!(!block_on(store.contains(&hash)).unwrap());
     block_on(store.put(&hash, &bytes)).unwrap();
     block_on(store.put(&hash, &bytes)).unwrap();
-    assert_eq!(store.blob_count().unwrap(), 1);
-    assert!(store.contains(&hash).unwrap());
+    assert_eq!(block_on(store.blob_count()).unwrap(), 1);
+    assert!(block_on(store.contains(&hash)).unwrap());
     assert_eq!(block_on(store.get(&hash)).unwrap(), bytes);
 
     // Bytes that do not hash to the address are refused and nothing is stored.
@@ -50,8 +50,8 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
         block_on(store.put(&wrong, &bytes)),
         Err(StoreError::Integrity { hash }) if hash == wrong
     ));
-    assert!(!store.contains(&wrong).unwrap());
-    assert_eq!(store.blob_count().unwrap(), 1);
+    assert!(!block_on(store.contains(&wrong)).unwrap());
+    assert_eq!(block_on(store.blob_count()).unwrap(), 1);
 
     // Every byte value and an empty blob round-trip.
     let all: Vec<u8> = (0..=255u8).collect();
@@ -63,8 +63,8 @@ fn put_get_is_content_addressed_idempotent_and_verified() {
     }
 
     // A second connection (another process could) finds them.
-    let again = PgStore::connect(db.url(), "ns").unwrap();
-    assert_eq!(again.blob_count().unwrap(), 3);
+    let again = block_on(PgStore::connect(db.url(), "ns")).unwrap();
+    assert_eq!(block_on(again.blob_count()).unwrap(), 3);
     assert_eq!(block_on(again.get(&hash)).unwrap(), bytes);
 }
 
@@ -108,7 +108,7 @@ fn a_schema_from_a_newer_version_is_refused() {
         Some(SCHEMA_VERSION.to_string())
     );
     // Connecting again (another process) finds the schema current and changes nothing.
-    drop(PgStore::connect(db.url(), "ns").unwrap());
+    drop(block_on(PgStore::connect(db.url(), "ns")).unwrap());
     assert_eq!(
         scalar(db.url(), "SELECT count(*) FROM compaction.schema_version"),
         Some(SCHEMA_VERSION.to_string())
@@ -117,7 +117,7 @@ fn a_schema_from_a_newer_version_is_refused() {
         "INSERT INTO compaction.schema_version VALUES ({}, 0, 'from the future')",
         SCHEMA_VERSION + 1
     ));
-    let err = PgStore::connect(db.url(), "ns").unwrap_err();
+    let err = block_on(PgStore::connect(db.url(), "ns")).unwrap_err();
     assert_store_kind(&err, PgErrorKind::Schema, "ns");
     assert!(err.to_string().contains("upgrade"), "{err}");
     drop(store);
@@ -130,7 +130,9 @@ fn concurrent_first_connects_migrate_once() {
     let handles: Vec<_> = (0..6)
         .map(|i| {
             let url = url.clone();
-            std::thread::spawn(move || PgStore::connect(&url, &format!("ns{i}")).map(|_| ()))
+            std::thread::spawn(move || {
+                block_on(PgStore::connect(&url, &format!("ns{i}"))).map(|_| ())
+            })
         })
         .collect();
     for h in handles {
@@ -148,12 +150,12 @@ fn bad_configuration_is_a_typed_error() {
         ("postgres://[not a url", "ns"),
         ("host=127.0.0.1 port=notaport", "ns"),
     ] {
-        let err = PgStore::connect(url, namespace).unwrap_err();
+        let err = block_on(PgStore::connect(url, namespace)).unwrap_err();
         assert_eq!(pg_error(&err).kind(), PgErrorKind::Config, "{err}");
     }
     let db = TestDb::new("badns");
     for namespace in ["", "a\0b", &"x".repeat(201)] {
-        let err = PgStore::connect(db.url(), namespace).unwrap_err();
+        let err = block_on(PgStore::connect(db.url(), namespace)).unwrap_err();
         assert_eq!(pg_error(&err).kind(), PgErrorKind::Config, "{err}");
     }
 }
@@ -167,7 +169,7 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
         .unwrap()
         .port();
     let url = format!("postgres://postgres:s3cret-pw@127.0.0.1:{port}/agents");
-    let err = PgStore::connect_with(&url, "ns", &quick_options()).unwrap_err();
+    let err = block_on(PgStore::connect_with(&url, "ns", &quick_options())).unwrap_err();
     assert_store_kind(&err, PgErrorKind::CannotConnect, "ns");
     let message = format!("{err} {:?}", pg_error(&err));
     assert!(
@@ -177,7 +179,7 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
     assert!(!message.contains("s3cret"), "password leaked: {message}");
 
     let missing = cluster().url("no_such_database");
-    let err = PgStore::connect_with(&missing, "ns", &quick_options()).unwrap_err();
+    let err = block_on(PgStore::connect_with(&missing, "ns", &quick_options())).unwrap_err();
     assert_store_kind(&err, PgErrorKind::CannotConnect, "ns");
     assert_eq!(pg_error(&err).sql_state(), Some("3D000"), "{err}");
 }
@@ -185,8 +187,12 @@ fn an_unreachable_server_or_missing_database_is_cannot_connect_without_the_passw
 #[test]
 fn a_small_pool_serves_many_threads() {
     let db = TestDb::new("pool");
-    let store =
-        PgStore::connect_with(db.url(), "ns", &PgOptions::new().max_connections(2)).unwrap();
+    let store = block_on(PgStore::connect_with(
+        db.url(),
+        "ns",
+        &PgOptions::new().max_connections(2),
+    ))
+    .unwrap();
     let handles: Vec<_> = (0..8)
         .map(|t| {
             let store = store.clone();
@@ -203,5 +209,5 @@ fn a_small_pool_serves_many_threads() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(store.blob_count().unwrap(), 80);
+    assert_eq!(block_on(store.blob_count()).unwrap(), 80);
 }

@@ -48,8 +48,11 @@ fn blobs_are_invisible_and_untouchable_across_namespaces() {
             block_on(b.get(&hash)),
             Err(StoreError::NotFound { .. })
         ));
-        assert!(!b.contains(&hash).unwrap(), "{b_name} probes {a_name}");
-        assert_eq!(b.blob_count().unwrap(), 0);
+        assert!(
+            !block_on(b.contains(&hash)).unwrap(),
+            "{b_name} probes {a_name}"
+        );
+        assert_eq!(block_on(b.blob_count()).unwrap(), 0);
         // The same content stored by the other tenant is a second row.
         block_on(b.put(&hash, &bytes)).unwrap();
         assert_eq!(
@@ -92,17 +95,16 @@ fn checkpoints_are_invisible_and_untouchable_across_namespaces() {
         let (a, b) = (store(db.url(), a_name), store(db.url(), b_name));
         let state = spilling_state();
         let a_checkpoint = compactor_for(&a).compact_blocking(&state).unwrap();
-        a.save_checkpoint("agent", &a_checkpoint).unwrap();
+        block_on(a.save_checkpoint("agent", &a_checkpoint)).unwrap();
         // Load, list, delete: nothing.
-        assert!(b
-            .load_checkpoint::<MigrationState>("agent")
+        assert!(block_on(b.load_checkpoint::<MigrationState>("agent"))
             .unwrap()
             .is_none());
-        assert!(b.list_checkpoints().unwrap().is_empty());
-        assert!(!b.delete_checkpoint("agent").unwrap());
+        assert!(block_on(b.list_checkpoints()).unwrap().is_empty());
+        assert!(!block_on(b.delete_checkpoint("agent")).unwrap());
         // A checkpoint whose blobs only the other tenant holds cannot be saved: it would
         // borrow (and reveal) the other tenant's data.
-        let err = b.save_checkpoint("agent", &a_checkpoint).unwrap_err();
+        let err = block_on(b.save_checkpoint("agent", &a_checkpoint)).unwrap_err();
         assert!(
             matches!(err, CompactionError::Store(StoreError::NotFound { .. })),
             "{err:?}"
@@ -111,16 +113,14 @@ fn checkpoints_are_invisible_and_untouchable_across_namespaces() {
         let mut other = state.clone();
         other.plan_step = 99;
         let b_checkpoint = compactor_for(&b).compact_blocking(&other).unwrap();
-        b.save_checkpoint("agent", &b_checkpoint).unwrap();
-        let loaded = a
-            .load_checkpoint::<MigrationState>("agent")
+        block_on(b.save_checkpoint("agent", &b_checkpoint)).unwrap();
+        let loaded = block_on(a.load_checkpoint::<MigrationState>("agent"))
             .unwrap()
             .unwrap();
         assert_eq!(loaded.render(), a_checkpoint.render());
-        assert_eq!(a.list_checkpoints().unwrap().len(), 1);
-        assert!(b.delete_checkpoint("agent").unwrap());
-        assert!(a
-            .load_checkpoint::<MigrationState>("agent")
+        assert_eq!(block_on(a.list_checkpoints()).unwrap().len(), 1);
+        assert!(block_on(b.delete_checkpoint("agent")).unwrap());
+        assert!(block_on(a.load_checkpoint::<MigrationState>("agent"))
             .unwrap()
             .is_some());
         db.sql("DELETE FROM compaction.checkpoints; DELETE FROM compaction.blobs");
@@ -132,58 +132,53 @@ fn ledger_keys_and_events_are_invisible_and_untouchable_across_namespaces() {
     for (a_name, b_name) in PAIRS {
         // A database per pair: the history is append-only, so it cannot be cleared.
         let db = TestDb::new("tenantledger");
-        let a = PgLedger::connect(db.url(), a_name)
+        let a = block_on(PgLedger::connect(db.url(), a_name))
             .unwrap()
             .scope("charges");
-        let b = PgLedger::connect(db.url(), b_name)
+        let b = block_on(PgLedger::connect(db.url(), b_name))
             .unwrap()
             .scope("charges");
-        a.record(&Effect::new("charge", "stripe://cus_1", "charge-1"))
-            .unwrap();
-        a.begin("charge-1").unwrap();
+        block_on(a.record(&Effect::new("charge", "stripe://cus_1", "charge-1"))).unwrap();
+        block_on(a.begin("charge-1")).unwrap();
         // Read, list, history, load: nothing.
-        assert_eq!(b.status("charge-1").unwrap(), None);
-        assert_eq!(b.get("charge-1").unwrap(), None);
-        assert!(b.effects().unwrap().is_empty());
-        assert!(b.list(EffectStatus::Unknown).unwrap().is_empty());
-        assert!(b.history("charge-1").unwrap().is_empty());
-        assert!(b.load_log("charges").unwrap().is_empty());
-        assert!(b.load_all().unwrap().is_empty());
+        assert_eq!(block_on(b.status("charge-1")).unwrap(), None);
+        assert_eq!(block_on(b.get("charge-1")).unwrap(), None);
+        assert!(block_on(b.effects()).unwrap().is_empty());
+        assert!(block_on(b.list(EffectStatus::Unknown)).unwrap().is_empty());
+        assert!(block_on(b.history("charge-1")).unwrap().is_empty());
+        assert!(block_on(b.load_log("charges")).unwrap().is_empty());
+        assert!(block_on(b.load_all()).unwrap().is_empty());
         // Write: every transition of an existing key is NotFound, and changes nothing of A's.
-        assert!(not_found(b.commit("charge-1").unwrap_err()));
-        assert!(not_found(b.fail("charge-1").unwrap_err()));
+        assert!(not_found(block_on(b.commit("charge-1")).unwrap_err()));
+        assert!(not_found(block_on(b.fail("charge-1")).unwrap_err()));
         assert!(not_found(
-            b.reconcile("charge-1", EffectStatus::Committed)
-                .unwrap_err()
+            block_on(b.reconcile("charge-1", EffectStatus::Committed)).unwrap_err()
         ));
         assert!(not_found(
-            b.set_payload("charge-1", &serde_json::json!(1))
-                .unwrap_err()
+            block_on(b.set_payload("charge-1", &serde_json::json!(1))).unwrap_err()
         ));
         // B's own effect under the same key is independent: its claim does not collide.
-        b.record(&Effect::new("refund", "other", "charge-1"))
-            .unwrap();
-        b.begin("charge-1").unwrap();
-        b.commit("charge-1").unwrap();
+        block_on(b.record(&Effect::new("refund", "other", "charge-1"))).unwrap();
+        block_on(b.begin("charge-1")).unwrap();
+        block_on(b.commit("charge-1")).unwrap();
         let mut log = EffectLog::new();
         log.record(Effect::new("x", "y", "charge-1").with_status(EffectStatus::Committed))
             .unwrap();
         log.record(Effect::new("x", "y", "charge-2")).unwrap();
-        b.sync_log(&log).unwrap();
+        block_on(b.sync_log(&log)).unwrap();
         // A sees exactly what it did.
-        let mine = a.get("charge-1").unwrap().unwrap();
+        let mine = block_on(a.get("charge-1")).unwrap().unwrap();
         assert_eq!(mine.status, EffectStatus::Unknown);
         assert_eq!(mine.action, "charge");
-        assert_eq!(a.effects().unwrap().len(), 1);
-        let ops: Vec<_> = a
-            .history("charge-1")
+        assert_eq!(block_on(a.effects()).unwrap().len(), 1);
+        let ops: Vec<_> = block_on(a.history("charge-1"))
             .unwrap()
             .into_iter()
             .map(|t| t.op)
             .collect();
         assert_eq!(ops, ["record", "begin"]);
         assert!(matches!(
-            a.begin("charge-1"),
+            block_on(a.begin("charge-1")),
             Err(PgLedgerError::Effect(EffectError::OutcomeUnknown { .. }))
         ));
     }

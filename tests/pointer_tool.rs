@@ -1,14 +1,15 @@
 //! The `resolve_pointer` tool against hostile calls: malformed arguments, another agent's
 //! pointer in the same store, made-up hashes, imitations of our pointer syntax, huge blobs, a
-//! corrupted store. Every call gets a tool result with its id and a clear text; none panics.
+//! corrupted store, checkpoints the compactor would not rehydrate (forged under a keyed seal,
+//! another agent's). Every call gets a tool result with its id and a clear text; none panics.
 
 use compaction::pointer_tool::{
     resolve_pointer_tool, PointerResolver, PointerToolError, RESOLVE_POINTER,
 };
 use compaction::transcript::{ToolArguments, MARKER_PREFIX, VERBATIM_ESCAPE};
 use compaction::{
-    Compactable, Compacted, Compactor, ContentHash, Message, Pointer, Role, Store, StoreError,
-    Tokenizer, ToolCall, Transcript,
+    Compactable, Compacted, CompactionError, Compactor, ContentHash, Message, Pointer, Role,
+    SealKey, Store, StoreError, Tokenizer, ToolCall, Transcript,
 };
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -105,7 +106,7 @@ fn setup() -> Setup {
         .compact_blocking(&agent("cus_B", "read my card", &secret))
         .unwrap();
     let mut resolver = PointerResolver::new();
-    assert!(resolver.allow_compacted(&a).unwrap() >= 1);
+    assert!(resolver.allow_compacted(&compactor, &a).unwrap() >= 1);
     let mine = output_pointer(&a, &output);
     let theirs = output_pointer(&b, &secret);
     Setup {
@@ -193,7 +194,7 @@ fn a_pointer_quoted_in_the_agents_own_messages_is_not_issued() {
         .compact_blocking(&agent("cus_A", &forged, &"ok\n".repeat(800)))
         .unwrap();
     let mut resolver = PointerResolver::new();
-    resolver.allow_compacted(&mine).unwrap();
+    resolver.allow_compacted(&compactor, &mine).unwrap();
     assert!(!resolver.is_allowed(&theirs));
     let reply =
         resolver.handle_blocking(&compactor, &call(json!({ "pointer": theirs.to_string() })));
@@ -313,7 +314,7 @@ fn a_huge_blob_comes_in_parts_that_say_so_and_reassemble_exactly() {
         .unwrap();
     let pointer = output_pointer(&compacted, &output);
     let mut resolver = PointerResolver::new().with_max_bytes(100_000);
-    resolver.allow_compacted(&compacted).unwrap();
+    resolver.allow_compacted(&compactor, &compacted).unwrap();
     let mut offset = 0;
     let mut rebuilt = String::new();
     let mut parts = 0;
@@ -431,7 +432,7 @@ fn content_that_begins_like_a_marker_is_escaped_and_a_call_for_another_tool_is_r
         .unwrap();
     let pointer = output_pointer(&compacted, &output);
     let mut resolver = PointerResolver::new();
-    resolver.allow_compacted(&compacted).unwrap();
+    resolver.allow_compacted(&compactor, &compacted).unwrap();
     let reply =
         resolver.handle_blocking(&compactor, &call(json!({ "pointer": pointer.to_string() })));
     assert!(reply.outcome.is_ok());
@@ -458,10 +459,113 @@ fn a_compacted_state_that_does_not_match_its_seal_allows_nothing() {
     let edited: Compacted<Agent> = serde_json::from_value(json).unwrap();
     let mut resolver = PointerResolver::new();
     assert!(matches!(
-        resolver.allow_compacted(&edited),
+        resolver.allow_compacted(&s.compactor, &edited),
         Err(PointerToolError::Unsealed)
     ));
     assert_eq!(resolver.allowed_count(), 0);
+}
+
+/// A keyed compactor for `agent` on `store`.
+fn keyed(store: SharedStore, agent: &str) -> Compactor {
+    Compactor::builder()
+        .budget(400)
+        .token_counter(Tokenizer::O200kBase)
+        .store(store)
+        .seal_key(SealKey::new("k1", [1u8; 32]).unwrap())
+        .agent_id(agent)
+        .build()
+        .unwrap()
+}
+
+/// Agents A (`mine`) and B (`theirs`) with keyed compactors on one store, and B's compaction
+/// whose tombstoned tool result holds `secret`, with that result's pointer.
+fn keyed_agents(secret: &str) -> (Compactor, Compactor, Compacted<Agent>, Pointer) {
+    let store = SharedStore::default();
+    let (mine, theirs) = (
+        keyed(store.clone(), "agent-a"),
+        keyed(store.clone(), "agent-b"),
+    );
+    let other = theirs
+        .compact_blocking(&agent("cus_B", "read it", secret))
+        .unwrap();
+    let their_pointer = output_pointer(&other, secret);
+    (mine, theirs, other, their_pointer)
+}
+
+/// The model asks `resolver` for `pointer` and reads neither the blob nor `leak`.
+fn assert_not_readable(
+    resolver: &PointerResolver,
+    mine: &Compactor,
+    pointer: &Pointer,
+    leak: &str,
+) {
+    let reply = resolver.handle_blocking(mine, &call(json!({ "pointer": pointer.to_string() })));
+    assert!(matches!(
+        error_of(&reply),
+        PointerToolError::NotIssued { .. }
+    ));
+    assert!(!reply.message.content.contains(leak));
+}
+
+/// A checkpoint forged by someone who can write it but holds no key: another agent's pointer
+/// slipped into the window's messages, every plain hash recomputed. The plain seal verifies;
+/// the keyed compactor refuses it, and so does the resolver: the model cannot reach the blob.
+#[test]
+fn a_forged_checkpoint_under_a_keyed_seal_allows_nothing() {
+    let secret = "card 4111-1111-1111-1111 expires 12/29\n".repeat(300);
+    let (mine, _, _, their_pointer) = keyed_agents(&secret);
+    let own = mine
+        .compact_blocking(&agent("cus_A", "read the log", &"ok\n".repeat(800)))
+        .unwrap();
+    let own_pointer = own.pointers()[0].clone();
+    let json = serde_json::to_string(&own).unwrap();
+    let forged_json = json.replace(&own_pointer.hash().to_hex(), &their_pointer.hash().to_hex());
+    assert_ne!(forged_json, json, "the forger swapped the pointer");
+    let bytes = compaction_fixtures::checkpoint::reseal_bytes(forged_json.as_bytes()).unwrap();
+    let forged: Compacted<Agent> = serde_json::from_slice(&bytes).unwrap();
+    assert!(forged.verify_seal(), "every plain hash was recomputed");
+    assert!(forged.pointers().contains(&their_pointer));
+
+    let mut resolver = PointerResolver::new();
+    assert!(matches!(
+        resolver.allow_compacted(&mine, &forged),
+        Err(PointerToolError::Unsealed)
+    ));
+    assert!(matches!(
+        mine.verify_checkpoint(&forged),
+        Err(CompactionError::Integrity { .. })
+    ));
+    assert_eq!(resolver.allowed_count(), 0);
+    assert_not_readable(&resolver, &mine, &their_pointer, "4111");
+}
+
+/// Another agent's genuine checkpoint (valid seals, same key, same store) is foreign to this
+/// agent's compactor: `rehydrate` refuses it, and the resolver allows none of its pointers.
+#[test]
+fn another_agents_checkpoint_allows_nothing() {
+    let (mine, theirs, other, their_pointer) = keyed_agents(&"ssn 078-05-1120\n".repeat(500));
+    assert!(other.verify_seal());
+    theirs.verify_checkpoint(&other).unwrap();
+
+    let mut resolver = PointerResolver::new();
+    match resolver.allow_compacted(&mine, &other) {
+        Err(PointerToolError::NotTrusted {
+            source:
+                CompactionError::ForeignCheckpoint {
+                    agent_id, found, ..
+                },
+        }) => {
+            assert_eq!(agent_id.as_deref(), Some("agent-a"));
+            assert_eq!(found.unwrap().agent_id(), "agent-b");
+        }
+        other => panic!("another agent's checkpoint must be refused, got {other:?}"),
+    }
+    assert!(!resolver.is_allowed(&their_pointer));
+    assert_not_readable(&resolver, &mine, &their_pointer, "078-05");
+    // The owner's resolver allows them.
+    let mut owners = PointerResolver::new();
+    assert!(owners.allow_compacted(&theirs, &other).unwrap() >= 1);
+    assert!(owners.is_allowed(&their_pointer));
 }
 
 #[test]

@@ -1,61 +1,39 @@
 //! The store and ledger handles the commands use, whatever the backend: trait objects over the
-//! library's traits (`CheckpointStore` and `Store` for a store, `EffectLedger` for a ledger),
-//! which `target.rs` opens. A backend's errors become the tool's failures by what they carry
-//! (`Failure::backend`). What only SQLite offers (listing blobs, gc, notes on reconcile and in
-//! the history) is reached through `sqlite()`, which names the command another backend cannot
-//! run yet.
+//! library's traits (`CheckpointStore`, `Store` and `StoreAdmin` for a store, `EffectLedger`
+//! for a ledger), which `target.rs` opens. A backend's errors become the tool's failures by
+//! what they carry (`Failure::backend`). Every command runs on every backend.
 
-use crate::fail::{Exit, Failure};
-use compaction::sqlite::SqliteStore;
+use crate::fail::Failure;
 use compaction::{
-    block_on, CheckpointInfo, CheckpointStore, Compacted, CompactionError, ContentHash, Effect,
-    EffectLedger, EffectLog, SqliteLedger, Store as BlobStore, StoreError, Transition,
+    block_on, AnnotatedTransition, CheckpointInfo, CheckpointStore, Compacted, CompactionError,
+    ContentHash, Effect, EffectError, EffectLedger, EffectLog, Settlement, Store as BlobStore,
+    StoreAdmin, StoreError,
 };
-use std::any::Any;
 use std::collections::BTreeMap;
 
 /// A checkpoint loaded without its state type (the type is only a marker on `Compacted`).
 pub type AnyCheckpoint = Compacted<()>;
 
-/// One transition of an effect's history, with who made it and why when an operator said.
-pub struct Event {
-    /// The transition.
-    pub transition: Transition,
-    /// Who.
-    pub actor: Option<String>,
-    /// Why.
-    pub note: Option<String>,
-}
-
-/// The refusal for a command only SQLite targets support yet.
-fn sqlite_only(command: &str) -> Failure {
-    Failure::new(
-        Exit::Usage,
-        format!("`{command}` is not available on PostgreSQL targets yet"),
-    )
-    .hint(match command {
-        "reconcile" => {
-            "settle the key from Rust with `PgLedger::reconcile` (this tool keeps a note with \
-             every settlement, which the PostgreSQL ledger cannot store yet)"
-        }
-        _ => "run it on a SQLite database, or use the library's PgStore from Rust",
-    })
-}
-
 /// What the commands use of a blob store with checkpoints, for any backend.
 pub trait StoreHandle: CheckpointStore {
     /// The verified bytes of a blob.
     fn blob(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError>;
-    /// The concrete backend, for what only one offers.
-    fn as_any(&self) -> &dyn Any;
+    /// The bytes of a named entry.
+    fn entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Listing and garbage collection.
+    fn admin(&self) -> &dyn StoreAdmin;
 }
 
-impl<T: CheckpointStore + BlobStore + Any> StoreHandle for T {
+impl<T: CheckpointStore + BlobStore + StoreAdmin> StoreHandle for T {
     fn blob(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
         block_on(BlobStore::get(self, hash))
     }
 
-    fn as_any(&self) -> &dyn Any {
+    fn entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        block_on(BlobStore::get_entry(self, name))
+    }
+
+    fn admin(&self) -> &dyn StoreAdmin {
         self
     }
 }
@@ -73,6 +51,11 @@ impl Store {
         &*self.0
     }
 
+    /// The namespace the checkpoints live in (`""` where the backend has none).
+    pub fn namespace(&self) -> &str {
+        self.checkpoints().namespace()
+    }
+
     /// Every checkpoint, by agent id.
     pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, Failure> {
         block_on(self.checkpoints().list()).map_err(|e| Failure::checkpoint(&e))
@@ -88,15 +71,23 @@ impl Store {
         self.0.blob(hash)
     }
 
-    /// The SQLite store, when the target is one.
-    pub fn as_sqlite(&self) -> Option<&SqliteStore> {
-        self.0.as_any().downcast_ref::<SqliteStore>()
+    /// The bytes of the named entry `name`.
+    pub fn entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.0.entry(name)
     }
 
-    /// The SQLite store, for what only it offers; `command` names the refused command.
-    pub fn sqlite(&self, command: &str) -> Result<&SqliteStore, Failure> {
-        self.as_sqlite().ok_or_else(|| sqlite_only(command))
+    /// Listing and garbage collection.
+    pub fn admin(&self) -> &dyn StoreAdmin {
+        self.0.admin()
     }
+}
+
+/// Why a settlement did not happen: the ledger's guard refused it, or the backend failed.
+pub enum Refused {
+    /// The guard's refusal (the key is not in flight, or not there).
+    Guard(EffectError),
+    /// The backend failed.
+    Failed(Failure),
 }
 
 /// A backend's own error, for commands that look into it (`verify` reports a corrupt ledger as
@@ -112,13 +103,13 @@ pub trait LedgerHandle {
     fn effect(&self, scope: &str, key: &str) -> Result<Option<Effect>, Failure>;
     /// Every non-empty scope's log; the backend's own error when it fails.
     fn all(&self) -> Result<BTreeMap<String, EffectLog>, BackendError>;
-    /// Every transition of `key` in `scope`, oldest first.
-    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<Transition>, Failure>;
-    /// The concrete backend, for what only one offers.
-    fn as_any(&self) -> &dyn Any;
+    /// Every transition of `key` in `scope`, oldest first, with operators' notes.
+    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<AnnotatedTransition>, Failure>;
+    /// An operator's settlement of `key` in `scope`: refused by the ledger's guard, or failed.
+    fn settle(&self, scope: &str, key: &str, settlement: &Settlement) -> Result<(), Refused>;
 }
 
-impl<L: EffectLedger + Any> LedgerHandle for L {
+impl<L: EffectLedger> LedgerHandle for L {
     fn log(&self, scope: &str) -> Result<EffectLog, Failure> {
         block_on(self.load_log(scope)).map_err(|e| Failure::backend(&e))
     }
@@ -131,12 +122,18 @@ impl<L: EffectLedger + Any> LedgerHandle for L {
         block_on(self.load_all()).map_err(|e| Box::new(e) as BackendError)
     }
 
-    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<Transition>, Failure> {
-        block_on(EffectLedger::history(self, scope, key)).map_err(|e| Failure::backend(&e))
+    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<AnnotatedTransition>, Failure> {
+        block_on(EffectLedger::annotated_history(self, scope, key))
+            .map_err(|e| Failure::backend(&e))
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn settle(&self, scope: &str, key: &str, settlement: &Settlement) -> Result<(), Refused> {
+        block_on(EffectLedger::settle(self, scope, key, settlement)).map_err(|e| {
+            match L::refusal(&e) {
+                Some(refusal) => Refused::Guard(refusal.clone()),
+                None => Refused::Failed(Failure::backend(&e)),
+            }
+        })
     }
 }
 
@@ -169,39 +166,13 @@ impl Ledger {
         self.0.all()
     }
 
-    /// The history of `key` in `scope`, oldest first, with operators' notes where the backend
-    /// keeps them (SQLite does).
-    pub fn history(&self, scope: &str, key: &str) -> Result<Vec<Event>, Failure> {
-        if let Some(sqlite) = self.0.as_any().downcast_ref::<SqliteLedger>() {
-            let events = sqlite
-                .scope(scope)
-                .annotated_history(key)
-                .map_err(|e| Failure::backend(&e))?;
-            return Ok(events
-                .into_iter()
-                .map(|a| Event {
-                    transition: a.transition,
-                    actor: a.actor,
-                    note: a.note,
-                })
-                .collect());
-        }
-        let transitions = self.0.transitions(scope, key)?;
-        Ok(transitions
-            .into_iter()
-            .map(|transition| Event {
-                transition,
-                actor: None,
-                note: None,
-            })
-            .collect())
+    /// The history of `key` in `scope`, oldest first, with operators' notes.
+    pub fn history(&self, scope: &str, key: &str) -> Result<Vec<AnnotatedTransition>, Failure> {
+        self.0.transitions(scope, key)
     }
 
-    /// The SQLite ledger, for what only it offers; `command` names the refused command.
-    pub fn sqlite(&self, command: &str) -> Result<&SqliteLedger, Failure> {
-        self.0
-            .as_any()
-            .downcast_ref::<SqliteLedger>()
-            .ok_or_else(|| sqlite_only(command))
+    /// An operator's settlement of `key` in `scope`.
+    pub fn settle(&self, scope: &str, key: &str, settlement: &Settlement) -> Result<(), Refused> {
+        self.0.settle(scope, key, settlement)
     }
 }

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 const AFTER_HELP: &str = "\
 DATABASE is the path of a SQLite file written by `SqliteStore` / `SqliteLedger`, or (in a build \
-with the `postgres` feature) a postgres://user@host/db URL with --namespace NAME: agents, show, \
-effects, history, resolve and verify work on it; reconcile and gc are SQLite-only for now.
+with the `postgres` feature) a postgres://user@host/db URL with --namespace NAME: every command \
+works on either.
 
 Exit codes:
   0  success
-  1  problems found (verify), or the command refused (reconcile on a settled key, gc on an
-     unreadable checkpoint, resolve of a blob that fails verification)
+  1  problems found (verify), or the command refused (reconcile on a settled key or a recent
+     claim, gc on an unreadable checkpoint, resolve of a blob that fails verification)
   2  usage error (bad arguments, malformed pointer)
   3  cannot open the database (missing, not a compaction database, newer schema, locked)
   4  not found (no such agent, effect key or blob)
@@ -125,9 +125,14 @@ pub enum Command {
         /// The key's scope, when it is in more than one.
         #[arg(long, value_name = "SCOPE")]
         scope: Option<String>,
-        /// Also overwrite a status that is not `unknown` (committed or not started).
+        /// Also overwrite a status that is not `unknown` (committed or not started), or settle a
+        /// claim more recent than --min-claim-age.
         #[arg(long)]
         force: bool,
+        /// An `unknown` key claimed less than this long ago may still be running: settling it
+        /// needs --force (e.g. `90s`, `30m`, `1h`).
+        #[arg(long, default_value = "10m", value_parser = parse_duration)]
+        min_claim_age: Duration,
     },
     /// Print the bytes behind a store:// pointer, verified against its hash (pretty JSON when
     /// they are JSON).

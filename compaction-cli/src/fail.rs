@@ -149,9 +149,11 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error: {}", self.message)?;
+        // Messages quote keys, agent ids and what a backend said: escaped like every printed
+        // string, so none of them can drive the terminal.
+        write!(f, "error: {}", crate::output::printable(&self.message))?;
         if let Some(hint) = &self.hint {
-            write!(f, "\n  hint: {hint}")?;
+            write!(f, "\n  hint: {}", crate::output::printable(hint))?;
         }
         Ok(())
     }

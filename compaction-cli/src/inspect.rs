@@ -2,7 +2,7 @@
 
 use crate::backend::{AnyCheckpoint, Store};
 use crate::fail::{Exit, Failure, Outcome};
-use crate::output::{bar, millis, percent, print_json, printable, table, utc};
+use crate::output::{bar, millis, percent, print_json, printable, printable_lines, table, utc};
 use crate::target::{Access, Database};
 use compaction::CheckpointInfo;
 use compaction::{
@@ -69,7 +69,7 @@ pub fn agents(db: &Database, as_json: bool) -> Outcome {
     if as_json {
         print_json(&json!({ "agents": objects }));
     } else if rows.is_empty() {
-        say!("no checkpoints in {}", db.name());
+        say!("no checkpoints in {}", printable(&db.name()));
     } else {
         emit!(
             "{}",
@@ -101,8 +101,8 @@ fn agent_line(info: &CheckpointInfo, loaded: &Loaded) -> (Value, Vec<String>) {
         "size_bytes": info.size,
     });
     let mut row = vec![
-        info.agent_id.clone(),
-        info.state_type.clone(),
+        printable(&info.agent_id),
+        printable(&info.state_type),
         utc(info.saved_at),
     ];
     match loaded {
@@ -181,7 +181,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
     } else if let Some(breakdown) = &breakdown {
         emit!("{}", breakdown.to_text(agent, &compacted));
     } else {
-        say!("{}", compacted.render());
+        say!("{}", printable_lines(compacted.render()));
     }
     Ok(Exit::Ok)
 }
@@ -365,7 +365,8 @@ impl Breakdown {
     fn to_text(&self, agent: &str, compacted: &AnyCheckpoint) -> String {
         const WIDTH: usize = 30;
         let mut out = format!(
-            "{agent}: compaction #{}, {} of {} tokens ({}), counted with {}\n",
+            "{}: compaction #{}, {} of {} tokens ({}), counted with {}\n",
+            printable(agent),
             compacted.report().compaction,
             self.total,
             self.budget,
@@ -373,7 +374,7 @@ impl Breakdown {
             self.counter
         );
         if let Some(note) = &self.counter_note {
-            out.push_str(&format!("note: {note}\n"));
+            out.push_str(&format!("note: {}\n", printable(note)));
         }
         let max = self.classes.first().map_or(0, |c| c.1).max(self.frame);
         let mut rows: Vec<Vec<String>> = self
@@ -402,7 +403,7 @@ impl Breakdown {
             .iter()
             .map(|f| {
                 vec![
-                    format!("  {}", f.field),
+                    format!("  {}", printable(&f.field)),
                     f.class.to_string(),
                     f.form.to_string(),
                     bar(f.tokens, max, WIDTH),

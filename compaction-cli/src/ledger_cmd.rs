@@ -1,12 +1,13 @@
 //! `effects`, `history` and `reconcile`: the effect ledger, read and settled by an operator.
 
-use crate::backend::Ledger;
+use crate::backend::{Ledger, Refused};
 use crate::cli::{SettleArg, StatusArg};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{millis, print_json, printable, table, utc};
 use crate::target::{Access, Database};
 use compaction::{Effect, EffectError, EffectStatus};
 use serde_json::json;
+use std::time::{Duration, SystemTime};
 
 fn status_of(arg: StatusArg) -> EffectStatus {
     match arg {
@@ -91,12 +92,12 @@ pub fn effects(
         .iter()
         .map(|(scope, e)| {
             vec![
-                scope_label(scope),
-                e.idempotency_key.clone(),
+                printable(&scope_label(scope)),
+                printable(&e.idempotency_key),
                 e.status.to_string(),
-                e.action.clone(),
-                e.target.clone(),
-                e.depends_on.join(","),
+                printable(&e.action),
+                printable(&e.target),
+                printable(&e.depends_on.join(",")),
             ]
         })
         .collect();
@@ -199,25 +200,29 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
         format!("scope {scope}")
     };
     say!(
-        "effect {key} ({scope_text}): {}, {} {}",
+        "effect {} ({}): {}, {} {}",
+        printable(key),
+        printable(&scope_text),
         effect.status,
-        effect.action,
-        effect.target
+        printable(&effect.action),
+        printable(&effect.target)
     );
     let rows: Vec<Vec<String>> = events
         .iter()
         .map(|a| {
             let t = &a.transition;
             let mut why = match (&a.actor, &a.note) {
-                (Some(actor), Some(note)) => format!("by {actor}: {} ", printable(note)),
-                (Some(actor), None) => format!("by {actor} "),
+                (Some(actor), Some(note)) => {
+                    format!("by {}: {} ", printable(actor), printable(note))
+                }
+                (Some(actor), None) => format!("by {} ", printable(actor)),
                 (None, Some(note)) => format!("{} ", printable(note)),
                 (None, None) => String::new(),
             };
             why.push_str(&format!("(pid {})", t.pid));
             vec![
                 utc(t.at),
-                t.op.clone(),
+                printable(&t.op),
                 t.from.map_or("-".into(), |s| s.to_string()),
                 t.to.to_string(),
                 why,
@@ -243,11 +248,15 @@ pub struct Settlement<'a> {
     pub note: &'a str,
     /// Who.
     pub by: Option<&'a str>,
-    /// Overwrite a status that is not unknown.
+    /// Overwrite a status that is not unknown, or settle a claim more recent than
+    /// `min_claim_age`.
     pub force: bool,
+    /// A claim younger than this may still be running: settling it needs `force`.
+    pub min_claim_age: Duration,
 }
 
-/// `compaction reconcile DB KEY --to S --note N [--by WHO] [--scope S] [--force]`.
+/// `compaction reconcile DB KEY --to S --note N [--by WHO] [--scope S] [--force]
+/// [--min-claim-age D]`.
 pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
     let key = request.key;
     let by = request.by.filter(|b| !b.trim().is_empty()).ok_or_else(|| {
@@ -263,34 +272,95 @@ pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
         SettleArg::NotStarted => EffectStatus::NotStarted,
     };
     let ledger = db.ledger(Access::Write)?;
-    let sqlite = ledger.sqlite("reconcile")?;
     let scope = scope_of(db, &ledger, key, request.scope)?;
-    let handle = sqlite.scope(&scope);
-    let before = handle
-        .status(key)
-        .map_err(|e| Failure::backend(&e))?
-        .map_or("-".to_string(), |s| s.to_string());
-    let result = if request.force {
-        handle.reconcile_with_note(key, to, request.note, by)
-    } else {
-        handle.reconcile_unknown_with_note(key, to, request.note, by)
-    };
-    match result {
-        Ok(()) => {}
-        Err(e) => match e.as_effect() {
-            Some(EffectError::NotInFlight { status, .. }) => return Err(refusal(key, *status)),
-            Some(EffectError::NotFound { .. }) => {
-                return Err(Failure::new(Exit::NotFound, e.to_string()))
-            }
-            _ => return Err(Failure::backend(&e)),
-        },
+    let current = ledger.get(&scope, key)?;
+    if current.as_ref().map(|e| e.status) == Some(EffectStatus::Unknown) {
+        check_claim(&ledger, &scope, key, request)?;
     }
+    let mut settlement = compaction::Settlement::of_unknown(to, by, request.note);
+    if request.force {
+        settlement = settlement.forced();
+    }
+    match ledger.settle(&scope, key, &settlement) {
+        Ok(()) => {}
+        Err(Refused::Guard(EffectError::NotInFlight { status, .. })) => {
+            return Err(refusal(key, status))
+        }
+        Err(Refused::Guard(e @ EffectError::NotFound { .. })) => {
+            return Err(Failure::new(Exit::NotFound, e.to_string()))
+        }
+        Err(Refused::Guard(e)) => return Err(Failure::new(Exit::Problems, e.to_string())),
+        Err(Refused::Failed(failure)) => return Err(failure),
+    }
+    let before = current.map_or("-".to_string(), |e| e.status.to_string());
     say!(
-        "effect {key}: {before} -> {to} (by {}: {})",
+        "effect {}: {before} -> {to} (by {}: {})",
+        printable(key),
         printable(by),
         printable(request.note)
     );
     Ok(Exit::Ok)
+}
+
+/// An in-flight key: always a warning naming the claim (when, which process); a claim more
+/// recent than `--min-claim-age` is refused without `--force`, since the agent that made it
+/// may still be running the effect. The claim is the last event that moved the key to
+/// `unknown`, read from its history.
+fn check_claim(
+    ledger: &Ledger,
+    scope: &str,
+    key: &str,
+    request: &Settlement<'_>,
+) -> Result<(), Failure> {
+    let history = ledger.history(scope, key)?;
+    let claim = history
+        .iter()
+        .rev()
+        .map(|a| &a.transition)
+        .find(|t| t.to == EffectStatus::Unknown);
+    let Some(claim) = claim else {
+        return Ok(()); // no event explains the status: `verify` reports it; settling repairs it
+    };
+    let age = SystemTime::now()
+        .duration_since(claim.at)
+        .unwrap_or(Duration::ZERO);
+    let shown_key = printable(key);
+    warn!(
+        "warning: effect {shown_key} is in flight: claimed ({}) at {} by pid {}, {} ago; if that \
+         process still runs the effect, its outcome may still change",
+        claim.op,
+        utc(claim.at),
+        claim.pid,
+        seconds(age)
+    );
+    if age < request.min_claim_age && !request.force {
+        return Err(Failure::new(
+            Exit::Problems,
+            format!(
+                "refusing to reconcile effect `{shown_key}`: it was claimed {} ago, less than \
+                 --min-claim-age ({}): the agent may still be running it",
+                seconds(age),
+                seconds(request.min_claim_age)
+            ),
+        )
+        .hint(format!(
+            "make sure process {} (on the machine that claimed it) is gone, then wait or \
+             repeat with --force",
+            claim.pid
+        )));
+    }
+    Ok(())
+}
+
+/// `42s`, `13m 5s`, `2h 3m`.
+fn seconds(duration: Duration) -> String {
+    let s = duration.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 if s.is_multiple_of(60) => format!("{}m", s / 60),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, s % 3600 / 60),
+    }
 }
 
 fn refusal(key: &str, current: EffectStatus) -> Failure {
@@ -301,8 +371,9 @@ fn refusal(key: &str, current: EffectStatus) -> Failure {
     Failure::new(
         Exit::Problems,
         format!(
-            "refusing to reconcile effect `{key}`: {why}; reconcile settles only an unknown \
-             outcome"
+            "refusing to reconcile effect `{}`: {why}; reconcile settles only an unknown \
+             outcome",
+            printable(key)
         ),
     )
     .hint(

@@ -14,6 +14,7 @@ mod fail;
 mod inspect;
 mod ledger_cmd;
 mod target;
+mod verify;
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -60,6 +61,7 @@ fn run(command: Command) -> Outcome {
             by,
             scope,
             force,
+            min_claim_age,
         } => ledger_cmd::reconcile(
             &target.open()?,
             &ledger_cmd::Settlement {
@@ -69,6 +71,7 @@ fn run(command: Command) -> Outcome {
                 note: &note,
                 by: by.as_deref(),
                 force,
+                min_claim_age,
             },
         ),
         Command::Resolve {
@@ -76,7 +79,7 @@ fn run(command: Command) -> Outcome {
             pointer,
             format,
         } => blobs::resolve(&target.open()?, &pointer, format.json),
-        Command::Verify { target, format } => blobs::verify(&target.open()?, format.json),
+        Command::Verify { target, format } => verify::verify(&target.open()?, format.json),
         Command::Gc {
             target,
             dry_run,

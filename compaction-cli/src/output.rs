@@ -81,18 +81,81 @@ pub fn percent(value: usize, total: usize) -> String {
     format!("{:.1}%", value as f64 * 100.0 / total as f64)
 }
 
-/// `text` on one line: control characters (newlines, terminal escapes) written as escapes, so
-/// a stored note cannot fake further lines of the output or drive the terminal.
+/// Whether `c` may not reach a terminal as itself: a control character (C0, DEL, C1: ESC
+/// starts the sequences that move the cursor and rewrite lines, CR returns to the start of
+/// the line, BEL rings), a line or paragraph separator, or an invisible format character (the
+/// bidirectional overrides and isolates that reorder what follows, zero-width characters, the
+/// byte order mark, tag characters).
+fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{FEFF}'
+                | '\u{FFF9}'..='\u{FFFB}'
+                | '\u{E0000}'..='\u{E007F}'
+        )
+}
+
+/// `c` written as an escape a reader can undo: `\n`, `\r`, `\t`, or `\u{..}`.
+fn escaped(c: char) -> String {
+    match c {
+        '\n' => "\\n".into(),
+        '\r' => "\\r".into(),
+        '\t' => "\\t".into(),
+        c => format!("\\u{{{:x}}}", c as u32),
+    }
+}
+
+/// `text` on one line, every character that could drive the terminal or fake further lines
+/// (controls, newlines, bidi overrides, invisible format characters) written as an escape:
+/// for every stored string a command prints (keys, actions, targets, scopes, agent ids, field
+/// paths, notes, addresses), since any of them may come from a model's tool arguments.
 pub fn printable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
+            if is_unsafe(c) {
+                escaped(c)
             } else {
                 c.to_string()
             }
         })
         .collect()
+}
+
+/// [`printable`] for multi-line text (a rendered window): newlines and tabs stay.
+pub fn printable_lines(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c.to_string(),
+            c if is_unsafe(c) => escaped(c),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// JSON text with every unsafe character JSON leaves as itself (DEL, C1 controls, bidi and
+/// format characters, line separators) written as a `\uXXXX` escape: the same JSON value, so
+/// `--json` output stays exact, and nothing in it drives the terminal it is printed on.
+/// (serde_json already escapes C0 controls; unsafe characters occur only inside strings.)
+pub fn json_safe(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | '\t') {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{:04x}", unit));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `print!` that never panics: when stdout is closed early (`compaction agents DB | head`)
@@ -104,6 +167,14 @@ macro_rules! emit {
 /// `println!` that never panics (see `emit!`).
 macro_rules! say {
     ($($arg:tt)*) => { $crate::output::write_stdout(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `eprintln!` for a warning that never panics (a closed stderr loses it, nothing else).
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
 }
 
 /// Writes `text` to stdout; see `emit!`.
@@ -122,21 +193,19 @@ pub fn write_stdout(text: &str) {
     }
 }
 
-/// `1 blob`, `2 blobs`.
+/// `1 blob`, `2 blobs`, `2 entries`.
 pub fn count(n: usize, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
+    match noun.strip_suffix('y') {
+        _ if n == 1 => format!("1 {noun}"),
+        Some(stem) => format!("{n} {stem}ies"),
+        None => format!("{n} {noun}s"),
     }
 }
 
-/// Prints one JSON object on stdout, pretty.
+/// Prints one JSON object on stdout, pretty, terminal-safe ([`json_safe`]).
 pub fn print_json(value: &serde_json::Value) {
-    say!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
+    let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
+    say!("{}", json_safe(&text));
 }
 
 /// Work this large gets a progress bar on a terminal; below it, the work is over before a bar
@@ -187,5 +256,17 @@ mod tests {
         assert_eq!(percent(1, 3), "33.3%");
         assert_eq!(percent(1, 0), "-");
         assert_eq!(printable("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
+        assert_eq!(
+            printable("\r\u{7}\u{202e}\u{2028}\u{9b}\u{200b}ok"),
+            "\\r\\u{7}\\u{202e}\\u{2028}\\u{9b}\\u{200b}ok"
+        );
+        assert_eq!(printable_lines("a\nb\u{1b}"), "a\nb\\u{1b}");
+        let json = serde_json::to_string(&"x\u{202e}\u{9b}\u{e0041}y").unwrap();
+        let safe = json_safe(&json);
+        assert!(safe.is_ascii(), "{safe}");
+        assert_eq!(
+            serde_json::from_str::<String>(&safe).unwrap(),
+            "x\u{202e}\u{9b}\u{e0041}y"
+        );
     }
 }

@@ -4,6 +4,8 @@
 
 use crate::backend::{Ledger, Store};
 use crate::fail::{Exit, Failure};
+#[cfg(feature = "postgres")]
+use compaction::block_on;
 use compaction::sqlite::{SqliteOptions, SqliteStore};
 use compaction::SqliteLedger;
 use std::path::{Path, PathBuf};
@@ -38,18 +40,15 @@ fn is_postgres(target: &str) -> bool {
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
-/// A connection string without its password, for messages.
-pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((user, host)) if user.contains(':') => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}{tail}")
-        }
-        _ => url.to_string(),
+/// How messages name a PostgreSQL connection string: its server and database as
+/// tokio-postgres parses it (the string is never split by hand: an unescaped `@` in a password
+/// would put part of the password where a hand split sees the host), without the user name or
+/// the password. A string that does not parse is not shown at all.
+#[cfg(feature = "postgres")]
+pub fn server_of(url: &str) -> String {
+    match compaction::postgres::target_of(url) {
+        Ok(target) => format!("postgres `{target}`"),
+        Err(_) => "an unreadable postgres:// connection string".into(),
     }
 }
 
@@ -89,11 +88,7 @@ impl Database {
     #[cfg(feature = "postgres")]
     fn postgres(url: &str, namespace: Option<&str>) -> Result<Database, Failure> {
         let namespace = namespace.ok_or_else(|| {
-            Failure::new(
-                Exit::Usage,
-                format!("`{}` needs a namespace", redacted(url)),
-            )
-            .hint(
+            Failure::new(Exit::Usage, format!("{} needs a namespace", server_of(url))).hint(
                 "add --namespace NAME (or set COMPACTION_NAMESPACE): the one the agents passed \
                  to `PgStore::connect(url, namespace)`",
             )
@@ -105,10 +100,10 @@ impl Database {
     }
 
     #[cfg(not(feature = "postgres"))]
-    fn postgres(url: &str, _namespace: Option<&str>) -> Result<Database, Failure> {
+    fn postgres(_url: &str, _namespace: Option<&str>) -> Result<Database, Failure> {
         Err(Failure::new(
             Exit::CannotOpen,
-            format!("`{}`: this build has no PostgreSQL support", redacted(url)),
+            "a postgres:// target: this build has no PostgreSQL support",
         )
         .hint("build the tool with it: cargo install compaction-cli --features postgres"))
     }
@@ -120,7 +115,7 @@ impl Database {
             Database::Sqlite(path) => path.display().to_string(),
             #[cfg(feature = "postgres")]
             Database::Postgres { url, namespace } => {
-                format!("{} (namespace {namespace})", redacted(url))
+                format!("{} (namespace {namespace})", server_of(url))
             }
         }
     }
@@ -136,9 +131,11 @@ impl Database {
                 .map(Store::new)
                 .map_err(|e| Failure::store(&e)),
             #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => compaction::PgStore::connect(url, namespace)
-                .map(Store::new)
-                .map_err(|e| Failure::store(&e)),
+            Database::Postgres { url, namespace } => {
+                block_on(compaction::PgStore::connect(url, namespace))
+                    .map(Store::new)
+                    .map_err(|e| Failure::store(&e))
+            }
         }
     }
 
@@ -149,27 +146,35 @@ impl Database {
                 .map(Ledger::new)
                 .map_err(|e| Failure::backend(&e)),
             #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => compaction::PgLedger::connect(url, namespace)
-                .map(Ledger::new)
-                .map_err(|e| Failure::backend(&e)),
+            Database::Postgres { url, namespace } => {
+                block_on(compaction::PgLedger::connect(url, namespace))
+                    .map(Ledger::new)
+                    .map_err(|e| Failure::backend(&e))
+            }
         }
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "postgres"))]
 mod tests {
     use super::*;
 
     #[test]
     fn passwords_never_reach_messages() {
-        assert_eq!(
-            redacted("postgres://agent:s3cr@t@db.internal:5432/fleet"),
-            "postgres://agent:***@db.internal:5432/fleet"
+        // tokio-postgres reads the first `@` as the end of the login: the rest of this
+        // password would be the host. Such a string is not shown at all.
+        let shown = server_of("postgres://agent:s3cr@t@db.internal:5432/fleet");
+        assert!(
+            !shown.contains("s3cr") && !shown.contains("t@db"),
+            "{shown}"
         );
+        assert!(!shown.contains("agent"), "{shown}");
         assert_eq!(
-            redacted("postgres://agent@db/fleet"),
-            "postgres://agent@db/fleet"
+            server_of("postgres://agent:s3cr%40t@db.internal:5432/fleet"),
+            "postgres `db.internal:5432/fleet`"
         );
-        assert_eq!(redacted("/tmp/a.db"), "/tmp/a.db");
+        // No database name: the server uses the user's, which is not shown either.
+        let shown = server_of("postgres://agent@db");
+        assert!(!shown.contains("agent"), "{shown}");
     }
 }

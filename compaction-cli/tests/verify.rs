@@ -236,6 +236,7 @@ fn verify_checks_keyed_seals_with_the_keys_in_the_environment() {
         .budget(40_000)
         .store(store.clone())
         .seal_key(compaction::SealKey::new("k1", secret).unwrap())
+        .agent_id("keyed")
         .build()
         .unwrap();
     let plain = Compactor::builder()
@@ -288,4 +289,34 @@ fn verify_checks_keyed_seals_with_the_keys_in_the_environment() {
     let (code, _, stderr) = verify(Some("k1=abc"));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("COMPACTION_SEAL_KEYS"), "{stderr}");
+
+    // Another agent's checkpoint copied over `keyed`'s row (JSON and checksum): a problem
+    // with or without keys, since the load itself refuses it.
+    let other = Compactor::builder()
+        .budget(40_000)
+        .store(store.clone())
+        .seal_key(compaction::SealKey::new("k1", secret).unwrap())
+        .agent_id("other")
+        .build()
+        .unwrap();
+    store
+        .save_checkpoint("other", &other.compact_blocking(&state(4)).unwrap())
+        .unwrap();
+    let raw = compaction::sqlite::rusqlite::Connection::open(&path).unwrap();
+    raw.execute(
+        "UPDATE checkpoints SET (json, sha256) =
+             (SELECT json, sha256 FROM checkpoints WHERE agent_id = 'other')
+         WHERE agent_id = 'keyed'",
+        [],
+    )
+    .unwrap();
+    for keys in [None, Some(right.as_str())] {
+        let (code, stdout, _) = verify(keys);
+        assert_eq!(code, 1, "{stdout}");
+        assert!(
+            stdout.contains("checkpoint `keyed`") && stdout.contains("another agent's"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("checkpoint `other`"), "{stdout}");
+    }
 }

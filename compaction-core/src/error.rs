@@ -1,6 +1,7 @@
 //! The typed errors of compaction and rehydration. Every one leaves the caller's state untouched:
 //! `compact` only borrows it.
 
+use crate::binding::{foreign_message, CheckpointBinding};
 use crate::state::path::RebuildError;
 use crate::store::StoreError;
 use crate::summaries::SummarizerError;
@@ -91,8 +92,10 @@ pub enum CompactionError {
         /// The field (or `<checkpoint>` for the checkpoint as a whole).
         field: String,
     },
-    /// The author's `Reacquire` could not re-acquire an evicted derivable field.
-    #[error("could not re-acquire `{field}` from `{pointer}`: {source}")]
+    /// The author's `Reacquire` could not re-acquire an evicted derivable field. The message
+    /// names the field, not the pointer: a derivable pointer is built from protected values
+    /// (`file://{config_path}`), and messages end up in logs.
+    #[error("could not re-acquire `{field}`: {source}")]
     Reacquire {
         /// The field.
         field: String,
@@ -208,12 +211,55 @@ pub enum CompactionError {
         /// The type the checkpoint was made from.
         found: String,
     },
+    /// The checkpoint is another agent's or another namespace's: bound to them under its seals
+    /// (see [`CompactorBuilder::agent_id`](crate::CompactorBuilder::agent_id)), or, with a
+    /// keyed seal, bound to no agent while an agent's checkpoint was expected (or bound to one
+    /// while the keyed compactor has no agent id). Refused on save, on load and by
+    /// `verify_checkpoint`, `rehydrate` and the pointer tool; never restored.
+    #[error("{}", foreign_message(.agent_id, .namespace, .found))]
+    ForeignCheckpoint {
+        /// The agent it was saved, loaded or verified for (`None`: a compactor without an
+        /// agent id).
+        agent_id: Option<String>,
+        /// The namespace it was saved, loaded or verified in (`""` where there is none).
+        namespace: String,
+        /// The binding it carries (`None`: bound to no agent).
+        found: Option<Box<CheckpointBinding>>,
+    },
+    /// The checkpoint is this agent's and validly sealed, but older than the newest one the
+    /// ledger recorded for the agent: an older checkpoint put back (rolled back). Refused by
+    /// [`Compactor::advance_checkpoint`](crate::Compactor::advance_checkpoint).
+    #[error(
+        "the checkpoint of agent `{agent_id}` has sequence {sequence}, but the ledger recorded \
+         sequence {newest}: an older checkpoint was put back; refusing it"
+    )]
+    CheckpointRollback {
+        /// The agent.
+        agent_id: String,
+        /// The checkpoint's sequence number.
+        sequence: u64,
+        /// The newest sequence the ledger holds for the agent.
+        newest: u64,
+    },
 }
 
 /// The field name checkpoint-level errors carry.
 pub(crate) const CHECKPOINT_FIELD: &str = "<checkpoint>";
 
 impl CompactionError {
+    /// The error's kind, the variant's name in snake_case (`protected_over_budget`,
+    /// `foreign_checkpoint`; `store_not_found`, `summary_over_long` and `summarizer_*` inside
+    /// those two): what a log line may say about an error without quoting anything it carries.
+    /// The message (`Display`) names effect keys, field paths, agent ids and store addresses
+    /// for the operator who acts on it (README, "Logging").
+    pub fn kind(&self) -> String {
+        match self {
+            CompactionError::Summarizer(e) => summarizer_error_kind(e),
+            CompactionError::Store(e) => format!("store_{}", e.kind()),
+            other => variant_name(other),
+        }
+    }
+
     /// `Integrity` for a checkpoint as a whole (field `<checkpoint>`).
     pub(crate) fn checkpoint_integrity() -> Self {
         CompactionError::Integrity {
@@ -231,6 +277,35 @@ impl CompactionError {
             other => CompactionError::Store(other),
         }
     }
+}
+
+/// The kind of a summarizer failure (see [`CompactionError::kind`]).
+pub(crate) fn summarizer_error_kind(error: &SummarizerError) -> String {
+    match error {
+        SummarizerError::Empty { .. } => "summary_empty".to_owned(),
+        SummarizerError::OverLong { .. } => "summary_over_long".to_owned(),
+        // `Failed`, and the variants a model summarizer adds (HTTP status, timeout, ...).
+        other => format!("summarizer_{}", variant_name(other)),
+    }
+}
+
+/// The snake_case name of an enum value's variant, read from the start of its derived `Debug`
+/// (the rest, which may quote values, is dropped unread): every variant has a name, those
+/// added later included, without a list to keep in step.
+fn variant_name(value: &impl std::fmt::Debug) -> String {
+    let debug = format!("{value:?}");
+    let name = debug
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    let mut snake = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            snake.push('_');
+        }
+        snake.push(c.to_ascii_lowercase());
+    }
+    snake
 }
 
 impl From<StoreError> for CompactionError {
@@ -290,4 +365,39 @@ fn over_budget_message(
     }
     text.push_str(". Raise the budget or pin less.");
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ContentHash;
+
+    #[test]
+    fn kinds_name_the_variant_and_nothing_it_carries() {
+        let secret = "cus_42 never touch /etc/prod";
+        let unknown = CompactionError::UnknownEffect {
+            field: secret.into(),
+            key: secret.into(),
+        };
+        assert_eq!(unknown.kind(), "unknown_effect");
+        let over = CompactionError::Summarizer(SummarizerError::OverLong {
+            field: secret.into(),
+            tokens: 9,
+            target: 3,
+        });
+        assert_eq!(over.kind(), "summary_over_long");
+        let failed = CompactionError::Summarizer(SummarizerError::failed(secret, secret));
+        assert_eq!(failed.kind(), "summarizer_failed");
+        let missing = CompactionError::Store(StoreError::NotFound {
+            hash: ContentHash::of(secret.as_bytes()),
+        });
+        assert_eq!(missing.kind(), "store_not_found");
+        assert_eq!(CompactionError::Config(secret.into()).kind(), "config");
+        let foreign = CompactionError::ForeignCheckpoint {
+            agent_id: Some(secret.into()),
+            namespace: secret.into(),
+            found: None,
+        };
+        assert_eq!(foreign.kind(), "foreign_checkpoint");
+    }
 }

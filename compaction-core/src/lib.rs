@@ -12,6 +12,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod backends;
+mod binding;
 pub mod checkpoint;
 mod compactor;
 #[doc(hidden)]
@@ -39,12 +40,16 @@ pub use backends::postgres::{self, PgError, PgErrorKind, PgLedger, PgLedgerError
 pub use backends::sqlite::{
     self, SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
 };
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use backends::StoreAdmin;
+pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{Compactor, CompactorBuilder};
 pub use effects::{
-    Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
-    SyncSummary, Transition,
+    history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
+    EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
@@ -68,7 +73,9 @@ pub use state::{
     SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
-pub use summaries::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
+pub use summaries::{
+    summary_cache_problem, Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest,
+};
 pub use tokens::{TokenCounter, Tokenizer};
 pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
 pub use window::{

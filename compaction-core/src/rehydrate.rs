@@ -50,9 +50,11 @@ impl Reacquire for NoReacquire {
     async fn reacquire(
         &self,
         field: &str,
-        pointer: &str,
+        _pointer: &str,
     ) -> Result<serde_json::Value, ReacquireError> {
-        Err(format!("no Reacquire configured to re-acquire `{field}` from `{pointer}`").into())
+        // The pointer is not repeated: it is built from protected values, and this message is
+        // the `Reacquire` error's (and a `DefaultedField`'s) reason, which ends up in logs.
+        Err(format!("no Reacquire configured to re-acquire `{field}`").into())
     }
 }
 

@@ -1,7 +1,11 @@
 //! Where the typed agent's spilled state, checkpoints and effect ledger live: a SQLite file
 //! (`--db PATH`) or, with the `postgres` feature, a namespace of a PostgreSQL database
-//! (`--db postgres://...`, shared by a fleet of workers). Only the calls the agent makes.
+//! (`--db postgres://...`, shared by a fleet of workers). Only the calls the agent makes. The
+//! agent is synchronous: it runs the PostgreSQL handles' `async` methods to completion with
+//! `compaction::block_on`.
 
+#[cfg(feature = "postgres")]
+use compaction::block_on;
 use compaction::{
     Compacted, CompactorBuilder, Effect, EffectError, EffectLog, EffectStatus, SqliteLedger,
     SqliteStore,
@@ -36,18 +40,18 @@ pub(crate) fn is_postgres(target: &str) -> bool {
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
-/// `target` as it may be printed: a PostgreSQL URL loses its password.
+/// `target` as it may be printed: a PostgreSQL URL becomes its server and database (parsed
+/// by tokio-postgres, never split by hand), without the user name or password.
 pub(crate) fn shown(target: &str) -> String {
-    let Some((scheme, rest)) = target.split_once("://") else {
+    if !is_postgres(target) {
         return target.to_string();
-    };
-    match rest.split_once('@') {
-        Some((user, host)) if user.contains(':') => {
-            let user = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
-        _ => target.to_string(),
     }
+    #[cfg(feature = "postgres")]
+    return compaction::postgres::target_of(target)
+        .map(|server| format!("postgres `{server}`"))
+        .unwrap_or_else(|_| "an unreadable postgres:// connection string".into());
+    #[cfg(not(feature = "postgres"))]
+    "a postgres:// database".into()
 }
 
 impl Durable {
@@ -57,13 +61,13 @@ impl Durable {
         if is_postgres(target) {
             #[cfg(feature = "postgres")]
             return Ok(Durable::Postgres {
-                store: compaction::PgStore::connect(target, namespace)?,
-                ledger: compaction::PgLedger::connect(target, namespace)?,
+                store: block_on(compaction::PgStore::connect(target, namespace))?,
+                ledger: block_on(compaction::PgLedger::connect(target, namespace))?,
             });
             #[cfg(not(feature = "postgres"))]
             return Err(format!(
                 "`--db postgres://...` needs the `postgres` feature: \
-                 cargo run --example migration_agent --features postgres -- --db {target} \
+                 cargo run --example migration_agent --features postgres -- --db URL \
                  (namespace `{namespace}`)"
             )
             .into());
@@ -87,7 +91,7 @@ impl Durable {
         match self {
             Durable::Sqlite { store, .. } => store.save_checkpoint(agent, c)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { store, .. } => store.save_checkpoint(agent, c)?,
+            Durable::Postgres { store, .. } => block_on(store.save_checkpoint(agent, c))?,
         }
         Ok(())
     }
@@ -96,7 +100,7 @@ impl Durable {
         Ok(match self {
             Durable::Sqlite { store, .. } => store.load_checkpoint(agent)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { store, .. } => store.load_checkpoint(agent)?,
+            Durable::Postgres { store, .. } => block_on(store.load_checkpoint(agent))?,
         })
     }
 
@@ -104,7 +108,7 @@ impl Durable {
         match self {
             Durable::Sqlite { ledger, .. } => ledger.record(effect)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => ledger.record(effect)?,
+            Durable::Postgres { ledger, .. } => block_on(ledger.record(effect))?,
         }
         Ok(())
     }
@@ -117,7 +121,7 @@ impl Durable {
                 Err(e) => (e.as_effect().cloned(), Error::from(e)),
             },
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => match ledger.begin(key) {
+            Durable::Postgres { ledger, .. } => match block_on(ledger.begin(key)) {
                 Ok(()) => return Ok(Claim::Won),
                 Err(e) => (e.as_effect().cloned(), Error::from(e)),
             },
@@ -132,7 +136,7 @@ impl Durable {
         match self {
             Durable::Sqlite { ledger, .. } => ledger.commit(key)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => ledger.commit(key)?,
+            Durable::Postgres { ledger, .. } => block_on(ledger.commit(key))?,
         }
         Ok(())
     }
@@ -141,7 +145,7 @@ impl Durable {
         match self {
             Durable::Sqlite { ledger, .. } => ledger.reconcile(key, status)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => ledger.reconcile(key, status)?,
+            Durable::Postgres { ledger, .. } => block_on(ledger.reconcile(key, status))?,
         }
         Ok(())
     }
@@ -150,7 +154,7 @@ impl Durable {
         Ok(match self {
             Durable::Sqlite { ledger, .. } => ledger.list(status)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => ledger.list(status)?,
+            Durable::Postgres { ledger, .. } => block_on(ledger.list(status))?,
         })
     }
 
@@ -158,7 +162,7 @@ impl Durable {
         Ok(match self {
             Durable::Sqlite { ledger, .. } => ledger.load_log(scope)?,
             #[cfg(feature = "postgres")]
-            Durable::Postgres { ledger, .. } => ledger.load_log(scope)?,
+            Durable::Postgres { ledger, .. } => block_on(ledger.load_log(scope))?,
         })
     }
 }

@@ -104,6 +104,29 @@ where
     tampered_blob(make());
     swapped_rows(make());
     namespaces(make());
+    nul_agent_ids(make());
+}
+
+/// An agent id with a NUL is refused alike by every backend (SQLite would store it, PostgreSQL
+/// reported its text as corrupt): save, load and delete, before anything is read or written.
+fn nul_agent_ids<T: CheckpointStore + Store + Clone + 'static>(fixture: Fixture<T>) {
+    let store: &dyn CheckpointStore = &fixture.store;
+    let compactor = compactor_for(&fixture.store);
+    let compacted = compactor.compact_blocking(&Counter { step: 1 }).unwrap();
+    for agent in ["agent\0", "\0", "a\0b"] {
+        let refused = |e: &CheckpointError| matches!(e, CheckpointError::NulAgentId { agent_id } if agent_id == agent);
+        let saved = block_on(store.save(agent, &compacted)).unwrap_err();
+        assert!(refused(&saved), "save {agent:?}: {saved:?}");
+        let loaded = block_on(store.load::<Counter>(agent)).unwrap_err();
+        assert!(refused(&loaded), "load {agent:?}: {loaded:?}");
+        let deleted = block_on(store.delete(agent)).unwrap_err();
+        assert!(refused(&deleted), "delete {agent:?}: {deleted:?}");
+        assert!(!saved.to_string().contains('\0'), "{saved}");
+    }
+    assert!(ids(store).is_empty());
+    // The id without its NUL is another id, and works.
+    save(store, "agent", &compacted).unwrap();
+    assert_eq!(ids(store), ["agent"]);
 }
 
 fn listing<T: CheckpointStore + Store + Clone + 'static>(fixture: Fixture<T>) {

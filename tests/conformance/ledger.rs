@@ -4,9 +4,14 @@
 //! is the reference. After every step the outcome (ok, the exact refusal, the sync summary) and
 //! the status of every key in every scope must agree; at the end every scope's records and every
 //! key's history (`op`, `from`, `to`, compared with a `MemoryLedger` run beside it).
+//! Interleaved with them, `advance_checkpoint` on a few agents: the newest checkpoint sequence
+//! each agent's ledger holds only goes forward, whatever order the sequences come in.
 
 use compaction::SyncSummary;
-use compaction::{Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger};
+use compaction::{
+    history_problem, Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger,
+    Settlement,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use std::any::Any;
@@ -18,6 +23,8 @@ use std::pin::Pin;
 pub const SCOPES: [&str; 3] = ["", "charges", "refunds"];
 /// The keys, few enough that operations collide.
 pub const KEYS: [&str; 3] = ["k0", "k1", "k2"];
+/// The agents whose checkpoint sequences the operations advance.
+pub const AGENTS: [&str; 2] = ["agent-a", "agent-b"];
 
 /// One operation on one scope.
 #[derive(Debug, Clone)]
@@ -30,6 +37,8 @@ pub enum Op {
     Reconcile(&'static str, &'static str, EffectStatus),
     SetPayload(&'static str, &'static str, serde_json::Value),
     Sync(&'static str, Vec<Effect>),
+    /// `advance_checkpoint(agent, sequence)`.
+    Advance(&'static str, u64),
 }
 
 /// What an operation returned, backend errors aside.
@@ -38,6 +47,8 @@ pub enum Outcome {
     Done,
     Refused(EffectError),
     Synced(SyncSummary),
+    /// The newest sequence the ledger holds for the agent after an `Advance`.
+    Newest(u64),
 }
 
 fn status() -> impl Strategy<Value = EffectStatus> {
@@ -101,6 +112,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (scope(), key(), status()).prop_map(|(s, k, st)| Op::Reconcile(s, k, st)),
         1 => (scope(), key(), payload()).prop_map(|(s, k, p)| Op::SetPayload(s, k, p)),
         2 => (scope(), sync_log()).prop_map(|(s, log)| Op::Sync(s, log)),
+        2 => (prop::sample::select(&AGENTS[..]), 0..8u64).prop_map(|(a, n)| Op::Advance(a, n)),
     ]
 }
 
@@ -108,6 +120,7 @@ pub fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Default)]
 pub struct Reference {
     logs: BTreeMap<&'static str, EffectLog>,
+    newest: BTreeMap<&'static str, u64>,
 }
 
 impl Reference {
@@ -128,7 +141,17 @@ impl Reference {
                 let incoming = EffectLog::from_effects(effects.clone()).expect("unique keys");
                 Outcome::Synced(self.log(s).sync(&incoming))
             }
+            Op::Advance(agent, sequence) => {
+                let newest = self.newest.entry(agent).or_insert(*sequence);
+                *newest = (*newest).max(*sequence);
+                Outcome::Newest(*newest)
+            }
         }
+    }
+
+    /// The newest checkpoint sequence recorded for `agent`.
+    pub fn newest(&self, agent: &str) -> Option<u64> {
+        self.newest.get(agent).copied()
     }
 
     fn log(&mut self, scope: &'static str) -> &mut EffectLog {
@@ -163,6 +186,10 @@ pub async fn apply<L: EffectLedger>(ledger: &L, op: &Op) -> Result<Outcome, Test
             let incoming = EffectLog::from_effects(effects.clone()).expect("unique keys");
             ledger.sync_log(s, &incoming).await.map(Outcome::Synced)
         }
+        Op::Advance(agent, sequence) => ledger
+            .advance_checkpoint(agent, *sequence)
+            .await
+            .map(Outcome::Newest),
     };
     match result {
         Ok(outcome) => Ok(outcome),
@@ -199,6 +226,19 @@ pub async fn run<L: EffectLedger>(ledger: &L, ops: &[Op]) -> Result<(), TestCase
         );
         let got = apply(ledger, op).await?;
         prop_assert_eq!(&got, &expected, "step {}: {:?}", step, op);
+        for agent in AGENTS {
+            let newest = ledger
+                .newest_checkpoint(agent)
+                .await
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(
+                newest,
+                reference.newest(agent),
+                "after step {}: {}",
+                step,
+                agent
+            );
+        }
         for scope in SCOPES {
             for key in KEYS {
                 let status = ledger
@@ -270,13 +310,139 @@ pub fn check<L: EffectLedger>(make: impl Fn() -> Fixture<L>) {
 }
 
 /// The suite with the caller's executor (e.g. a tokio runtime's `block_on` for a network
-/// backend): `cases()` random sequences of 1 to 40 operations, a fresh backend for each.
+/// backend): [`rules`] once, then `cases()` random sequences of 1 to 40 operations, a fresh
+/// backend for each.
 pub fn check_on<L: EffectLedger>(
     make: impl Fn() -> Fixture<L>,
     block_on: impl for<'a> Fn(TestFuture<'a>) -> Result<(), TestCaseError>,
 ) {
+    let fixture = make();
+    if let Err(e) = block_on(Box::pin(rules(&fixture.ledger))) {
+        panic!("ledger conformance failed: {e}");
+    }
     super::run_cases("ledger", prop::collection::vec(op(), 1..40), |ops| {
         let fixture = make();
         block_on(Box::pin(run(&fixture.ledger, &ops)))
     });
+}
+
+/// What every ledger refuses, and an operator's settlement, alike on every backend:
+/// - a NUL in a scope, key, action, target or dependency is `EffectError::Nul` (naming the
+///   part), for every operation, before anything is stored; reads find nothing under it;
+/// - `settle` keeps who and why beside its `reconcile` event, refuses a key that is not
+///   `unknown` unless forced (`NotInFlight`), and leaves a history that explains the status.
+pub async fn rules<L: EffectLedger>(ledger: &L) -> Result<(), TestCaseError> {
+    let fail = |e: &dyn std::fmt::Display| TestCaseError::fail(e.to_string());
+    let refusal = |result: Result<(), L::Error>| match result {
+        Err(e) => L::refusal(&e).cloned(),
+        Ok(()) => None,
+    };
+    let nul_part = |refused: Option<EffectError>| match refused {
+        Some(EffectError::Nul { part, .. }) => Some(part),
+        _ => None,
+    };
+    let good = Effect::new("charge", "psp://cards/1", "k");
+    let cases: Vec<(&str, Effect, &str)> = vec![
+        ("", Effect::new("charge", "psp://cards/1", "k\0x"), "key"),
+        ("sc\0ope", good.clone(), "scope"),
+        ("", Effect::new("char\0ge", "psp://cards/1", "k"), "action"),
+        ("", Effect::new("charge", "psp://\0", "k"), "target"),
+        ("", good.clone().depends_on("q\0"), "dependency"),
+    ];
+    for (scope, effect, part) in &cases {
+        let got = nul_part(refusal(ledger.record(scope, effect).await));
+        prop_assert_eq!(got, Some(*part), "record {:?}", effect);
+        let got = nul_part(refusal(ledger.begin_effect(scope, effect).await));
+        prop_assert_eq!(got, Some(*part), "begin_effect {:?}", effect);
+        let mut log = EffectLog::new();
+        log.record(effect.clone()).map_err(|e| fail(&e))?;
+        let got = match ledger.sync_log(scope, &log).await {
+            Err(e) => nul_part(L::refusal(&e).cloned()),
+            Ok(_) => None,
+        };
+        prop_assert_eq!(got, Some(*part), "sync_log {:?}", effect);
+    }
+    for (scope, key, part) in [("", "k\0x", "key"), ("sc\0ope", "k", "scope")] {
+        for (name, result) in [
+            ("begin", ledger.begin(scope, key).await),
+            ("commit", ledger.commit(scope, key).await),
+            ("fail", ledger.fail(scope, key).await),
+            (
+                "reconcile",
+                ledger.reconcile(scope, key, EffectStatus::Committed).await,
+            ),
+            (
+                "set_payload",
+                ledger.set_payload(scope, key, &serde_json::json!(1)).await,
+            ),
+            (
+                "settle",
+                ledger
+                    .settle(
+                        scope,
+                        key,
+                        &Settlement::of_unknown(EffectStatus::Committed, "ana", "n"),
+                    )
+                    .await,
+            ),
+        ] {
+            prop_assert_eq!(nul_part(refusal(result)), Some(part), "{} {:?}", name, key);
+        }
+        let found = ledger.get(scope, key).await.map_err(|e| fail(&e))?;
+        prop_assert_eq!(found, None);
+        let history = ledger.history(scope, key).await.map_err(|e| fail(&e))?;
+        prop_assert!(history.is_empty());
+    }
+    let all = ledger.load_all().await.map_err(|e| fail(&e))?;
+    prop_assert!(
+        all.is_empty(),
+        "a refused operation stored something: {:?}",
+        all
+    );
+
+    // An operator's settlement.
+    ledger
+        .record("charges", &good)
+        .await
+        .map_err(|e| fail(&e))?;
+    ledger.begin("charges", "k").await.map_err(|e| fail(&e))?;
+    let settlement = Settlement::of_unknown(EffectStatus::Committed, "oncall-ana", "seen in PSP");
+    ledger
+        .settle("charges", "k", &settlement)
+        .await
+        .map_err(|e| fail(&e))?;
+    let history = ledger
+        .annotated_history("charges", "k")
+        .await
+        .map_err(|e| fail(&e))?;
+    let last = history.last().expect("a history");
+    prop_assert_eq!(last.transition.op.as_str(), "reconcile");
+    prop_assert_eq!(last.actor.as_deref(), Some("oncall-ana"));
+    prop_assert_eq!(last.note.as_deref(), Some("seen in PSP"));
+    prop_assert!(history[..history.len() - 1]
+        .iter()
+        .all(|a| a.actor.is_none() && a.note.is_none()));
+    let again = refusal(ledger.settle("charges", "k", &settlement).await);
+    prop_assert_eq!(
+        again,
+        Some(EffectError::NotInFlight {
+            key: "k".into(),
+            status: EffectStatus::Committed
+        })
+    );
+    let forced = settlement.clone().forced();
+    let forced = Settlement {
+        status: EffectStatus::NotStarted,
+        ..forced
+    };
+    ledger
+        .settle("charges", "k", &forced)
+        .await
+        .map_err(|e| fail(&e))?;
+    let status = ledger.status("charges", "k").await.map_err(|e| fail(&e))?;
+    prop_assert_eq!(status, Some(EffectStatus::NotStarted));
+    let plain = ledger.history("charges", "k").await.map_err(|e| fail(&e))?;
+    prop_assert_eq!(history_problem(EffectStatus::NotStarted, &plain), None);
+    prop_assert_eq!(plain.len(), 4); // record, begin, two settlements
+    Ok(())
 }

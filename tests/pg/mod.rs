@@ -4,7 +4,7 @@
 pub mod harness;
 
 use compaction::postgres::PgOptions;
-use compaction::{PgError, PgErrorKind, PgStore, StoreError};
+use compaction::{block_on, PgError, PgErrorKind, PgStore, StoreError};
 use std::time::Duration;
 
 /// The `PgError` inside a store error, or a panic naming what came instead.
@@ -32,7 +32,7 @@ pub fn quick_options() -> PgOptions {
 
 /// Connects a store or panics with the server log.
 pub fn store(url: &str, namespace: &str) -> PgStore {
-    PgStore::connect(url, namespace)
+    block_on(PgStore::connect(url, namespace))
         .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", harness::cluster().log()))
 }
 
@@ -57,7 +57,7 @@ pub fn fresh_namespace(tag: &str) -> String {
 /// A ledger in a fresh namespace of the shared database: a new, empty backend.
 pub fn fresh_ledger() -> compaction::PgLedger {
     let namespace = fresh_namespace("ledger");
-    compaction::PgLedger::connect(shared_db().url(), &namespace)
+    block_on(compaction::PgLedger::connect(shared_db().url(), &namespace))
         .unwrap_or_else(|e| panic!("{e}\nserver log:\n{}", harness::cluster().log()))
 }
 

@@ -5,6 +5,7 @@
 // Each test binary uses a part of what is shared.
 #![allow(dead_code, unused_imports)]
 
+pub mod capture;
 pub mod faulty;
 pub mod strategies;
 pub mod summarizers;

@@ -164,7 +164,8 @@ pub fn fixture(tag: &str) -> Fixture {
         )
         .unwrap();
     ledger.begin("charge-002").unwrap(); // the process died here: unknown
-                                         // Another `#[effect]` field's scope; the same key may exist in two scopes.
+    age_claim(&path, "charge-002", 2 * 3600); // ... two hours ago
+                                              // Another `#[effect]` field's scope; the same key may exist in two scopes.
     let refunds = ledger.scope("refunds");
     refunds
         .record(&Effect::new("refund", "psp://cards/4242", "refund-001"))
@@ -179,6 +180,25 @@ pub fn fixture(tag: &str) -> Fixture {
         orphan,
         pointers,
     }
+}
+
+/// Moves the history of `key` `seconds` into the past (as if its claim were that old). The
+/// history is append-only by trigger: the test lifts the trigger for the change and puts it
+/// back, as only someone with write access to the file could.
+pub fn age_claim(path: &Path, key: &str, seconds: i64) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch("DROP TRIGGER effect_events_no_update;")
+        .unwrap();
+    conn.execute(
+        "UPDATE effect_events SET at_ms = at_ms - ?2 WHERE key = ?1",
+        compaction::sqlite::rusqlite::params![key, seconds * 1000],
+    )
+    .unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER effect_events_no_update BEFORE UPDATE ON effect_events
+         BEGIN SELECT RAISE(ABORT, 'effect_events is append-only'); END;",
+    )
+    .unwrap();
 }
 
 /// Moves a blob's stored time `seconds` into the past.

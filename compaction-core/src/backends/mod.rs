@@ -11,9 +11,15 @@
 //! [`EffectLedger`]: crate::effects::EffectLedger
 //! [`CheckpointStore`]: crate::checkpoint::CheckpointStore
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) mod gc;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin};

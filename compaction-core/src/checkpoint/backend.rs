@@ -7,6 +7,7 @@
 //! checked here, once for every backend (`codec.rs`), and `tests/conformance_checkpoint.rs`
 //! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
 
+use crate::binding::{foreign_message, CheckpointBinding};
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::future::BoxFuture;
@@ -14,7 +15,8 @@ use crate::store::StoreError;
 
 /// Why a checkpoint could not be saved, loaded, listed or deleted. Converts into
 /// [`CompactionError`] (so `?` works in a function returning it): `Integrity` into
-/// `Integrity { field: "<checkpoint>" }`, the others into `Store` and `Serialize`.
+/// `Integrity { field: "<checkpoint>" }`, `Foreign` into `ForeignCheckpoint`, the others into
+/// `Store` and `Serialize`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckpointError {
@@ -23,9 +25,32 @@ pub enum CheckpointError {
     /// with a broken seal instead, which every rehydration refuses.
     #[error("checkpoint integrity: the seal does not match the content, or the stored bytes do not parse")]
     Integrity,
+    /// The checkpoint is bound to another agent or namespace than the one it is saved or
+    /// loaded for (a row copied over this agent's), or, on save, it has a keyed seal and is
+    /// bound to no agent. Converts into `CompactionError::ForeignCheckpoint`.
+    #[error("{}", foreign_message(&Some(.agent_id.clone()), .namespace, .found))]
+    Foreign {
+        /// The agent id it was saved or loaded under.
+        agent_id: String,
+        /// This store's namespace (`""` where there is none).
+        namespace: String,
+        /// The binding it carries (`None`: bound to no agent).
+        found: Option<Box<CheckpointBinding>>,
+    },
     /// The checkpoint could not be serialized.
     #[error("cannot serialize the checkpoint: {0}")]
     Serialize(String),
+    /// The agent id holds a NUL character. PostgreSQL text cannot hold one, so no backend
+    /// stores one: every backend refuses it alike (save, load and delete), before reading or
+    /// writing anything.
+    #[error(
+        "agent id `{}` contains a NUL character, which no checkpoint store keeps",
+        agent_id.escape_debug()
+    )]
+    NulAgentId {
+        /// The agent id given.
+        agent_id: String,
+    },
     /// The backend failed, or (`StoreError::NotFound`) the checkpoint points at a blob this
     /// store does not hold: such a checkpoint could not be rehydrated after a restart, so it
     /// is never saved (compact with this store first).
@@ -37,13 +62,34 @@ impl From<CheckpointError> for CompactionError {
     fn from(error: CheckpointError) -> CompactionError {
         match error {
             CheckpointError::Integrity => CompactionError::checkpoint_integrity(),
+            CheckpointError::Foreign {
+                agent_id,
+                namespace,
+                found,
+            } => CompactionError::ForeignCheckpoint {
+                agent_id: Some(agent_id),
+                namespace,
+                found,
+            },
             CheckpointError::Serialize(message) => CompactionError::Serialize {
                 field: CHECKPOINT_FIELD.into(),
                 message,
             },
             CheckpointError::Store(error) => CompactionError::Store(error),
+            e @ CheckpointError::NulAgentId { .. } => CompactionError::Config(e.to_string()),
         }
     }
+}
+
+/// Refuses an agent id with a NUL character ([`CheckpointError::NulAgentId`]): every backend
+/// calls it first, so all of them refuse the same id alike.
+pub(crate) fn check_agent_id(agent_id: &str) -> Result<(), CheckpointError> {
+    if agent_id.contains('\0') {
+        return Err(CheckpointError::NulAgentId {
+            agent_id: agent_id.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// Where an agent's latest checkpoint is kept, so a killed agent resumes from it: one row per
@@ -54,8 +100,8 @@ impl From<CheckpointError> for CompactionError {
 /// A backend implements the four operations on rows; callers save and load typed checkpoints
 /// with `save` and `load` on the trait object (`&dyn CheckpointStore`, `Arc<dyn
 /// CheckpointStore>`), which encode, check and decode the rows the same way for every backend.
-/// (`SqliteStore` and `PgStore` also keep their synchronous `save_checkpoint` and
-/// `load_checkpoint`.)
+/// (`SqliteStore` also has synchronous `save_checkpoint` and `load_checkpoint`; `PgStore`'s are
+/// `async`, like every method of it that talks to the server.)
 ///
 /// ```
 /// use compaction::{Compactable, CheckpointStore, Compactor, MemoryStore};

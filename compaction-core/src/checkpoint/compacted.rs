@@ -1,6 +1,7 @@
 //! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
 //! sealed checkpoint that another process can load.
 
+use crate::binding::CheckpointBinding;
 use crate::checkpoint::fingerprint::SchemaFingerprint;
 use crate::checkpoint::seal::{KeyedSeal, SealKeys};
 use crate::report::CompactionReport;
@@ -61,6 +62,11 @@ pub struct Compacted<S> {
     /// The `#[transcript]` field's planned messages (absent in checkpoints of states without).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) transcript: Option<CompactedTranscript>,
+    /// The agent, namespace and sequence number the compactor bound it to
+    /// (`CompactorBuilder::agent_id`); absent from checkpoints of compactors without one and
+    /// from checkpoints made before bindings. Before `seal`: both seals cover it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) binding: Option<CheckpointBinding>,
     pub(crate) seal: ContentHash,
     /// The HMAC of the same content under the author's key, when the compactor had one
     /// (`CompactorBuilder::seal_key`). Absent otherwise, so unkeyed checkpoints are unchanged.
@@ -88,6 +94,9 @@ struct SealInput<'a> {
     // Skipped when absent, so the seals of checkpoints without a transcript do not change.
     #[serde(skip_serializing_if = "Option::is_none")]
     transcript: Option<&'a CompactedTranscript>,
+    // Likewise: unbound checkpoints (and those made before bindings) keep their seals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    binding: Option<&'a CheckpointBinding>,
 }
 
 /// A transcript as compacted: the messages to send after the window's system message.
@@ -227,6 +236,7 @@ impl<S> Compacted<S> {
             tokens: self.tokens,
             report: &self.report,
             transcript: self.transcript.as_ref(),
+            binding: self.binding.as_ref(),
         };
         // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
         serde_json::to_vec(&input).unwrap_or_default()
@@ -243,6 +253,14 @@ impl<S> Compacted<S> {
     /// seal ([`Compactor::verify_checkpoint`](crate::Compactor::verify_checkpoint)).
     pub fn verify_seal(&self) -> bool {
         self.format == FORMAT && self.compute_seal() == self.seal
+    }
+
+    /// The agent, namespace and sequence number this checkpoint is bound to, under its seals;
+    /// `None` when its compactor had no [`agent_id`](crate::CompactorBuilder::agent_id). What
+    /// the binding says is only proven by a keyed seal
+    /// ([`Compactor::verify_checkpoint`](crate::Compactor::verify_checkpoint) checks both).
+    pub fn binding(&self) -> Option<&CheckpointBinding> {
+        self.binding.as_ref()
     }
 
     /// The id of the key whose keyed seal this checkpoint carries; `None` when it was sealed
@@ -279,6 +297,7 @@ impl<S> Clone for Compacted<S> {
             tokens: self.tokens,
             report: self.report.clone(),
             transcript: self.transcript.clone(),
+            binding: self.binding.clone(),
             seal: self.seal,
             keyed_seal: self.keyed_seal.clone(),
             _state: PhantomData,
@@ -292,6 +311,7 @@ impl<S> std::fmt::Debug for Compacted<S> {
             .field("state_type", &self.state_type)
             .field("tokens", &self.tokens)
             .field("budget", &self.budget)
+            .field("binding", &self.binding)
             .field("report", &self.report)
             .finish_non_exhaustive()
     }

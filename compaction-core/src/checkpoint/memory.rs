@@ -3,6 +3,7 @@
 //! must be in the same store, as on every backend.
 
 use crate::checkpoint::backend::{CheckpointError, CheckpointStore};
+use crate::checkpoint::check_agent_id;
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::future::BoxFuture;
 use crate::store::memory::MemoryCheckpoint;
@@ -20,6 +21,7 @@ impl CheckpointStore for MemoryStore {
         row: &'a CheckpointRow,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
+            check_agent_id(agent_id)?;
             // Checked and written under the checkpoints' lock; blobs are never removed from a
             // memory store, so one that is there now stays.
             let mut checkpoints = self.checkpoints();
@@ -42,6 +44,7 @@ impl CheckpointStore for MemoryStore {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
         Box::pin(async move {
+            check_agent_id(agent_id)?;
             Ok(self
                 .raw_checkpoint(agent_id)
                 .map(|(json, sha256)| CheckpointRow::stored(json, sha256)))
@@ -64,6 +67,9 @@ impl CheckpointStore for MemoryStore {
     }
 
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
-        Box::pin(async move { Ok(self.checkpoints().remove(agent_id).is_some()) })
+        Box::pin(async move {
+            check_agent_id(agent_id)?;
+            Ok(self.checkpoints().remove(agent_id).is_some())
+        })
     }
 }

@@ -1,7 +1,8 @@
 //! The checkpoint: the [`Compacted`] a compaction returns (the window and everything needed to
 //! rehydrate it), the schema fingerprint that ties it to its state type, its seals (plain and
-//! keyed), the checks it passes before use, and where it is kept: the [`CheckpointStore`]
-//! every backend implements, over the [`CheckpointRow`] they store.
+//! keyed), the binding to its agent that the keyed seal covers, the checks it passes before
+//! use, and where it is kept: the [`CheckpointStore`] every backend implements, over the
+//! [`CheckpointRow`] they store.
 
 mod backend;
 mod codec;
@@ -9,15 +10,18 @@ mod compacted;
 mod fields;
 mod fingerprint;
 mod memory;
+mod owner;
 mod row;
 mod seal;
 mod typed;
 mod verify;
 
+pub(crate) use backend::check_agent_id;
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
 pub(crate) use compacted::{CompactedTranscript, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;
+pub(crate) use owner::Owner;
 pub use row::{CheckpointInfo, CheckpointRow};
 pub(crate) use seal::SealKeys;
 pub use seal::{SealKey, SealKeyError};

@@ -153,6 +153,17 @@ impl SealKeys {
         self.accept_unkeyed = accept;
     }
 
+    /// Whether there is a signing key (so checkpoints are keyed and verified with keys).
+    pub(crate) fn signs(&self) -> bool {
+        self.signing.is_some()
+    }
+
+    /// Whether checkpoints older than the protections are accepted for a migration: without a
+    /// keyed seal, or keyed and bound to no agent (`accept_unkeyed_checkpoints`).
+    pub(crate) fn accepts_unkeyed(&self) -> bool {
+        self.accept_unkeyed
+    }
+
     /// Refuses a set that cannot work: verifying keys without a signing one (the compactor
     /// would write checkpoints it refuses to read back), or two keys sharing an id.
     pub(crate) fn check(&self) -> Result<(), SealKeyError> {

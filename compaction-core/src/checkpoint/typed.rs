@@ -8,29 +8,31 @@ use crate::future::BoxFuture;
 
 impl dyn CheckpointStore + '_ {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one),
-    /// refusing a broken seal (`Integrity`) and a checkpoint that points at a blob this store
-    /// does not hold (`Store(NotFound)`), saving nothing.
+    /// refusing a broken seal (`Integrity`), a checkpoint bound to another agent or namespace
+    /// or keyed and bound to no agent (`Foreign`), and a checkpoint that points at a blob this
+    /// store does not hold (`Store(NotFound)`), saving nothing.
     pub fn save<'a, S>(
         &'a self,
         agent_id: &'a str,
         compacted: &'a Compacted<S>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
-            let row = CheckpointRow::encode(compacted)?;
+            let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
             self.save_row(agent_id, &row).await
         })
     }
 
     /// The latest checkpoint of `agent_id`, or `None` when there is none. Bytes that no longer
-    /// parse are `Integrity`; bytes that parse but are not the ones saved come back with a
-    /// broken seal, which `verify_seal()` and every rehydration refuse.
+    /// parse are `Integrity`; another agent's or namespace's checkpoint in this row is
+    /// `Foreign`; bytes that parse but are not the ones saved come back with a broken seal,
+    /// which `verify_seal()` and every rehydration refuse.
     pub fn load<'a, S: 'a>(
         &'a self,
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Compacted<S>>, CheckpointError>> {
         Box::pin(async move {
             match self.load_row(agent_id).await? {
-                Some(row) => row.decode().map(Some),
+                Some(row) => row.decode(agent_id, self.namespace()).map(Some),
                 None => Ok(None),
             }
         })

@@ -1,19 +1,22 @@
 //! The checks a checkpoint passes before its window or state is used: its format, its plain
-//! seal, and its keyed seal under the compactor's keys (`Compactor::verify_checkpoint`, run
-//! first by every rehydration).
+//! seal, its keyed seal under the compactor's keys, and the agent it is bound to
+//! (`Compactor::verify_checkpoint`, run first by every rehydration and by the pointer tool).
 
 use crate::checkpoint::compacted::{Compacted, FORMAT};
 use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::owner::Owner;
 use crate::checkpoint::seal::{SealKeyError, SealKeys};
 use crate::error::CompactionError;
 use crate::state::compactable::Compactable;
 
-/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
-/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
-/// seal that does not verify.
+/// Format, plain seal, keyed seal under `keys`, then the binding against `owner` (what
+/// `Compactor::verify_checkpoint` runs): `CheckpointFormat` for another format,
+/// `Integrity { field: "<checkpoint>" }` for any seal that does not verify, `ForeignCheckpoint`
+/// for a checkpoint bound to another agent or namespace (see `Owner::check`).
 pub(crate) fn check_checkpoint<S>(
     compacted: &Compacted<S>,
     keys: &SealKeys,
+    owner: &Owner,
 ) -> Result<(), CompactionError> {
     if compacted.format != FORMAT {
         return Err(CompactionError::CheckpointFormat {
@@ -24,7 +27,7 @@ pub(crate) fn check_checkpoint<S>(
     if !compacted.seals_verify(keys) {
         return Err(CompactionError::checkpoint_integrity());
     }
-    Ok(())
+    owner.check(compacted.binding(), keys)
 }
 
 /// Everything [`check_checkpoint`] checks, then that the checkpoint was written by `S` as this
@@ -33,8 +36,9 @@ pub(crate) fn check_checkpoint<S>(
 pub(crate) fn check_restorable<S: Compactable>(
     compacted: &Compacted<S>,
     keys: &SealKeys,
+    owner: &Owner,
 ) -> Result<(), CompactionError> {
-    check_checkpoint(compacted, keys)?;
+    check_checkpoint(compacted, keys, owner)?;
     let schema = S::schema();
     if compacted.state_type != schema.type_name() {
         return Err(CompactionError::WrongStateType {

@@ -1,7 +1,7 @@
 //! How a [`Compactor`] is made: [`Compactor::builder`], the [`CompactorBuilder`]'s settings and
 //! their defaults, and [`build`](CompactorBuilder::build), which checks them.
 
-use crate::checkpoint::{SealKey, SealKeys};
+use crate::checkpoint::{Owner, SealKey, SealKeys};
 use crate::compactor::Compactor;
 use crate::error::CompactionError;
 use crate::store::{DynStore, MemoryStore, Store};
@@ -25,6 +25,7 @@ pub struct CompactorBuilder {
     pub(super) evict_on_summarizer_error: bool,
     pub(super) max_summary_tokens: usize,
     pub(super) seal_keys: SealKeys,
+    pub(super) owner: Owner,
 }
 
 impl Default for CompactorBuilder {
@@ -39,6 +40,7 @@ impl Default for CompactorBuilder {
             evict_on_summarizer_error: false,
             max_summary_tokens: 512,
             seal_keys: SealKeys::default(),
+            owner: Owner::default(),
         }
     }
 }
@@ -150,12 +152,45 @@ impl CompactorBuilder {
         self
     }
 
-    /// With a [`seal_key`](Self::seal_key): also accept checkpoints that carry no keyed seal
-    /// (made before keys were introduced), checking their plain seal only. Off by default;
-    /// turn it on for a migration, then off, since while it is on a forger can strip the
-    /// keyed seal. A keyed seal that is present must still verify.
+    /// With a [`seal_key`](Self::seal_key): also accept checkpoints older than the
+    /// protections, for a migration: checkpoints that carry no keyed seal (made before keys
+    /// were introduced; their plain seal is still checked), and keyed checkpoints bound to no
+    /// agent (made before [`agent_id`](Self::agent_id) bindings, so any agent's would pass).
+    /// Off by default; turn it on for a migration, then off, since while it is on a forger
+    /// can strip the keyed seal. A keyed seal that is present must still verify, and a binding
+    /// that is present must still name this agent.
     pub fn accept_unkeyed_checkpoints(mut self, accept: bool) -> Self {
         self.seal_keys.set_accept_unkeyed(accept);
+        self
+    }
+
+    /// The agent this compactor compacts for. Every checkpoint it makes is bound to this
+    /// agent id, the [`namespace`](Self::namespace) and a sequence number
+    /// ([`CheckpointBinding`](crate::CheckpointBinding)), covered by both seals; and it
+    /// verifies (and [rehydrates](Compactor::rehydrate), and lets the pointer tool
+    /// [allow](crate::pointer_tool::PointerResolver::allow_compacted)) only checkpoints bound
+    /// to the same agent and namespace: another agent's checkpoint, copied over this one's, is
+    /// [`ForeignCheckpoint`](CompactionError::ForeignCheckpoint). Backends save and load a bound
+    /// checkpoint only under its own agent id and namespace.
+    ///
+    /// With a [`seal_key`](Self::seal_key) this is what makes a checkpoint this agent's: a
+    /// keyed compactor without an agent id refuses bound checkpoints (it cannot tell whose
+    /// they are), and a keyed checkpoint without a binding cannot be saved in a backend.
+    /// Without a key the binding is checked the same way but, like the plain seal, only
+    /// detects mistakes: whoever can write a checkpoint can rewrite it.
+    ///
+    /// Build one compactor per agent (it also keeps that agent's transcript counts and
+    /// compaction numbers).
+    pub fn agent_id(mut self, agent_id: impl Into<String>) -> Self {
+        self.owner.set_agent_id(agent_id.into());
+        self
+    }
+
+    /// The namespace this agent's checkpoints are saved in: the one its checkpoint backend was
+    /// opened for (a `PgStore`'s namespace), `""` (the default) where there is none (SQLite,
+    /// memory). Bound into every checkpoint with the [`agent_id`](Self::agent_id).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.owner.set_namespace(namespace.into());
         self
     }
 }
@@ -191,6 +226,7 @@ impl CompactorBuilder {
             max_summary_tokens: self.max_summary_tokens,
             compactions: AtomicU64::new(0),
             seal_keys: self.seal_keys,
+            owner: self.owner,
         })
     }
 }

@@ -1,8 +1,10 @@
 //! The engine, [`Compactor`]: state -> plan -> (summarize / spill) -> render -> report, and the
 //! way back. Its settings are in `builder.rs`, the ledger's views of a state in `ledger.rs`,
+//! what it does with its agent's checkpoints (verify, number, advance) in `checkpoints.rs`,
 //! its `#[transcript]` side in `transcript.rs`, its spans in `trace.rs`.
 
 mod builder;
+mod checkpoints;
 mod ledger;
 #[cfg(test)]
 mod tests_work;
@@ -11,7 +13,7 @@ mod transcript;
 
 pub use builder::CompactorBuilder;
 
-use crate::checkpoint::{check_checkpoint, check_restorable, SealKeys};
+use crate::checkpoint::{check_restorable, Owner, SealKeys};
 use crate::checkpoint::{Compacted, SchemaFingerprint, FORMAT};
 use crate::compactor::ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
@@ -108,6 +110,8 @@ pub struct Compactor {
     transcript_planner: TranscriptPlanner,
     /// The keys checkpoints are sealed and verified with (none by default).
     seal_keys: SealKeys,
+    /// The agent and namespace checkpoints are bound to (nobody by default).
+    owner: Owner,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -118,6 +122,8 @@ impl std::fmt::Debug for Compactor {
             .field("summarizer", &self.summarizer.is_some())
             .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
             .field("seal_key_ids", &self.seal_keys.ids())
+            .field("agent_id", &self.owner.agent_id())
+            .field("namespace", &self.owner.namespace())
             .finish_non_exhaustive()
     }
 }
@@ -183,6 +189,10 @@ impl Compactor {
     /// a record the view holds and the ledger lacks is refused with
     /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
     /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    /// With an [`agent_id`](CompactorBuilder::agent_id), the checkpoint is numbered after the
+    /// newest checkpoint sequence the ledger recorded for the agent
+    /// ([`advance_checkpoint`](Self::advance_checkpoint)), so a restarted worker's checkpoints
+    /// keep going forward.
     ///
     /// ```
     /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
@@ -214,7 +224,13 @@ impl Compactor {
         S: Compactable + Sync,
         L: EffectLedger,
     {
-        let views = match ledger_views(state, ledger).await {
+        // Numbered past the newest checkpoint the ledger recorded for this agent first, so a
+        // restarted worker's checkpoints keep going forward.
+        let views = async {
+            self.continue_after_ledger(ledger).await?;
+            ledger_views(state, ledger).await
+        };
+        let views = match views.await {
             Ok(views) => views,
             Err(error) => {
                 // Refused before the compaction began: traced as a compaction all the same.
@@ -285,18 +301,6 @@ impl Compactor {
             .state)
     }
 
-    /// Checks a checkpoint before its window or state is used: `CheckpointFormat` for another
-    /// format, `Integrity { field: "<checkpoint>" }` when its plain seal does not match its
-    /// content or, with [`seal_key`](CompactorBuilder::seal_key), when its keyed seal does not
-    /// verify under one of this compactor's keys (or is missing, unless
-    /// [`accept_unkeyed_checkpoints`](CompactorBuilder::accept_unkeyed_checkpoints)).
-    /// [`rehydrate`](Self::rehydrate) runs it first; call it yourself before sending a loaded
-    /// checkpoint's [`render`](Compacted::render) or [`messages`](Compacted::messages) to a
-    /// model.
-    pub fn verify_checkpoint<S>(&self, compacted: &Compacted<S>) -> Result<(), CompactionError> {
-        check_checkpoint(compacted, &self.seal_keys)
-    }
-
     /// [`rehydrate`](Self::rehydrate) for synchronous callers.
     pub fn rehydrate_blocking<S: Compactable>(
         &self,
@@ -316,7 +320,8 @@ impl Compactor {
     ) -> Result<Rehydrated<S>, CompactionError> {
         let span = trace::rehydrate_span(S::schema().type_name());
         let rehydrated = async {
-            check_restorable(compacted, &self.seal_keys)?;
+            check_restorable(compacted, &self.seal_keys, &self.owner)?;
+            self.continue_after_checkpoint(compacted);
             rehydrate(&*self.store, compacted, reacquirer, options).await
         }
         .instrument(span.clone())
@@ -482,6 +487,7 @@ impl Compactor {
             tokens,
             report,
             transcript,
+            binding: self.owner.bind(prepared.number),
             seal: ContentHash::of(b""),
             keyed_seal: None,
             _state: PhantomData,

@@ -8,7 +8,7 @@
 //! expansion, summary text or error message that could quote one is ever recorded: a refusal is
 //! logged by its kind, an evicted field by its path.
 
-use crate::error::CompactionError;
+use crate::error::{summarizer_error_kind, CompactionError};
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
@@ -39,7 +39,7 @@ pub(super) fn compacted(span: &Span, report: Result<&CompactionReport, &Compacti
     let report = match report {
         Ok(report) => report,
         Err(error) => {
-            let kind = error_kind(error);
+            let kind = error.kind();
             span.record("refusal", kind.as_str());
             tracing::info!(refusal = kind.as_str(), "compaction refused");
             return;
@@ -97,7 +97,7 @@ pub(super) fn resolve_span() -> Span {
 
 /// Records a failed rehydration or resolve by the kind of its error.
 pub(super) fn refused(span: &Span, error: &CompactionError) {
-    let kind = error_kind(error);
+    let kind = error.kind();
     span.record("refusal", kind.as_str());
     let _entered = span.enter();
     tracing::debug!(refusal = kind.as_str(), "refused");
@@ -150,74 +150,5 @@ fn outcome_name(outcome: &FieldOutcome) -> &'static str {
         FieldOutcome::Summarized { .. } => "summarized",
         FieldOutcome::Evicted { .. } => "evicted",
         FieldOutcome::Tombstoned => "tombstoned",
-    }
-}
-
-fn summarizer_error_kind(error: &SummarizerError) -> String {
-    match error {
-        SummarizerError::Empty { .. } => "summary_empty".to_owned(),
-        SummarizerError::OverLong { .. } => "summary_over_long".to_owned(),
-        // `Failed`, and the variants a model summarizer adds (HTTP status, timeout, ...).
-        other => format!("summarizer_{}", variant_name(other)),
-    }
-}
-
-/// The name of an error's kind: what a log may say about it (messages can quote values).
-fn error_kind(error: &CompactionError) -> String {
-    match error {
-        CompactionError::Summarizer(e) => summarizer_error_kind(e),
-        CompactionError::Store(e) => format!("store_{}", e.kind()),
-        other => variant_name(other),
-    }
-}
-
-/// The snake_case name of an enum value's variant, read from the start of its derived `Debug`
-/// (the rest, which may quote values, is dropped unread): every variant has a name, those
-/// added later included, without a list to keep in step.
-fn variant_name(value: &impl std::fmt::Debug) -> String {
-    let debug = format!("{value:?}");
-    let name = debug
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .next()
-        .unwrap_or_default();
-    let mut snake = String::with_capacity(name.len() + 4);
-    for (i, c) in name.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            snake.push('_');
-        }
-        snake.push(c.to_ascii_lowercase());
-    }
-    snake
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::{ContentHash, StoreError};
-
-    #[test]
-    fn kinds_name_the_variant_and_nothing_it_carries() {
-        let secret = "cus_42 never touch /etc/prod";
-        let unknown = CompactionError::UnknownEffect {
-            field: secret.into(),
-            key: secret.into(),
-        };
-        assert_eq!(error_kind(&unknown), "unknown_effect");
-        let over = CompactionError::Summarizer(SummarizerError::OverLong {
-            field: secret.into(),
-            tokens: 9,
-            target: 3,
-        });
-        assert_eq!(error_kind(&over), "summary_over_long");
-        let failed = CompactionError::Summarizer(SummarizerError::failed(secret, secret));
-        assert_eq!(error_kind(&failed), "summarizer_failed");
-        let missing = CompactionError::Store(StoreError::NotFound {
-            hash: ContentHash::of(secret.as_bytes()),
-        });
-        assert_eq!(error_kind(&missing), "store_not_found");
-        assert_eq!(
-            error_kind(&CompactionError::Config(secret.into())),
-            "config"
-        );
     }
 }

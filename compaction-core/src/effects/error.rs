@@ -40,4 +40,17 @@ pub enum EffectError {
         /// The idempotency key.
         key: String,
     },
+    /// A scope, key, action, target or dependency holds a NUL character. PostgreSQL text
+    /// cannot hold one, so no ledger stores one: every ledger (and `EffectLog`) refuses it
+    /// alike, before reading or writing anything.
+    #[error(
+        "effect `{}`: its {part} contains a NUL character, which no ledger stores",
+        key.escape_debug()
+    )]
+    Nul {
+        /// The idempotency key (it may itself be what holds the NUL).
+        key: String,
+        /// Which part holds it: `scope`, `key`, `action`, `target` or `dependency`.
+        part: &'static str,
+    },
 }

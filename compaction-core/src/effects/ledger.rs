@@ -6,11 +6,14 @@
 //! Every implementation applies the transitions of `machine`, so all
 //! of them answer every operation alike; `tests/conformance_ledger.rs` proves it on random
 //! operation sequences.
+//!
+//! Beside the effects, a ledger keeps the newest checkpoint sequence number of each agent
+//! ([`advance_checkpoint`](EffectLedger::advance_checkpoint)), forward only, so a checkpoint
+//! older than one the agent already saved (a rolled-back row) is refused.
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::SyncSummary;
-use crate::effects::transition::Transition;
+use crate::effects::transition::{AnnotatedTransition, Settlement, SyncSummary, Transition};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 
@@ -118,4 +121,48 @@ pub trait EffectLedger: Send + Sync {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, Self::Error>>;
+
+    /// An operator's settlement of `key` in `scope` after checking the outside world: its
+    /// status becomes `settlement.status` (any status to any status, like
+    /// [`reconcile`](Self::reconcile); with `only_unknown`, a key that is not `unknown` is
+    /// refused with [`EffectError::NotInFlight`], checked in the same transaction), and the
+    /// history keeps who settled it and what they checked beside the `reconcile` event. It is
+    /// the one operation that may act on a key whose status its history does not explain
+    /// (see [`history_problem`](crate::effects::history_problem)): that is how such a key is
+    /// repaired.
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), Self::Error>>;
+
+    /// Every recorded transition of `key` in `scope`, oldest first, with the operator's name
+    /// and note on the ones [`settle`](Self::settle) made.
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, Self::Error>>;
+
+    /// Records that `agent_id` has a checkpoint numbered `sequence` (its
+    /// [`CheckpointBinding::sequence`](crate::CheckpointBinding::sequence)), forward only, in
+    /// one transaction, and returns the newest sequence held for the agent afterwards: the
+    /// larger of `sequence` and what was held. A result above `sequence` means the checkpoint
+    /// is older than one this agent already recorded (a rolled-back checkpoint): refuse it.
+    /// [`Compactor::advance_checkpoint`](crate::Compactor::advance_checkpoint) calls this and
+    /// does that. Durable backends store the sequence in a signed 64-bit column and refuse one
+    /// above `i64::MAX` (no compactor counts that far) as a backend failure; their table also
+    /// refuses, in the database itself, any change that moves a sequence back or deletes it.
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, Self::Error>>;
+
+    /// The newest checkpoint sequence recorded for `agent_id`; `None` before the first.
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, Self::Error>>;
 }

@@ -15,6 +15,43 @@ fn not_found(key: &str) -> EffectError {
     EffectError::NotFound { key: key.into() }
 }
 
+/// Refuses a `scope` or `key` holding a NUL character ([`EffectError::Nul`]). Every ledger
+/// calls it (or [`check_effect`]) before it reads or writes anything, so all of them refuse
+/// the same input with the same error: PostgreSQL text cannot hold NUL while SQLite's can,
+/// and without this check one backend stored what another reported as corrupt.
+pub fn check_key(scope: &str, key: &str) -> Result<(), EffectError> {
+    let nul = |part| EffectError::Nul {
+        key: key.to_owned(),
+        part,
+    };
+    if key.contains('\0') {
+        return Err(nul("key"));
+    }
+    if scope.contains('\0') {
+        return Err(nul("scope"));
+    }
+    Ok(())
+}
+
+/// [`check_key`] for an effect's scope and key, and its action, target and dependencies.
+pub fn check_effect(scope: &str, effect: &Effect) -> Result<(), EffectError> {
+    check_key(scope, &effect.idempotency_key)?;
+    let nul = |part| EffectError::Nul {
+        key: effect.idempotency_key.clone(),
+        part,
+    };
+    if effect.action.contains('\0') {
+        return Err(nul("action"));
+    }
+    if effect.target.contains('\0') {
+        return Err(nul("target"));
+    }
+    if effect.depends_on.iter().any(|d| d.contains('\0')) {
+        return Err(nul("dependency"));
+    }
+    Ok(())
+}
+
 /// `record`: stores a new key with its details and status. For a stored key: the same action,
 /// target and edges again is a no-op (an agent re-records its plan after a restart); a
 /// placeholder that `begin` created takes the recorded details and keeps its status; anything
@@ -104,6 +141,25 @@ pub fn reconcile(
 ) -> Result<Change, EffectError> {
     let current = current.ok_or_else(|| not_found(key))?;
     Ok(Change::moved(current, status, EffectOp::Reconcile))
+}
+
+/// An operator's settlement: [`reconcile`] that, with `only_unknown`, refuses a key that is not
+/// `unknown` ([`EffectError::NotInFlight`], its status says which).
+pub fn settled(
+    current: Option<&Effect>,
+    key: &str,
+    status: EffectStatus,
+    only_unknown: bool,
+) -> Result<Change, EffectError> {
+    if let Some(current) = current.filter(|_| only_unknown) {
+        if current.status != EffectStatus::Unknown {
+            return Err(EffectError::NotInFlight {
+                key: key.into(),
+                status: current.status,
+            });
+        }
+    }
+    reconcile(current, key, status)
 }
 
 /// `set_payload`: stores a tool's result on a recorded key.

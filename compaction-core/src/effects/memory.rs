@@ -5,7 +5,9 @@ use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::machine;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::{Change, SyncSummary, SyncVerdict, Transition};
+use crate::effects::transition::{
+    AnnotatedTransition, Change, Settlement, SyncSummary, SyncVerdict, Transition,
+};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,7 +39,9 @@ pub struct MemoryLedger {
 #[derive(Debug, Default)]
 struct Scopes {
     logs: BTreeMap<String, EffectLog>,
-    history: BTreeMap<(String, String), Vec<Transition>>,
+    history: BTreeMap<(String, String), Vec<AnnotatedTransition>>,
+    /// The newest checkpoint sequence of each agent.
+    checkpoints: BTreeMap<String, u64>,
 }
 
 impl MemoryLedger {
@@ -58,7 +62,15 @@ impl MemoryLedger {
         key: &str,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
-        self.lock().apply(scope, key, transition)
+        self.lock().apply(scope, key, None, transition)
+    }
+
+    fn history_of(&self, scope: &str, key: &str) -> Vec<AnnotatedTransition> {
+        self.lock()
+            .history
+            .get(&(scope.to_string(), key.to_string()))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn ready<T: Send + 'static>(
@@ -73,9 +85,11 @@ impl Scopes {
         &mut self,
         scope: &str,
         key: &str,
+        note: Option<(&str, &str)>,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
-        let Scopes { logs, history } = self;
+        machine::check_key(scope, key)?;
+        let Scopes { logs, history, .. } = self;
         let mut fresh = EffectLog::new();
         let log = logs.get_mut(scope).unwrap_or(&mut fresh);
         let (_, event) = log.apply(key, transition)?;
@@ -86,7 +100,11 @@ impl Scopes {
             history
                 .entry((scope.to_string(), key.to_string()))
                 .or_default()
-                .push(Transition::now(key, event));
+                .push(AnnotatedTransition {
+                    transition: Transition::now(key, event),
+                    actor: note.map(|(actor, _)| actor.to_owned()),
+                    note: note.map(|(_, note)| note.to_owned()),
+                });
         }
         Ok(())
     }
@@ -105,6 +123,9 @@ impl EffectLedger for MemoryLedger {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), EffectError>> {
         let key = &effect.idempotency_key;
+        if let Err(e) = machine::check_effect(scope, effect) {
+            return Self::ready(Err(e));
+        }
         Self::ready(self.apply(scope, key, |current| machine::record(current, effect)))
     }
 
@@ -114,6 +135,9 @@ impl EffectLedger for MemoryLedger {
         effect: &'a Effect,
     ) -> BoxFuture<'a, Result<(), EffectError>> {
         let key = &effect.idempotency_key;
+        if let Err(e) = machine::check_effect(scope, effect) {
+            return Self::ready(Err(e));
+        }
         Self::ready(self.apply(scope, key, |current| machine::begin(current, effect)))
     }
 
@@ -178,13 +202,19 @@ impl EffectLedger for MemoryLedger {
         scope: &'a str,
         log: &'a EffectLog,
     ) -> BoxFuture<'a, Result<SyncSummary, EffectError>> {
+        if let Some(e) = log
+            .iter()
+            .find_map(|e| machine::check_effect(scope, e).err())
+        {
+            return Self::ready(Err(e));
+        }
         let mut summary = SyncSummary::default();
         // One lock for the whole log: a sync is one atomic step, as in the durable ledgers.
         let mut scopes = self.lock();
         for effect in log {
             let key = effect.idempotency_key.as_str();
             let mut verdict = SyncVerdict::Unchanged;
-            let applied = scopes.apply(scope, key, |current| {
+            let applied = scopes.apply(scope, key, None, |current| {
                 let (change, v) = machine::sync(current, effect);
                 verdict = v;
                 Ok(change)
@@ -202,13 +232,49 @@ impl EffectLedger for MemoryLedger {
         scope: &'a str,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, EffectError>> {
-        let history = self
-            .lock()
-            .history
-            .get(&(scope.to_string(), key.to_string()))
-            .cloned()
-            .unwrap_or_default();
-        Self::ready(Ok(history))
+        let history = self.history_of(scope, key);
+        Self::ready(Ok(history.into_iter().map(|a| a.transition).collect()))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), EffectError>> {
+        let note = Some((settlement.actor.as_str(), settlement.note.as_str()));
+        Self::ready(self.lock().apply(scope, key, note, |current| {
+            machine::settled(current, key, settlement.status, settlement.only_unknown)
+        }))
+    }
+
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, EffectError>> {
+        Self::ready(Ok(self.history_of(scope, key)))
+    }
+
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, EffectError>> {
+        let mut scopes = self.lock();
+        let newest = scopes
+            .checkpoints
+            .entry(agent_id.to_string())
+            .or_insert(sequence);
+        *newest = (*newest).max(sequence);
+        Self::ready(Ok(*newest))
+    }
+
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, EffectError>> {
+        Self::ready(Ok(self.lock().checkpoints.get(agent_id).copied()))
     }
 }
 

@@ -21,4 +21,4 @@ pub use error::EffectError;
 pub use ledger::EffectLedger;
 pub use memory::MemoryLedger;
 pub use record::{Effect, EffectLog, EffectRecords, EffectStatus};
-pub use transition::{SyncSummary, Transition};
+pub use transition::{history_problem, AnnotatedTransition, Settlement, SyncSummary, Transition};

@@ -1,6 +1,7 @@
 //! The words of the effect state machine, shared by the machine and every backend: the
 //! operations ([`EffectOp`]), what one accepted operation does ([`Change`], [`Event`]), what a
-//! sync did ([`SyncVerdict`], [`SyncSummary`]), and a ledger's history record ([`Transition`]).
+//! sync did ([`SyncVerdict`], [`SyncSummary`]), a ledger's history record ([`Transition`]), and
+//! whether a status is where its history led ([`history_problem`]).
 
 use crate::effects::record::{Effect, EffectStatus};
 use std::time::SystemTime;
@@ -169,5 +170,139 @@ impl Transition {
         ]
         .into_iter()
         .find(|op| op.as_str() == self.op)
+    }
+}
+
+/// One transition of an effect's history, with the operator's name and note when it was a
+/// settlement made with one (`reconcile_with_note` on `SqliteLedger` and `PgLedger`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnnotatedTransition {
+    /// The transition.
+    pub transition: Transition,
+    /// Who made it, when an operator said so.
+    pub actor: Option<String>,
+    /// Why: what the operator checked.
+    pub note: Option<String>,
+}
+
+/// What an operator found when settling an effect ([`EffectLedger::settle`]): the status the
+/// outside world shows, who checked and what they checked.
+///
+/// [`EffectLedger::settle`]: crate::effects::EffectLedger::settle
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settlement {
+    /// The status to record.
+    pub status: EffectStatus,
+    /// Who settled it (an operator's name).
+    pub actor: String,
+    /// What they checked.
+    pub note: String,
+    /// Refuse a key that is not `unknown` ([`EffectError::NotInFlight`]) instead of
+    /// overwriting its status.
+    ///
+    /// [`EffectError::NotInFlight`]: crate::effects::EffectError::NotInFlight
+    pub only_unknown: bool,
+}
+
+impl Settlement {
+    /// The settlement of an `unknown` key to `status` by `actor`, who checked `note`.
+    pub fn of_unknown(status: EffectStatus, actor: &str, note: &str) -> Settlement {
+        Settlement {
+            status,
+            actor: actor.to_owned(),
+            note: note.to_owned(),
+            only_unknown: true,
+        }
+    }
+
+    /// The same settlement for a key in any status (`--force`).
+    pub fn forced(mut self) -> Settlement {
+        self.only_unknown = false;
+        self
+    }
+}
+
+// Whether an effect's status is where its history led: every ledger appends one event per
+// status change in the same transaction as the change, so a status that no event led to was
+// written by someone else (an edited row: a committed charge set back to `not_started`, its
+// events deleted, would otherwise be claimed and run again). `compaction verify` reports every
+// such effect; the durable ledgers refuse to act on one, except to settle it: an operator's
+// settlement records the status it found, so it may start from anything.
+
+/// What is wrong between an effect's `status` and its `history` (oldest first), or `None`
+/// when the history starts with the key's creation, each event starts where the one before
+/// it ended (a `reconcile` may start anywhere: it settles what the row said), and the last
+/// one ends at `status`.
+///
+/// ```
+/// use compaction::history_problem;
+/// use compaction::{Effect, EffectLedger, EffectStatus, MemoryLedger};
+///
+/// let ledger = MemoryLedger::new();
+/// compaction::block_on(async {
+///     ledger.record("", &Effect::new("charge", "psp://c", "k")).await?;
+///     ledger.begin("", "k").await?;
+///     ledger.commit("", "k").await?;
+///     let history = ledger.history("", "k").await?;
+///     assert_eq!(history_problem(EffectStatus::Committed, &history), None);
+///     // The row rewritten to `not_started`, or its history deleted: both are found.
+///     assert!(history_problem(EffectStatus::NotStarted, &history).is_some());
+///     assert!(history_problem(EffectStatus::NotStarted, &[]).is_some());
+///     Ok::<(), compaction::EffectError>(())
+/// })?;
+/// # Ok::<(), compaction::EffectError>(())
+/// ```
+pub fn history_problem(status: EffectStatus, history: &[Transition]) -> Option<String> {
+    let Some(first) = history.first() else {
+        return Some(format!(
+            "its status is {status} but it has no history: no recorded operation led to it \
+             (its events were deleted, or the row was written outside the ledger)"
+        ));
+    };
+    if let Some(from) = first.from.filter(|_| first.op != "reconcile") {
+        return Some(format!(
+            "its history does not begin with its creation (the first event, {}, starts from \
+             {from}): events were deleted",
+            first.op
+        ));
+    }
+    for pair in history.windows(2) {
+        if pair[1].from != Some(pair[0].to) && pair[1].op != "reconcile" {
+            return Some(format!(
+                "its history has a gap: one event ends at {}, the next ({}) starts from {}: \
+                 events were deleted or changed",
+                pair[0].to,
+                pair[1].op,
+                pair[1]
+                    .from
+                    .map_or("nothing".to_string(), |s| s.to_string())
+            ));
+        }
+    }
+    let last = history.last().map(|t| t.to).unwrap_or(first.to);
+    (last != status).then(|| {
+        format!(
+            "its status is {status}, but its history ends at {last}: the status was changed \
+             outside the ledger"
+        )
+    })
+}
+
+/// The guard's form of [`history_problem`], for a ledger about to act on a key (anything but
+/// `reconcile`, which is how an operator repairs one): its stored `status` must be where the
+/// last event (`last`, read in the same transaction) ended.
+pub(crate) fn check_latest(status: EffectStatus, last: Option<EffectStatus>) -> Result<(), String> {
+    match last {
+        Some(last) if last == status => Ok(()),
+        Some(last) => Err(format!(
+            "its status is {status}, but its history ends at {last}: the row was changed outside \
+             the ledger, so nothing was done (check the outside world, then settle it with \
+             reconcile)"
+        )),
+        None => Err(format!(
+            "its status is {status} but it has no history: the row was written or its events \
+             deleted outside the ledger, so nothing was done (check the outside world, then \
+             settle it with reconcile)"
+        )),
     }
 }

@@ -78,10 +78,20 @@ pub enum PointerToolError {
         /// The content's size.
         total: usize,
     },
-    /// The checkpoint given to [`PointerResolver::allow_compacted`] does not match its seal, so
-    /// its pointers are not trusted.
+    /// The checkpoint given to [`PointerResolver::allow_compacted`] does not match its seal
+    /// (its plain SHA-256, or, under a compactor with a [`SealKey`](crate::SealKey), its keyed
+    /// seal), so its pointers are not trusted.
     #[error("the compacted state does not match its seal; its pointers are not trusted")]
     Unsealed,
+    /// The checkpoint given to [`PointerResolver::allow_compacted`] is sealed but the compactor
+    /// would not rehydrate it (another agent's or namespace's, another format): its pointers are
+    /// not trusted. `source` is what [`Compactor::verify_checkpoint`] said.
+    #[error("the compacted state is not this agent's to use: {source}")]
+    NotTrusted {
+        /// The compactor's refusal.
+        #[source]
+        source: CompactionError,
+    },
 }
 
 /// Which bytes of the content a successful result holds.
@@ -119,7 +129,9 @@ pub struct PointerToolReply {
 ///
 /// It resolves only pointers this agent's compactions issued: feed it every [`Compacted`] the
 /// agent produces ([`allow_compacted`](Self::allow_compacted)), including the checkpoints of
-/// this agent id loaded after a restart. Any other pointer (made up, quoted in a message, or
+/// this agent id loaded after a restart. A checkpoint is trusted exactly when its compactor
+/// would rehydrate it ([`Compactor::verify_checkpoint`]: seals, keyed seals, the agent it is
+/// bound to). Any other pointer (made up, quoted in a message, or
 /// another agent's in the same store) is refused with the same text whether or not the store
 /// holds it, so a model cannot read another agent's blobs by guessing or being told a hash.
 ///
@@ -153,7 +165,7 @@ pub struct PointerToolReply {
 /// let compactor = Compactor::builder().budget(300).token_counter(Tokenizer::O200kBase).build()?;
 /// let compacted = compactor.compact_blocking(&agent)?;
 /// let mut resolver = PointerResolver::new();
-/// resolver.allow_compacted(&compacted).expect("sealed");
+/// resolver.allow_compacted(&compactor, &compacted).expect("sealed");
 ///
 /// // The model got `resolve_pointer_tool()` in its tools and calls it on the tombstone's pointer.
 /// let pointer = compacted.pointers()[0].to_string();
@@ -199,15 +211,22 @@ impl PointerResolver {
     }
 
     /// Allows every pointer `compacted` references ([`Compacted::pointers`]): call it with each
-    /// compaction of this agent (and each checkpoint of its id loaded from a store). Returns how
-    /// many pointers were new. A compacted state whose seal does not match is refused
-    /// (`Unsealed`) and allows nothing.
+    /// compaction of this agent (and each checkpoint of its id loaded from a store), passing
+    /// the agent's `compactor`. Returns how many pointers were new.
+    ///
+    /// `compacted` is checked as [`rehydrate`](Compactor::rehydrate) checks it
+    /// ([`Compactor::verify_checkpoint`]), so a checkpoint the compactor would not restore
+    /// allows nothing: a broken plain or keyed seal is `Unsealed`; another agent's or
+    /// namespace's checkpoint, or one of another format, is `NotTrusted`.
     pub fn allow_compacted<S>(
         &mut self,
+        compactor: &Compactor,
         compacted: &Compacted<S>,
     ) -> Result<usize, PointerToolError> {
-        if !compacted.verify_seal() {
-            return Err(PointerToolError::Unsealed);
+        match compactor.verify_checkpoint(compacted) {
+            Ok(()) => {}
+            Err(CompactionError::Integrity { .. }) => return Err(PointerToolError::Unsealed),
+            Err(source) => return Err(PointerToolError::NotTrusted { source }),
         }
         let before = self.issued.len();
         self.issued.extend(compacted.pointers());
@@ -396,9 +415,9 @@ fn error_text(error: &PointerToolError) -> String {
             " Only pointers that compaction wrote into your context can be resolved; do not \
              guess the content."
         }
-        PointerToolError::Resolve { .. } | PointerToolError::Unsealed => {
-            " The content is unavailable; do not guess it."
-        }
+        PointerToolError::Resolve { .. }
+        | PointerToolError::Unsealed
+        | PointerToolError::NotTrusted { .. } => " The content is unavailable; do not guess it.",
         PointerToolError::NotText { .. } => " It cannot be shown as text.",
         PointerToolError::OffsetPastEnd { .. } => " Call again with a smaller offset.",
     };

@@ -23,9 +23,17 @@ use std::collections::HashSet;
 /// The format tag of an entry, and part of every key: a new format never reads an old entry.
 const FORMAT: &str = "compaction/summary-cache/1";
 
-/// What one summary is made of: the source, the target and the summarizer's identity.
+/// Every summary cache entry's name starts with this.
+const ENTRY_PREFIX: &str = "summary-cache/";
+
+/// What one summary is made of: the source, the target and the summarizer's identity (their
+/// hash, the key); and the source's own hash, which the entry records so that garbage
+/// collection knows which blob it depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CacheKey(ContentHash);
+pub(crate) struct CacheKey {
+    key: ContentHash,
+    source: ContentHash,
+}
 
 impl CacheKey {
     /// The key of a summary of the source whose SHA-256 is `source` (the planner hashes it
@@ -34,24 +42,63 @@ impl CacheKey {
     pub(crate) fn new(identity: &str, source: &ContentHash, target: usize) -> CacheKey {
         // The identity comes last and every part before it has a fixed form (a number, 64
         // hex digits), so no identity can make two different triples hash the same text.
-        let source = source.to_hex();
-        let text = format!("{FORMAT}\0{target}\0{source}\0{identity}");
-        CacheKey(ContentHash::of(text.as_bytes()))
+        let text = format!("{FORMAT}\0{target}\0{}\0{identity}", source.to_hex());
+        CacheKey {
+            key: ContentHash::of(text.as_bytes()),
+            source: *source,
+        }
     }
 
     /// The name of the store entry that holds the summary.
     pub(crate) fn entry_name(&self) -> String {
-        format!("summary-cache/{}", self.0.to_hex())
+        name_of(&self.key)
     }
 }
 
-/// One cached summary as the store holds it.
+fn name_of(key: &ContentHash) -> String {
+    format!("{ENTRY_PREFIX}{}", key.to_hex())
+}
+
+/// One cached summary as the store holds it. `source` (the SHA-256 of what was summarized,
+/// the address of its blob) is absent from entries written before it was recorded.
 #[derive(Serialize, Deserialize)]
 struct CachedSummary {
     format: String,
     key: ContentHash,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    source: Option<ContentHash>,
     summary_sha256: ContentHash,
     summary: String,
+}
+
+/// What a named entry is, to garbage collection and `verify`.
+pub(crate) enum Inspected {
+    /// Not a summary cache entry (another name): not the cache's to judge.
+    NotCache,
+    /// A cache entry that can be a hit, with its source's blob address when it records it.
+    Valid { source: Option<ContentHash> },
+    /// A cache entry that can never be a hit, and why.
+    Invalid(&'static str),
+}
+
+/// Reads the entry `name` holding `bytes` without a key to look it up by: the checks
+/// [`lookup`] makes that do not depend on the target (which only a compaction knows).
+pub(crate) fn inspect_entry(name: &str, bytes: &[u8]) -> Inspected {
+    if !name.starts_with(ENTRY_PREFIX) {
+        return Inspected::NotCache;
+    }
+    let Ok(entry) = serde_json::from_slice::<CachedSummary>(bytes) else {
+        return Inspected::Invalid("the summary cache entry does not parse");
+    };
+    if entry.format != FORMAT || name_of(&entry.key) != name {
+        return Inspected::Invalid("the summary cache entry was written for another key");
+    }
+    if !entry.summary_sha256.matches(entry.summary.as_bytes()) {
+        return Inspected::Invalid("the cached summary does not match its hash");
+    }
+    Inspected::Valid {
+        source: entry.source,
+    }
 }
 
 /// What a lookup found.
@@ -63,6 +110,28 @@ pub(crate) enum Lookup {
     Miss,
     /// An entry that failed a check (or could not be read): why, without its content.
     Rejected(&'static str),
+}
+
+/// What is wrong with the named entry `name` holding `bytes`, if it is a summary cache entry
+/// (its name starts with `summary-cache/`) that could never be a cache hit: it does not parse,
+/// was written for another key than its name says, or its summary does not match its hash.
+/// `None` for a valid cache entry and for any other entry.
+///
+/// This is the check `compaction verify` runs on every entry. (A forger who writes a valid
+/// entry for a name is not caught: whoever can write the store can write the state.)
+///
+/// ```
+/// use compaction::summary_cache_problem;
+///
+/// let name = format!("summary-cache/{}", "ab".repeat(32));
+/// assert!(summary_cache_problem(&name, b"garbage").is_some());
+/// assert_eq!(summary_cache_problem("my-own-entry", b"garbage"), None);
+/// ```
+pub fn summary_cache_problem(name: &str, bytes: &[u8]) -> Option<&'static str> {
+    match inspect_entry(name, bytes) {
+        Inspected::Invalid(problem) => Some(problem),
+        Inspected::NotCache | Inspected::Valid { .. } => None,
+    }
 }
 
 /// Reads the summary cached under `key` and proves it: its entry is for this key, its summary
@@ -82,7 +151,7 @@ pub(crate) async fn lookup(
     let Ok(entry) = serde_json::from_slice::<CachedSummary>(&bytes) else {
         return Lookup::Rejected("the entry does not parse");
     };
-    if entry.format != FORMAT || entry.key != key.0 {
+    if entry.format != FORMAT || entry.key != key.key {
         return Lookup::Rejected("the entry was written for another key");
     }
     if !entry.summary_sha256.matches(entry.summary.as_bytes()) {
@@ -102,7 +171,8 @@ pub(crate) async fn remember(
 ) -> Result<(), crate::store::StoreError> {
     let entry = CachedSummary {
         format: FORMAT.to_owned(),
-        key: key.0,
+        key: key.key,
+        source: Some(key.source),
         summary_sha256: ContentHash::of(summary.as_bytes()),
         summary: summary.to_owned(),
     };

@@ -8,6 +8,8 @@
 pub(crate) mod cache;
 pub(crate) mod contract;
 
+pub use cache::summary_cache_problem;
+
 use std::future::Future;
 
 /// What the engine asks a summarizer for.

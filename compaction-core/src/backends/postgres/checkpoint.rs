@@ -1,15 +1,17 @@
 //! Checkpoints in PostgreSQL: the latest `Compacted<S>` of each agent of a namespace, so an
 //! agent killed on one machine resumes from it on another. [`PgStore`] is a
-//! [`CheckpointStore`] (its namespace is the handle's); the typed methods here are its
-//! synchronous form.
+//! [`CheckpointStore`] (its namespace is the handle's); the typed methods here are the same
+//! operations on `Compacted<S>`, `async` like every method that talks to the server.
 
 use super::error::Cause;
+use super::hidden::hidden;
 use super::store::PgStore;
+use crate::checkpoint::check_agent_id;
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
 };
 use crate::error::CompactionError;
-use crate::future::{block_on, BoxFuture};
+use crate::future::BoxFuture;
 use crate::store::{ContentHash, StoreError};
 use std::future::Future;
 
@@ -23,46 +25,55 @@ impl PgStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` in this namespace (replacing
     /// the previous one) in one transaction.
     ///
-    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`), when it is
+    /// bound to another agent or namespace, or keyed and bound to no agent
+    /// (`ForeignCheckpoint`, see `CompactorBuilder::agent_id`), or when it
     /// points at a blob this namespace does not hold (`Store(NotFound)`; a blob another
     /// namespace holds does not count): such a checkpoint could not be rehydrated after a
     /// restart, so compact with this store (`Compactor::builder().store(store.clone())`)
     /// before checkpointing into it.
-    pub fn save_checkpoint<S>(
+    pub async fn save_checkpoint<S>(
         &self,
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted)?;
-        Ok(block_on(self.save_row_task(agent_id, &row))?)
+        let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
+        Ok(self.save_row_task(agent_id, &row).await?)
     }
 
     /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
     /// none (also when another namespace has one under the same agent id).
     ///
-    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`;
+    /// a checkpoint bound to another agent or namespace (a row copied over this one) gives
+    /// `ForeignCheckpoint`.
     /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
     /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
     /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
-    pub fn load_checkpoint<S>(
+    pub async fn load_checkpoint<S>(
         &self,
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
-        match block_on(self.load_row_task(agent_id))? {
-            Some(row) => Ok(Some(row.decode()?)),
+        match self.load_row_task(agent_id).await? {
+            Some(row) => Ok(Some(row.decode(agent_id, self.namespace())?)),
             None => Ok(None),
         }
     }
 
     /// The saved checkpoints of this namespace, by agent id.
-    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
-        block_on(self.list_task())
+    pub async fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        self.list_task().await
     }
 
     /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
     /// The blobs it pointed at stay (other checkpoints may share them).
-    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
-        block_on(self.delete_task(agent_id))
+    /// No checkpoint is ever saved under an id with a NUL character, so there is none to
+    /// delete.
+    pub async fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        if check_agent_id(agent_id).is_err() {
+            return Ok(false);
+        }
+        self.delete_task(agent_id).await
     }
 
     fn save_row_task(
@@ -70,6 +81,7 @@ impl PgStore {
         agent_id: &str,
         row: &CheckpointRow,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
         let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
         let json = row.json_text().map(str::to_owned);
         let sha256 = row.sha256().map(str::to_owned);
@@ -78,13 +90,20 @@ impl PgStore {
         let context = format!("saving the checkpoint of agent `{agent_id}`");
         let saved = self.run(context, move |db| async move {
             let mut client = db.client().await?;
-            let tx = client.transaction().await?;
-            // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits.
+            // READ COMMITTED whatever the server's default: a blob a garbage collection
+            // removed while this waited for its lock is then simply not found.
+            let tx = client
+                .build_transaction()
+                .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+                .start()
+                .await?;
+            // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits:
+            // a garbage collection's `FOR UPDATE` on them waits for this transaction.
             let present = tx
                 .query(
                     "SELECT hash FROM compaction.blobs
                      WHERE namespace = $1 AND hash = ANY($2) FOR KEY SHARE",
-                    &[&db.namespace(), &hashes],
+                    hidden![db.namespace(), hashes],
                 )
                 .await?;
             let present: Vec<String> = present
@@ -102,13 +121,16 @@ impl PgStore {
                  ON CONFLICT (namespace, agent_id) DO UPDATE SET
                      state_type = excluded.state_type, json = excluded.json,
                      sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-                &[&db.namespace(), &agent, &state_type, &json, &sha256],
+                hidden![db.namespace(), agent, state_type, json, sha256],
             )
             .await?;
             tx.commit().await?;
             Ok(Saved::Done)
         });
         async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
             match saved.await? {
                 Saved::Done => Ok(()),
                 Saved::MissingBlob(hash) => Err(StoreError::NotFound { hash }.into()),
@@ -120,6 +142,7 @@ impl PgStore {
         &self,
         agent_id: &str,
     ) -> impl Future<Output = Result<Option<CheckpointRow>, CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
         let agent = agent_id.to_string();
         let context = format!("loading the checkpoint of agent `{agent_id}`");
         let row = self.run(context, move |db| async move {
@@ -128,7 +151,7 @@ impl PgStore {
                 .query_opt(
                     "SELECT json, sha256 FROM compaction.checkpoints
                      WHERE namespace = $1 AND agent_id = $2",
-                    &[&db.namespace(), &agent],
+                    hidden![db.namespace(), agent],
                 )
                 .await?;
             Ok(match row {
@@ -137,6 +160,9 @@ impl PgStore {
             })
         });
         async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
             Ok(row
                 .await?
                 .map(|(json, sha256)| CheckpointRow::stored(json.into_bytes(), Some(sha256))))
@@ -152,7 +178,7 @@ impl PgStore {
                 .query(
                     "SELECT agent_id, state_type, saved_at_ms, octet_length(json)
                      FROM compaction.checkpoints WHERE namespace = $1 ORDER BY agent_id",
-                    &[&db.namespace()],
+                    hidden![db.namespace()],
                 )
                 .await?;
             rows.iter()
@@ -179,7 +205,7 @@ impl PgStore {
             let n = client
                 .execute(
                     "DELETE FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2",
-                    &[&db.namespace(), &agent],
+                    hidden![db.namespace(), agent],
                 )
                 .await?;
             Ok(n > 0)
@@ -213,7 +239,13 @@ impl CheckpointStore for PgStore {
     }
 
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let refused = check_agent_id(agent_id).err();
         let deleted = self.delete_task(agent_id);
-        Box::pin(async move { Ok(deleted.await?) })
+        Box::pin(async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            Ok(deleted.await?)
+        })
     }
 }

@@ -3,10 +3,9 @@
 //! `tokio-postgres` connections are tokio tasks. So that a [`PgStore`](super::PgStore) works
 //! from any caller (a plain thread, `compaction::block_on`, tokio, another executor), every
 //! operation runs as a task on one small tokio runtime this module owns, shared by all handles
-//! in the process; the caller waits for the task's result (blocking methods) or awaits it
-//! (the async `Store` methods).
+//! in the process; the caller awaits the task's result on whatever executor it runs.
 
-use super::error::{Cause, PgError, PgErrorKind};
+use super::error::{Cause, PgError, PgErrorKind, Redactor};
 use super::schema;
 use super::PgOptions;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -49,16 +48,12 @@ pub(crate) fn spawn<T: Send + 'static>(
     }
 }
 
-/// Runs `task` on the backend's runtime and blocks the calling thread until it is done.
-pub(crate) fn wait<T: Send + 'static>(task: impl Future<Output = T> + Send + 'static) -> T {
-    crate::future::block_on(spawn(task))
-}
-
 /// One pool of connections to one database, for one namespace. Shared by a handle's clones.
 pub(crate) struct Db {
     pool: Pool,
     target: String,
     namespace: String,
+    redactor: Redactor,
 }
 
 impl std::fmt::Debug for Db {
@@ -73,32 +68,24 @@ impl std::fmt::Debug for Db {
 impl Db {
     /// Parses `url`, builds the pool, makes one connection and brings the schema to
     /// [`SCHEMA_VERSION`](super::SCHEMA_VERSION) (refusing a newer one).
-    pub(crate) fn connect(
+    pub(crate) async fn connect(
         url: &str,
         namespace: &str,
         options: &PgOptions,
     ) -> Result<Arc<Db>, PgError> {
-        let config_error = |target: &str, detail: String| {
-            PgError::new(
-                target,
-                namespace,
-                "connecting",
-                Cause::Found(PgErrorKind::Config, detail),
-            )
-        };
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| config_error("<unparsed connection string>", format!("{e}")))?;
-        let target = describe(&config);
-        check_namespace(namespace).map_err(|detail| config_error(&target, detail))?;
-        runtime().map_err(|detail| {
+        let (mut config, target) = parse(url).map_err(|e| e.in_namespace(namespace))?;
+        let redactor = Redactor::of(&config);
+        let error = |kind, detail: String| {
             PgError::new(
                 &target,
                 namespace,
                 "connecting",
-                Cause::Found(PgErrorKind::Other, detail),
+                Cause::Found(kind, detail),
+                &redactor,
             )
-        })?;
+        };
+        check_namespace(namespace).map_err(|detail| error(PgErrorKind::Config, detail))?;
+        runtime().map_err(|detail| error(PgErrorKind::Other, detail))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(options.connect_timeout);
         }
@@ -120,17 +107,19 @@ impl Db {
             .wait_timeout(Some(options.wait_timeout))
             .create_timeout(Some(options.connect_timeout))
             .build()
-            .map_err(|e| config_error(&target, e.to_string()))?;
+            .map_err(|e| error(PgErrorKind::Config, e.to_string()))?;
         let db = Arc::new(Db {
             pool,
             target,
             namespace: namespace.to_string(),
+            redactor,
         });
         let migrating = Arc::clone(&db);
-        wait(async move {
+        spawn(async move {
             let mut client = migrating.client().await?;
             schema::migrate(&mut client).await
         })
+        .await
         .map_err(|cause| db.error("opening the database and checking its schema", cause))?;
         Ok(db)
     }
@@ -152,7 +141,13 @@ impl Db {
 
     /// A `PgError` for this server and namespace.
     pub(crate) fn error(&self, context: impl Into<String>, cause: Cause) -> PgError {
-        PgError::new(&self.target, &self.namespace, context, cause)
+        PgError::new(
+            &self.target,
+            &self.namespace,
+            context,
+            cause,
+            &self.redactor,
+        )
     }
 }
 
@@ -174,8 +169,81 @@ fn check_namespace(namespace: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What a connection string that could not be used is called in messages: it may hold the
+/// password, so it is never shown itself.
+const UNPARSED: &str = "<unparsed connection string>";
+
+/// A connection string that does not parse, before a namespace is attached.
+pub(crate) struct ParseError(String);
+
+impl ParseError {
+    fn in_namespace(self, namespace: &str) -> PgError {
+        PgError::new(
+            UNPARSED,
+            namespace,
+            "connecting",
+            Cause::Found(PgErrorKind::Config, self.0),
+            &Redactor::default(),
+        )
+    }
+}
+
+/// Parses a connection string with `tokio-postgres`' own parser, and names its server and
+/// database (`host:port/dbname`) for messages.
+///
+/// A URL holds its user name and password before the first `@`; an `@` inside either must be
+/// written `%40`. Written raw, the rest of the password reads as the host (in
+/// `postgres://alice:p@ssw0rd@host/db` the host would be `ssw0rd@host`), and a message naming
+/// the server would show it: such a URL is refused without naming anything. The parser's
+/// own messages are not kept either (they may quote the string).
+fn parse(url: &str) -> Result<(Config, String), ParseError> {
+    let lower = url.trim_start().to_ascii_lowercase();
+    if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+        // The whole string, not only what precedes a `?`: the parser splits the user info at
+        // the first `@` even when a `?` (part of a password) comes before it.
+        if url.matches('@').count() > 1 {
+            return Err(ParseError(
+                "the URL has more than one `@`: write an `@` inside a user name, password, \
+                 database name or parameter as %40 (the string is not shown: it holds a \
+                 password)"
+                    .into(),
+            ));
+        }
+    }
+    let config: Config = url.parse().map_err(|_| {
+        ParseError(
+            "it is neither a postgres:// URL nor key=value pairs tokio-postgres can read (the \
+             string is not shown: it may hold a password)"
+                .into(),
+        )
+    })?;
+    let target = describe(&config);
+    Ok((config, target))
+}
+
+/// The server and database a connection string names, as `host:port/dbname`, without the
+/// user name or the password: what [`PgError::target`], `PgStore::target` and
+/// `PgLedger::target` show, available before connecting (for a tool's own messages).
+///
+/// ```
+/// use compaction::postgres::target_of;
+///
+/// let target = target_of("postgres://agent:s3cret@db.internal:5433/fleet").unwrap();
+/// assert_eq!(target, "db.internal:5433/fleet");
+/// // Without a database name the server uses the user's name: it is not shown.
+/// assert_eq!(target_of("postgres://agent@db.internal").unwrap(), "db.internal:5432/(default database)");
+/// // An `@` inside the password must be %40; raw, the string is refused unshown.
+/// assert!(target_of("postgres://agent:p@ss@db.internal/fleet").is_err());
+/// ```
+pub fn target_of(url: &str) -> Result<String, PgError> {
+    parse(url)
+        .map(|(_, target)| target)
+        .map_err(|e| e.in_namespace(""))
+}
+
 /// `host:port/dbname` of a connection configuration: enough to find the server in a message,
-/// without the user or the password.
+/// without the user or the password. Without a database name the server connects to the one
+/// named after the user: that is shown as `(default database)`, never as the user's name.
 fn describe(config: &Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
@@ -199,9 +267,6 @@ fn describe(config: &Config) -> String {
     } else {
         hosts.join(",")
     };
-    let dbname = config
-        .get_dbname()
-        .or(config.get_user())
-        .unwrap_or("postgres");
+    let dbname = config.get_dbname().unwrap_or("(default database)");
     format!("{hosts}/{dbname}")
 }

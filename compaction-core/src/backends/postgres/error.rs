@@ -150,22 +150,105 @@ impl Cause {
             Cause::Found(kind, _) => *kind,
         }
     }
+
+    /// The SQLSTATE the server reported, if it did.
+    fn sql_state(&self) -> Option<String> {
+        let client = match self {
+            Cause::Client(e) | Cause::Pool(PoolError::Backend(e)) => e,
+            _ => return None,
+        };
+        client.code().map(|code| code.code().to_string())
+    }
+
+    /// What went wrong, as text a caller may print: the client's chain of errors, and of a
+    /// server error its severity and message only. The server's `DETAIL` is left out: it
+    /// quotes rows (`Key (namespace, scope, key)=(...)`, `Failing row contains (...)`), so it
+    /// would carry effect keys, targets and values into the caller's logs.
+    fn text(&self) -> String {
+        match self {
+            Cause::Client(e) => client_text(e),
+            Cause::Pool(PoolError::Backend(e)) => {
+                format!("cannot make a connection: {}", client_text(e))
+            }
+            Cause::Pool(e) => e.to_string(),
+            Cause::Found(_, detail) => detail.clone(),
+        }
+    }
+}
+
+fn client_text(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    if let Some(db) = error.as_db_error() {
+        text.push_str(&format!(": {}: {}", db.severity(), db.message()));
+        return text;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// The user name and password of a connection string, kept only to take them out of what the
+/// server says: `role "alice" does not exist`, or (a URL without a database name connects to
+/// the database named after the user) `database "alice" does not exist`. Never printed.
+#[derive(Clone, Default)]
+pub(crate) struct Redactor {
+    user: Option<String>,
+    password: Option<String>,
+}
+
+impl fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Redactor(..)")
+    }
+}
+
+impl Redactor {
+    /// The secrets of a parsed connection configuration.
+    pub(crate) fn of(config: &tokio_postgres::Config) -> Redactor {
+        Redactor {
+            user: config.get_user().map(str::to_owned),
+            password: config
+                .get_password()
+                .map(|p| String::from_utf8_lossy(p).into_owned()),
+        }
+    }
+
+    /// `text` without the user name or the password. A quoted name (how the server names a
+    /// role or a database) goes whatever its length; a bare one from 3 characters on (a
+    /// shorter one would take letters out of every word).
+    pub(crate) fn apply(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (secret, label) in [(&self.password, "password"), (&self.user, "user")] {
+            let Some(secret) = secret.as_deref().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            out = out.replace(&format!("\"{secret}\""), &format!("\"<{label}>\""));
+            if secret.chars().count() >= 3 {
+                out = out.replace(secret, &format!("<{label}>"));
+            }
+        }
+        out
+    }
 }
 
 /// A failure of the PostgreSQL backend, naming the server, the database and the namespace
-/// (never the password).
+/// (never the user name or the password).
 ///
 /// `Display` reads like `postgres `127.0.0.1:5432/agents` namespace `acme`: connection lost
 /// during the operation (while claiming effect `charge-7`): db error: FATAL: terminating
-/// connection due to administrator command`.
+/// connection due to administrator command`. What the server said is its severity and
+/// message, without its `DETAIL` (which quotes rows) and with the login's user name taken out.
 #[derive(Debug)]
 pub struct PgError {
-    target: String,
-    namespace: String,
+    target: Box<str>,
+    namespace: Box<str>,
     kind: PgErrorKind,
     context: String,
-    detail: Option<String>,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    cause: String,
+    sql_state: Option<String>,
 }
 
 impl PgError {
@@ -174,20 +257,15 @@ impl PgError {
         namespace: &str,
         context: impl Into<String>,
         cause: Cause,
+        redactor: &Redactor,
     ) -> PgError {
-        let kind = cause.kind();
-        let (detail, source): (_, Option<Box<dyn std::error::Error + Send + Sync>>) = match cause {
-            Cause::Client(e) => (None, Some(Box::new(e))),
-            Cause::Pool(e) => (None, Some(Box::new(e))),
-            Cause::Found(_, detail) => (Some(detail), None),
-        };
         PgError {
-            target: target.to_string(),
-            namespace: namespace.to_string(),
-            kind,
+            target: target.into(),
+            namespace: namespace.into(),
+            kind: cause.kind(),
             context: context.into(),
-            detail,
-            source,
+            cause: redactor.apply(&cause.text()),
+            sql_state: cause.sql_state(),
         }
     }
 
@@ -214,14 +292,7 @@ impl PgError {
     /// The SQLSTATE the server reported, when it reported one (e.g. `57P01` for a terminated
     /// backend).
     pub fn sql_state(&self) -> Option<&str> {
-        let source = self.source.as_deref()?;
-        let client = source
-            .downcast_ref::<tokio_postgres::Error>()
-            .or_else(|| match source.downcast_ref::<PoolError>() {
-                Some(PoolError::Backend(e)) => Some(e),
-                _ => None,
-            })?;
-        client.code().map(SqlState::code)
+        self.sql_state.as_deref()
     }
 }
 
@@ -229,30 +300,12 @@ impl fmt::Display for PgError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "postgres `{}` namespace `{}`: {} (while {})",
-            self.target, self.namespace, self.kind, self.context
-        )?;
-        if let Some(detail) = &self.detail {
-            write!(f, ": {detail}")?;
-        }
-        // The client's errors print only their class ("db error"); the server's message and
-        // the I/O error are their sources, so print the chain.
-        let mut source = self
-            .source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static));
-        while let Some(cause) = source {
-            write!(f, ": {cause}")?;
-            source = cause.source();
-        }
-        Ok(())
+            "postgres `{}` namespace `{}`: {} (while {}): {}",
+            self.target, self.namespace, self.kind, self.context, self.cause
+        )
     }
 }
 
-impl std::error::Error for PgError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
+/// The client's errors are not kept as sources: their `Display` and `Debug` carry what the
+/// server quoted (rows, the login's user name). What they said is in this error's `Display`.
+impl std::error::Error for PgError {}

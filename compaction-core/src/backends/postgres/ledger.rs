@@ -1,25 +1,18 @@
 //! `PgLedger`: the effect state machine on PostgreSQL, one source of truth for a fleet of
 //! agent processes on many machines, confined to one namespace.
 
-use super::db::{spawn, Db};
+use super::db::Db;
 use super::error::PgError;
-use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
 use super::PgOptions;
 use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
-use crate::effects::machine;
 use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
+use crate::effects::transition::SyncSummary;
 use crate::effects::transition::Transition;
-use crate::effects::transition::{Change, SyncSummary};
-use crate::future::BoxFuture;
+use crate::effects::transition::{AnnotatedTransition, Settlement};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
-
-/// How often an operation is run again after a concurrent transaction made it roll back
-/// (deadlock, or two first inserts of one key). Each attempt is a fresh transaction.
-const ATTEMPTS: usize = 8;
 
 /// Why a [`PgLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (naming server and namespace).
@@ -55,11 +48,6 @@ impl PgLedgerError {
     }
 }
 
-/// A ledger operation's future.
-type Pending<'a, T> = BoxFuture<'a, Result<T, PgLedgerError>>;
-
-type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sync;
-
 /// A durable effect ledger shared by every process and machine that connects to the same
 /// database and namespace, with the guard semantics of [`EffectLog`] (it applies the same
 /// `machine`).
@@ -70,12 +58,24 @@ type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sy
 ///   machines calling it at once, exactly one succeeds; the others get
 ///   [`EffectError::OutcomeUnknown`]. The key is stored as `Unknown` while the effect is in
 ///   flight, so a crash (even `SIGKILL`, even of the whole machine) leaves it `Unknown`.
-/// - `commit` / `fail` settle an in-flight key; `reconcile` records what an operator found.
+/// - `commit` / `fail` settle an in-flight key; `reconcile` records what an operator found,
+///   [`reconcile_with_note`](Self::reconcile_with_note) also who and why.
 /// - Every transition is appended to `effect_events` ([`history`](Self::history)), which the
-///   database keeps append-only (a trigger refuses `UPDATE` and `DELETE`).
+///   database keeps append-only (a trigger refuses `UPDATE` and `DELETE`). A key whose status
+///   is not where its history led (a row changed with SQL) is refused with
+///   [`PgErrorKind::Corrupt`](super::PgErrorKind::Corrupt) by every operation but
+///   `reconcile`, so a charge set back to `not_started` is not claimed again.
+/// - A scope, key, action, target or dependency holding a NUL character is refused with
+///   [`EffectError::Nul`], as by every other ledger.
 /// - A connection lost mid-operation is [`PgLedgerError::Backend`] with
 ///   [`PgErrorKind::ConnectionLost`](super::PgErrorKind::ConnectionLost); the transaction
 ///   either committed whole or not at all, never half.
+///
+/// Every method that talks to the server is `async` and waits on the network without
+/// blocking the caller's executor; the futures are `Send` and run on any executor (the backend
+/// drives its connections on a runtime of its own). There are no blocking twins: synchronous
+/// code (a command-line tool, the `migration_agent` example) runs them with
+/// [`compaction::block_on`](crate::block_on).
 ///
 /// Like [`SqliteLedger`](crate::SqliteLedger), records live in scopes (one per
 /// `#[effect]` field); a handle works in one (`""` for [`connect`](Self::connect); see
@@ -84,43 +84,45 @@ type Decide = dyn Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sy
 /// ```no_run
 /// use compaction::{Effect, EffectError, EffectStatus, PgLedger, PgLedgerError};
 ///
+/// # async fn run() -> Result<(), PgLedgerError> {
 /// let url = "postgres://agent@db.internal/agents";
-/// let charges = PgLedger::connect(url, "acme")?.scope("charges");
-/// charges.record(&Effect::new("charge", "stripe://cus_42", "charge-2026-11-001"))?;
-/// charges.begin("charge-2026-11-001")?;        // claimed, fleet-wide: Unknown until settled
+/// let charges = PgLedger::connect(url, "acme").await?.scope("charges");
+/// charges.record(&Effect::new("charge", "stripe://cus_42", "charge-2026-11-001")).await?;
+/// charges.begin("charge-2026-11-001").await?; // claimed, fleet-wide: Unknown until settled
 /// // ... call the payment API ...
-/// charges.commit("charge-2026-11-001")?;
+/// charges.commit("charge-2026-11-001").await?;
 ///
 /// // Any other worker, on any machine, is refused.
-/// let elsewhere = PgLedger::connect(url, "acme")?.scope("charges");
+/// let elsewhere = PgLedger::connect(url, "acme").await?.scope("charges");
 /// assert!(matches!(
-///     elsewhere.begin("charge-2026-11-001"),
+///     elsewhere.begin("charge-2026-11-001").await,
 ///     Err(PgLedgerError::Effect(EffectError::AlreadyCommitted { .. }))
 /// ));
-/// assert_eq!(elsewhere.status("charge-2026-11-001")?, Some(EffectStatus::Committed));
-/// # Ok::<(), PgLedgerError>(())
+/// assert_eq!(elsewhere.status("charge-2026-11-001").await?, Some(EffectStatus::Committed));
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct PgLedger {
-    db: Arc<Db>,
-    scope: Arc<str>,
+    pub(super) db: Arc<Db>,
+    pub(super) scope: Arc<str>,
 }
 
 impl PgLedger {
     /// Connects to the database `url` names for `namespace`, creating the schema when missing,
     /// with the default [`PgOptions`]. The handle works in the default scope `""`.
-    pub fn connect(url: &str, namespace: &str) -> Result<PgLedger, PgLedgerError> {
-        Self::connect_with(url, namespace, &PgOptions::default())
+    pub async fn connect(url: &str, namespace: &str) -> Result<PgLedger, PgLedgerError> {
+        Self::connect_with(url, namespace, &PgOptions::default()).await
     }
 
     /// [`connect`](Self::connect) with options (pool size, timeouts).
-    pub fn connect_with(
+    pub async fn connect_with(
         url: &str,
         namespace: &str,
         options: &PgOptions,
     ) -> Result<PgLedger, PgLedgerError> {
         Ok(PgLedger {
-            db: Db::connect(url, namespace, options)?,
+            db: Db::connect(url, namespace, options).await?,
             scope: Arc::from(""),
         })
     }
@@ -151,272 +153,138 @@ impl PgLedger {
 
     /// Records an effect (`machine::record`: the same details again is a no-op, different
     /// ones are [`EffectError::DuplicateKey`], a placeholder `begin` created takes them).
-    pub fn record(&self, effect: &Effect) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::record(self, &self.scope, effect))
+    pub async fn record(&self, effect: &Effect) -> Result<(), PgLedgerError> {
+        EffectLedger::record(self, &self.scope, effect).await
     }
 
     /// Claims `key` before running its effect: `NotStarted -> Unknown` (a new key is created
     /// `Unknown` with empty details). Exactly one of any number of concurrent callers wins.
-    pub fn begin(&self, key: &str) -> Result<(), PgLedgerError> {
-        self.begin_effect(&Effect::new("", "", key))
+    pub async fn begin(&self, key: &str) -> Result<(), PgLedgerError> {
+        self.begin_effect(&Effect::new("", "", key)).await
     }
 
     /// [`begin`](Self::begin) that also records the effect's details when the key is new.
-    pub fn begin_effect(&self, effect: &Effect) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::begin_effect(self, &self.scope, effect))
+    pub async fn begin_effect(&self, effect: &Effect) -> Result<(), PgLedgerError> {
+        EffectLedger::begin_effect(self, &self.scope, effect).await
     }
 
     /// Settles an in-flight effect as done: `Unknown -> Committed`.
-    pub fn commit(&self, key: &str) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::commit(self, &self.scope, key))
+    pub async fn commit(&self, key: &str) -> Result<(), PgLedgerError> {
+        EffectLedger::commit(self, &self.scope, key).await
     }
 
     /// Records that an in-flight effect certainly did not happen: `Unknown -> NotStarted`.
-    pub fn fail(&self, key: &str) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::fail(self, &self.scope, key))
+    pub async fn fail(&self, key: &str) -> Result<(), PgLedgerError> {
+        EffectLedger::fail(self, &self.scope, key).await
     }
 
-    /// Sets the status an operator established by checking the outside world.
-    pub fn reconcile(&self, key: &str, status: EffectStatus) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::reconcile(self, &self.scope, key, status))
+    /// Sets the status an operator established by checking the outside world (any status to
+    /// any status; recorded in the history as `reconcile`).
+    pub async fn reconcile(&self, key: &str, status: EffectStatus) -> Result<(), PgLedgerError> {
+        EffectLedger::reconcile(self, &self.scope, key, status).await
+    }
+
+    /// [`reconcile`](Self::reconcile) that also keeps who did it (`actor`) and why (`note`: what
+    /// they checked) in the effect's history, in the same transaction.
+    pub async fn reconcile_with_note(
+        &self,
+        key: &str,
+        status: EffectStatus,
+        note: &str,
+        actor: &str,
+    ) -> Result<(), PgLedgerError> {
+        self.noted(key, status, note, actor, false).await
+    }
+
+    /// [`reconcile_with_note`](Self::reconcile_with_note) only when the outcome is unknown: a
+    /// key that is `committed` or `not_started` is refused with [`EffectError::NotInFlight`]
+    /// (its status says which), checked under the same row lock as the change, so an agent
+    /// settling the key meanwhile is never overwritten.
+    pub async fn reconcile_unknown_with_note(
+        &self,
+        key: &str,
+        status: EffectStatus,
+        note: &str,
+        actor: &str,
+    ) -> Result<(), PgLedgerError> {
+        self.noted(key, status, note, actor, true).await
+    }
+
+    async fn noted(
+        &self,
+        key: &str,
+        status: EffectStatus,
+        note: &str,
+        actor: &str,
+        only_unknown: bool,
+    ) -> Result<(), PgLedgerError> {
+        let settlement = Settlement {
+            status,
+            actor: actor.to_owned(),
+            note: note.to_owned(),
+            only_unknown,
+        };
+        EffectLedger::settle(self, &self.scope, key, &settlement).await
     }
 
     /// Sets the payload (a tool's result) of `key`.
-    pub fn set_payload(&self, key: &str, payload: &serde_json::Value) -> Result<(), PgLedgerError> {
-        crate::future::block_on(EffectLedger::set_payload(self, &self.scope, key, payload))
+    pub async fn set_payload(
+        &self,
+        key: &str,
+        payload: &serde_json::Value,
+    ) -> Result<(), PgLedgerError> {
+        EffectLedger::set_payload(self, &self.scope, key, payload).await
     }
 
     /// The status of `key`, if recorded.
-    pub fn status(&self, key: &str) -> Result<Option<EffectStatus>, PgLedgerError> {
-        Ok(self.get(key)?.map(|e| e.status))
+    pub async fn status(&self, key: &str) -> Result<Option<EffectStatus>, PgLedgerError> {
+        Ok(self.get(key).await?.map(|e| e.status))
     }
 
     /// The effect under `key`, if recorded.
-    pub fn get(&self, key: &str) -> Result<Option<Effect>, PgLedgerError> {
-        crate::future::block_on(EffectLedger::get(self, &self.scope, key))
+    pub async fn get(&self, key: &str) -> Result<Option<Effect>, PgLedgerError> {
+        EffectLedger::get(self, &self.scope, key).await
     }
 
     /// The effects of this handle's scope with `status`, in record order.
     /// `list(EffectStatus::Unknown)` is the operator's to-do list after a crash.
-    pub fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, PgLedgerError> {
-        crate::future::block_on(self.scope_in(&self.scope, Some(status)))
+    pub async fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, PgLedgerError> {
+        self.scope_in(&self.scope, Some(status)).await
     }
 
     /// Every effect of this handle's scope, in record order.
-    pub fn effects(&self) -> Result<Vec<Effect>, PgLedgerError> {
-        crate::future::block_on(self.scope_in(&self.scope, None))
+    pub async fn effects(&self) -> Result<Vec<Effect>, PgLedgerError> {
+        self.scope_in(&self.scope, None).await
     }
 
     /// The records of `scope` as an [`EffectLog`]: the value of the `#[effect]` field with that
     /// scope. Other scopes' (and other namespaces') records are not in it.
-    pub fn load_log(&self, scope: &str) -> Result<EffectLog, PgLedgerError> {
-        crate::future::block_on(EffectLedger::load_log(self, scope))
+    pub async fn load_log(&self, scope: &str) -> Result<EffectLog, PgLedgerError> {
+        EffectLedger::load_log(self, scope).await
     }
 
     /// Every non-empty scope's log in this namespace, by scope name.
-    pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, PgLedgerError> {
-        crate::future::block_on(EffectLedger::load_all(self))
+    pub async fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, PgLedgerError> {
+        EffectLedger::load_all(self).await
     }
 
     /// Merges an in-memory [`EffectLog`] into this handle's scope in one transaction, forward
     /// only and never erasing (`machine::sync`).
-    pub fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, PgLedgerError> {
-        crate::future::block_on(EffectLedger::sync_log(self, &self.scope, log))
+    pub async fn sync_log(&self, log: &EffectLog) -> Result<SyncSummary, PgLedgerError> {
+        EffectLedger::sync_log(self, &self.scope, log).await
     }
 
     /// Every recorded transition of `key` in this handle's scope, oldest first.
-    pub fn history(&self, key: &str) -> Result<Vec<Transition>, PgLedgerError> {
-        crate::future::block_on(EffectLedger::history(self, &self.scope, key))
+    pub async fn history(&self, key: &str) -> Result<Vec<Transition>, PgLedgerError> {
+        EffectLedger::history(self, &self.scope, key).await
     }
 
-    fn scope_in(&self, scope: &str, status: Option<EffectStatus>) -> Pending<'static, Vec<Effect>> {
-        let scope = scope.to_string();
-        self.run(
-            format!("loading effect scope `{scope}`"),
-            move |db| async move {
-                let client = db.client().await?;
-                load_scope(&client, db.namespace(), &scope, status).await
-            },
-        )
-    }
-
-    /// One state machine transition of `key` in `scope`, in one transaction (retried when a
-    /// concurrent one made it roll back).
-    fn transition(
+    /// Every recorded transition of `key` in this handle's scope, oldest first, with who made
+    /// it and why when an operator said so.
+    pub async fn annotated_history(
         &self,
-        context: String,
-        scope: &str,
         key: &str,
-        decide: impl Fn(Option<&Effect>) -> Result<Change, EffectError> + Send + Sync + 'static,
-    ) -> Pending<'static, ()> {
-        let (scope, key) = (scope.to_string(), key.to_string());
-        self.run(context, move |db| async move {
-            retrying(|| transition_once(&db, &scope, &key, &decide)).await
-        })
-    }
-
-    /// Runs `op` on the backend's runtime (when first polled) with this handle's pool.
-    fn run<T, Op, Fut>(&self, context: String, op: Op) -> Pending<'static, T>
-    where
-        T: Send + 'static,
-        Op: FnOnce(Arc<Db>) -> Fut,
-        Fut: Future<Output = Result<T, TxError>> + Send + 'static,
-    {
-        let db = Arc::clone(&self.db);
-        let task = op(Arc::clone(&db));
-        Box::pin(async move {
-            spawn(async move {
-                task.await.map_err(|e| match e {
-                    TxError::Effect(refusal) => PgLedgerError::Effect(refusal),
-                    TxError::Db(cause) => PgLedgerError::Backend(db.error(context, cause)),
-                })
-            })
-            .await
-        })
-    }
-}
-
-/// Runs `attempt` until it succeeds, is refused, or fails for a reason other than a
-/// concurrent transaction (at most [`ATTEMPTS`] times).
-async fn retrying<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Result<T, TxError>
-where
-    Fut: Future<Output = Result<T, TxError>>,
-{
-    let mut tries = 1;
-    loop {
-        match attempt().await {
-            Err(e) if e.is_retryable() && tries < ATTEMPTS => tries += 1,
-            done => return done,
-        }
-    }
-}
-
-async fn transition_once(db: &Db, scope: &str, key: &str, decide: &Decide) -> Result<(), TxError> {
-    let mut client = db.client().await?;
-    let tx = client.transaction().await?;
-    let current = load_one(&tx, db.namespace(), scope, key, true).await?;
-    // A refusal returns here: dropping `tx` rolls back, nothing was written.
-    let change = decide(current.as_ref())?;
-    store_change(&tx, db.namespace(), scope, key, current.is_some(), change).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-async fn sync_once(db: &Db, scope: &str, log: &EffectLog) -> Result<SyncSummary, TxError> {
-    let mut client = db.client().await?;
-    let tx = client.transaction().await?;
-    let mut summary = SyncSummary::default();
-    for effect in log {
-        let key = effect.idempotency_key.as_str();
-        let current = load_one(&tx, db.namespace(), scope, key, true).await?;
-        let (change, verdict) = machine::sync(current.as_ref(), effect);
-        store_change(&tx, db.namespace(), scope, key, current.is_some(), change).await?;
-        summary.add(key, verdict);
-    }
-    tx.commit().await?;
-    Ok(summary)
-}
-
-/// The trait form: the same operations, with the scope as an argument; truly async (the
-/// futures wait on the network without blocking the caller's executor). The inherent methods
-/// above are these, run to completion on the calling thread.
-impl EffectLedger for PgLedger {
-    type Error = PgLedgerError;
-
-    fn refusal(error: &PgLedgerError) -> Option<&EffectError> {
-        error.as_effect()
-    }
-
-    fn record<'a>(&'a self, scope: &'a str, effect: &'a Effect) -> Pending<'a, ()> {
-        let effect = effect.clone();
-        let key = effect.idempotency_key.clone();
-        let context = format!("recording effect `{key}`");
-        self.transition(context, scope, &key, move |c| machine::record(c, &effect))
-    }
-
-    fn begin_effect<'a>(&'a self, scope: &'a str, effect: &'a Effect) -> Pending<'a, ()> {
-        let effect = effect.clone();
-        let key = effect.idempotency_key.clone();
-        let context = format!("claiming effect `{key}`");
-        self.transition(context, scope, &key, move |c| machine::begin(c, &effect))
-    }
-
-    fn commit<'a>(&'a self, scope: &'a str, key: &'a str) -> Pending<'a, ()> {
-        let owned = key.to_string();
-        let context = format!("committing effect `{key}`");
-        self.transition(context, scope, key, move |c| machine::commit(c, &owned))
-    }
-
-    fn fail<'a>(&'a self, scope: &'a str, key: &'a str) -> Pending<'a, ()> {
-        let owned = key.to_string();
-        let context = format!("failing effect `{key}`");
-        self.transition(context, scope, key, move |c| machine::fail(c, &owned))
-    }
-
-    fn reconcile<'a>(&'a self, scope: &'a str, key: &'a str, to: EffectStatus) -> Pending<'a, ()> {
-        let owned = key.to_string();
-        let context = format!("reconciling effect `{key}`");
-        self.transition(context, scope, key, move |c| {
-            machine::reconcile(c, &owned, to)
-        })
-    }
-
-    fn set_payload<'a>(
-        &'a self,
-        scope: &'a str,
-        key: &'a str,
-        payload: &'a serde_json::Value,
-    ) -> Pending<'a, ()> {
-        let (owned, payload) = (key.to_string(), payload.clone());
-        let context = format!("setting the payload of effect `{key}`");
-        self.transition(context, scope, key, move |c| {
-            machine::set_payload(c, &owned, &payload)
-        })
-    }
-
-    fn get<'a>(&'a self, scope: &'a str, key: &'a str) -> Pending<'a, Option<Effect>> {
-        let (scope, key) = (scope.to_string(), key.to_string());
-        self.run(format!("reading effect `{key}`"), move |db| async move {
-            let client = db.client().await?;
-            load_one(&client, db.namespace(), &scope, &key, false).await
-        })
-    }
-
-    fn load_log<'a>(&'a self, scope: &'a str) -> Pending<'a, EffectLog> {
-        let effects = self.scope_in(scope, None);
-        Box::pin(async move { Ok(EffectLog::from_effects(effects.await?)?) })
-    }
-
-    fn load_all(&self) -> Pending<'_, BTreeMap<String, EffectLog>> {
-        let rows = self.run("loading every effect scope".into(), |db| async move {
-            let client = db.client().await?;
-            load_every(&client, db.namespace()).await
-        });
-        Box::pin(async move {
-            let mut scopes: BTreeMap<String, Vec<Effect>> = BTreeMap::new();
-            for (scope, effect) in rows.await? {
-                scopes.entry(scope).or_default().push(effect);
-            }
-            let logs = scopes
-                .into_iter()
-                .map(|(scope, effects)| EffectLog::from_effects(effects).map(|log| (scope, log)));
-            Ok(logs.collect::<Result<_, _>>()?)
-        })
-    }
-
-    fn sync_log<'a>(&'a self, scope: &'a str, log: &'a EffectLog) -> Pending<'a, SyncSummary> {
-        let (scope, log) = (scope.to_string(), log.clone());
-        self.run("syncing an effect log".into(), move |db| async move {
-            retrying(|| sync_once(&db, &scope, &log)).await
-        })
-    }
-
-    fn history<'a>(&'a self, scope: &'a str, key: &'a str) -> Pending<'a, Vec<Transition>> {
-        let (scope, key) = (scope.to_string(), key.to_string());
-        let context = format!("reading the history of effect `{key}`");
-        self.run(context, move |db| async move {
-            let client = db.client().await?;
-            load_history(&client, db.namespace(), &scope, &key).await
-        })
+    ) -> Result<Vec<AnnotatedTransition>, PgLedgerError> {
+        EffectLedger::annotated_history(self, &self.scope, key).await
     }
 }

@@ -3,9 +3,10 @@
 //! [`machine`](crate::effects::machine) and hands its decision to [`store_change`].
 
 use super::error::{Cause, PgErrorKind};
+use super::hidden::hidden;
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectStatus};
-use crate::effects::transition::{Change, Transition};
+use crate::effects::transition::{AnnotatedTransition, Change, Transition};
 use deadpool_postgres::GenericClient;
 use std::time::{Duration, UNIX_EPOCH};
 use tokio_postgres::Row;
@@ -86,23 +87,61 @@ fn effect_from_row(row: &Row, first: usize) -> Result<Effect, TxError> {
     })
 }
 
-/// The record under `key` in `scope`; with `lock`, the row stays locked (`FOR UPDATE`) until
-/// the transaction ends, so concurrent transitions of one key run one after the other.
+/// The record under `key` in `scope`, as it is (a read: nothing is locked).
 pub(super) async fn load_one(
     client: &impl GenericClient,
     namespace: &str,
     scope: &str,
     key: &str,
-    lock: bool,
 ) -> Result<Option<Effect>, TxError> {
     let sql = format!(
         "SELECT {EFFECT_COLUMNS} FROM compaction.effects
-         WHERE namespace = $1 AND scope = $2 AND key = $3{}",
-        if lock { " FOR UPDATE" } else { "" }
+         WHERE namespace = $1 AND scope = $2 AND key = $3"
     );
     let stmt = client.prepare_cached(&sql).await?;
-    let row = client.query_opt(&stmt, &[&namespace, &scope, &key]).await?;
+    let row = client
+        .query_opt(&stmt, hidden![namespace, scope, key])
+        .await?;
     row.map(|row| effect_from_row(&row, 0)).transpose()
+}
+
+/// The record under `key` in `scope`, locked (`FOR UPDATE`) until the transaction ends, so
+/// concurrent transitions of one key run one after the other; with the status its history's
+/// last event ended at (`None` when it has none), read in the same statement.
+pub(super) async fn load_locked(
+    client: &impl GenericClient,
+    namespace: &str,
+    scope: &str,
+    key: &str,
+) -> Result<Option<(Effect, Option<EffectStatus>)>, TxError> {
+    let sql = format!(
+        "SELECT {EFFECT_COLUMNS},
+             (SELECT e.to_status FROM compaction.effect_events e
+              WHERE e.namespace = $1 AND e.scope = $2 AND e.key = $3
+              ORDER BY e.id DESC LIMIT 1)
+         FROM compaction.effects
+         WHERE namespace = $1 AND scope = $2 AND key = $3 FOR UPDATE"
+    );
+    let stmt = client.prepare_cached(&sql).await?;
+    let Some(row) = client
+        .query_opt(&stmt, hidden![namespace, scope, key])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let effect = effect_from_row(&row, 0)?;
+    let last = row
+        .try_get::<_, Option<&str>>(6)?
+        .map(parse_status)
+        .transpose()?;
+    Ok(Some((effect, last)))
+}
+
+/// Refuses to act on a record whose status is not where its history led (a row changed
+/// outside the ledger): a backend error of kind `Corrupt`, nothing written.
+pub(super) fn guard(key: &str, effect: &Effect, last: Option<EffectStatus>) -> Result<(), TxError> {
+    crate::effects::transition::check_latest(effect.status, last)
+        .map_err(|why| corrupt(format!("effect `{key}`: {why}")))
 }
 
 /// The records of `scope` (with `status`, when given), in record order.
@@ -118,7 +157,9 @@ pub(super) async fn load_scope(
     );
     let stmt = client.prepare_cached(&sql).await?;
     let status = status.map(EffectStatus::as_str);
-    let rows = client.query(&stmt, &[&namespace, &scope, &status]).await?;
+    let rows = client
+        .query(&stmt, hidden![namespace, scope, status])
+        .await?;
     rows.iter().map(|row| effect_from_row(row, 0)).collect()
 }
 
@@ -131,7 +172,7 @@ pub(super) async fn load_every(
         "SELECT scope, {EFFECT_COLUMNS} FROM compaction.effects
          WHERE namespace = $1 ORDER BY id"
     );
-    let rows = client.query(&sql, &[&namespace]).await?;
+    let rows = client.query(&sql, hidden![namespace]).await?;
     rows.iter()
         .map(|row| Ok((row.try_get(0)?, effect_from_row(row, 1)?)))
         .collect()
@@ -142,7 +183,8 @@ fn json_of<T: serde::Serialize>(value: &T) -> Result<String, TxError> {
 }
 
 /// Stores what the state machine decided: the record (inserted when the key was new, else
-/// replaced) and the history event, inside the caller's transaction.
+/// replaced) and the history event, with an operator's `(actor, note)` when one was given,
+/// inside the caller's transaction.
 pub(super) async fn store_change(
     client: &impl GenericClient,
     namespace: &str,
@@ -150,6 +192,7 @@ pub(super) async fn store_change(
     key: &str,
     existed: bool,
     change: Change,
+    note: Option<(&str, &str)>,
 ) -> Result<(), TxError> {
     if let Some(record) = change.write {
         let payload = record.payload.as_ref().map(json_of).transpose()?;
@@ -168,15 +211,15 @@ pub(super) async fn store_change(
         client
             .execute(
                 &stmt,
-                &[
-                    &namespace,
-                    &scope,
-                    &key,
-                    &record.action,
-                    &record.target,
-                    &record.status.as_str(),
-                    &json_of(&record.depends_on)?,
-                    &payload,
+                hidden![
+                    namespace,
+                    scope,
+                    key,
+                    record.action,
+                    record.target,
+                    record.status.as_str(),
+                    json_of(&record.depends_on)?,
+                    payload,
                 ],
             )
             .await?;
@@ -185,21 +228,23 @@ pub(super) async fn store_change(
         let stmt = client
             .prepare_cached(
                 "INSERT INTO compaction.effect_events
-                     (namespace, scope, key, op, from_status, to_status, at_ms, pid)
-                 VALUES ($1, $2, $3, $4, $5, $6, compaction.now_ms(), $7)",
+                     (namespace, scope, key, op, from_status, to_status, at_ms, pid, actor, note)
+                 VALUES ($1, $2, $3, $4, $5, $6, compaction.now_ms(), $7, $8, $9)",
             )
             .await?;
         client
             .execute(
                 &stmt,
-                &[
-                    &namespace,
-                    &scope,
-                    &key,
-                    &event.op.as_str(),
-                    &event.from.map(EffectStatus::as_str),
-                    &event.to.as_str(),
-                    &i64::from(std::process::id()),
+                hidden![
+                    namespace,
+                    scope,
+                    key,
+                    event.op.as_str(),
+                    event.from.map(EffectStatus::as_str),
+                    event.to.as_str(),
+                    i64::from(std::process::id()),
+                    note.map(|(actor, _)| actor),
+                    note.map(|(_, note)| note),
                 ],
             )
             .await?;
@@ -207,30 +252,36 @@ pub(super) async fn store_change(
     Ok(())
 }
 
-/// The history of `key` in `scope`, oldest first.
+/// The history of `key` in `scope`, oldest first, with operators' notes.
 pub(super) async fn load_history(
     client: &impl GenericClient,
     namespace: &str,
     scope: &str,
     key: &str,
-) -> Result<Vec<Transition>, TxError> {
+) -> Result<Vec<AnnotatedTransition>, TxError> {
     let rows = client
         .query(
-            "SELECT key, op, from_status, to_status, at_ms, pid FROM compaction.effect_events
+            "SELECT key, op, from_status, to_status, at_ms, pid, actor, note
+             FROM compaction.effect_events
              WHERE namespace = $1 AND scope = $2 AND key = $3 ORDER BY id",
-            &[&namespace, &scope, &key],
+            hidden![namespace, scope, key],
         )
         .await?;
     rows.iter()
         .map(|row| {
             let from: Option<&str> = row.try_get(2)?;
-            Ok(Transition {
+            let transition = Transition {
                 key: row.try_get(0)?,
                 op: row.try_get(1)?,
                 from: from.map(parse_status).transpose()?,
                 to: parse_status(row.try_get(3)?)?,
                 at: UNIX_EPOCH + Duration::from_millis(row.try_get::<_, i64>(4)?.max(0) as u64),
                 pid: row.try_get::<_, i64>(5)? as u32,
+            };
+            Ok(AnnotatedTransition {
+                transition,
+                actor: row.try_get(6)?,
+                note: row.try_get(7)?,
             })
         })
         .collect()

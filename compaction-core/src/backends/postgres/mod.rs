@@ -4,7 +4,8 @@
 //!
 //! Enabled by the `postgres` feature. Built on `tokio-postgres` with a `deadpool-postgres`
 //! connection pool; the handles drive their connections on a small runtime of their own, so
-//! they work from any caller (plain threads, `compaction::block_on`, tokio).
+//! they work from any caller (tokio, another executor, or `compaction::block_on` on a plain
+//! thread). Every operation that talks to the server is an `async fn`.
 //!
 //! # Where data lives
 //!
@@ -41,14 +42,20 @@
 //! Connections are not encrypted (the crate links no TLS library): reach the server over a
 //! private network, a Unix socket (`host=/var/run/postgresql`) or a tunnel.
 
+mod admin;
 mod checkpoint;
 mod db;
 mod error;
+mod hidden;
 mod ledger;
+mod ledger_ops;
 mod ledger_rows;
 mod schema;
 mod store;
 
+/// Re-exported from [`backends`](crate::backends), where garbage collection is written once.
+pub use super::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+pub use db::target_of;
 pub use error::{PgError, PgErrorKind};
 pub use ledger::{PgLedger, PgLedgerError};
 pub use schema::SCHEMA_VERSION;

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 /// The schema version this crate writes. Connecting to a database with a lower version
 /// migrates it (in one transaction, one process at a time); a higher version is refused with
 /// [`PgErrorKind::Schema`].
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// Key of the advisory lock that serializes migrations of one database across processes.
 const MIGRATION_LOCK: i64 = 0x636f_6d70_6163_7431; // "compact1"
@@ -84,6 +84,42 @@ const MIGRATIONS: &[(&str, &str)] = &[
         updated_at_ms BIGINT NOT NULL,
         PRIMARY KEY (namespace, name)
     );
+    "#,
+    ),
+    (
+        "operator notes: who settled an effect and why (reconcile with a note)",
+        r#"
+    ALTER TABLE compaction.effect_events
+        ADD COLUMN actor TEXT,   -- who, for an operator's reconcile
+        ADD COLUMN note  TEXT;   -- why: what they checked
+    "#,
+    ),
+    (
+        "the newest checkpoint sequence of each agent, forward only (rollback refusal)",
+        r#"
+    CREATE TABLE compaction.checkpoint_sequences (
+        namespace     TEXT   NOT NULL,
+        agent_id      TEXT   NOT NULL,
+        sequence      BIGINT NOT NULL CHECK (sequence >= 0),
+        updated_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (namespace, agent_id)
+    );
+    -- Forward only in the database itself: no update moves a sequence back or to another
+    -- agent, and no row is deleted.
+    CREATE FUNCTION compaction.refuse_sequence_rollback() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' AND NEW.sequence >= OLD.sequence
+           AND NEW.namespace = OLD.namespace AND NEW.agent_id = OLD.agent_id THEN
+            RETURN NEW;
+        END IF;
+        RAISE EXCEPTION 'compaction.checkpoint_sequences: a checkpoint sequence goes forward only';
+    END $$;
+    CREATE TRIGGER checkpoint_sequences_forward_only
+        BEFORE UPDATE OR DELETE ON compaction.checkpoint_sequences
+        FOR EACH ROW EXECUTE FUNCTION compaction.refuse_sequence_rollback();
+    CREATE TRIGGER checkpoint_sequences_not_truncated
+        BEFORE TRUNCATE ON compaction.checkpoint_sequences
+        FOR EACH STATEMENT EXECUTE FUNCTION compaction.refuse_sequence_rollback();
     "#,
     ),
 ];

@@ -2,6 +2,7 @@
 
 use super::db::{spawn, Db};
 use super::error::{Cause, PgError};
+use super::hidden::hidden;
 use super::PgOptions;
 use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
 use std::future::Future;
@@ -20,21 +21,30 @@ use std::sync::Arc;
 ///   another namespace does).
 /// - Named entries ([`put_entry`](Store::put_entry), the summary cache) are per namespace too:
 ///   a fleet's processes on one namespace share their cached summaries, tenants never do.
-/// - Clones share one connection pool. The futures are `Send` and run on any executor.
+/// - Clones share one connection pool.
+///
+/// Every method that talks to the server is `async`: it waits on the network without blocking
+/// the caller's executor (a tokio worker of an async agent goes on serving other tasks). The
+/// futures are `Send` and run on any executor: the backend drives its connections on a small
+/// runtime of its own. There are no blocking twins; synchronous code (a command-line tool, a
+/// script, the `migration_agent` example) runs them to completion with
+/// [`compaction::block_on`](crate::block_on), which works on any thread.
 ///
 /// ```no_run
 /// use compaction::{ContentHash, PgStore, Store, StoreError};
 ///
-/// let store = PgStore::connect("postgres://agent@db.internal/agents", "acme")?;
+/// # async fn run() -> Result<(), StoreError> {
+/// let store = PgStore::connect("postgres://agent@db.internal/agents", "acme").await?;
 /// let bytes = b"[\"never touch /etc/prod\"]";
 /// let hash = ContentHash::of(bytes);
-/// compaction::block_on(store.put(&hash, bytes))?;
-/// assert_eq!(compaction::block_on(store.get(&hash))?, bytes);
+/// store.put(&hash, bytes).await?;
+/// assert_eq!(store.get(&hash).await?, bytes);
 ///
 /// // Another tenant on the same database sees nothing of it.
-/// let other = PgStore::connect("postgres://agent@db.internal/agents", "globex")?;
-/// assert!(!other.contains(&hash)?);
-/// # Ok::<(), StoreError>(())
+/// let other = PgStore::connect("postgres://agent@db.internal/agents", "globex").await?;
+/// assert!(!other.contains(&hash).await?);
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -47,17 +57,19 @@ impl PgStore {
     /// default [`PgOptions`]. A bad connection string or namespace, an unreachable server or
     /// a schema written by a newer version gives `StoreError::Backend` whose message names the
     /// server and namespace and whose source is a [`PgError`].
-    pub fn connect(url: &str, namespace: &str) -> Result<PgStore, StoreError> {
-        Self::connect_with(url, namespace, &PgOptions::default())
+    pub async fn connect(url: &str, namespace: &str) -> Result<PgStore, StoreError> {
+        Self::connect_with(url, namespace, &PgOptions::default()).await
     }
 
     /// [`connect`](Self::connect) with options (pool size, timeouts).
-    pub fn connect_with(
+    pub async fn connect_with(
         url: &str,
         namespace: &str,
         options: &PgOptions,
     ) -> Result<PgStore, StoreError> {
-        let db = Db::connect(url, namespace, options).map_err(PgError::into_store_error)?;
+        let db = Db::connect(url, namespace, options)
+            .await
+            .map_err(PgError::into_store_error)?;
         Ok(PgStore { db })
     }
 
@@ -72,36 +84,34 @@ impl PgStore {
     }
 
     /// Whether this namespace holds a blob under `hash` (without reading or verifying it).
-    pub fn contains(&self, hash: &ContentHash) -> Result<bool, StoreError> {
+    pub async fn contains(&self, hash: &ContentHash) -> Result<bool, StoreError> {
         let hex = hash.to_hex();
-        crate::future::block_on(
-            self.run(format!("looking up blob {hash}"), |db| async move {
-                let client = db.client().await?;
-                let stmt = client
-                    .prepare_cached(
-                        "SELECT 1 FROM compaction.blobs WHERE namespace = $1 AND hash = $2",
-                    )
-                    .await?;
-                Ok(client
-                    .query_opt(&stmt, &[&db.namespace(), &hex])
-                    .await?
-                    .is_some())
-            }),
-        )
+        self.run(format!("looking up blob {hash}"), |db| async move {
+            let client = db.client().await?;
+            let stmt = client
+                .prepare_cached("SELECT 1 FROM compaction.blobs WHERE namespace = $1 AND hash = $2")
+                .await?;
+            Ok(client
+                .query_opt(&stmt, hidden![db.namespace(), hex])
+                .await?
+                .is_some())
+        })
+        .await
     }
 
     /// Number of blobs this namespace holds.
-    pub fn blob_count(&self) -> Result<usize, StoreError> {
-        crate::future::block_on(self.run("counting blobs".into(), |db| async move {
+    pub async fn blob_count(&self) -> Result<usize, StoreError> {
+        self.run("counting blobs".into(), |db| async move {
             let client = db.client().await?;
             let row = client
                 .query_one(
                     "SELECT count(*) FROM compaction.blobs WHERE namespace = $1",
-                    &[&db.namespace()],
+                    hidden![db.namespace()],
                 )
                 .await?;
             Ok(row.try_get::<_, i64>(0)?.max(0) as usize)
-        }))
+        })
+        .await
     }
 
     /// Runs `op` on the backend's runtime with this handle's pool; a failure becomes a
@@ -141,25 +151,24 @@ impl Store for PgStore {
         let write = self.run(format!("storing blob {hash}"), move |db| async move {
             let client = db.client().await?;
             // Same content: nothing to write. A stored blob that no longer matches its hash
-            // (altered in the database) is replaced by the good bytes.
+            // (altered in the database) is replaced by the good bytes. Storing content again
+            // refreshes its time (at most once a minute, so repeated puts stay reads), which
+            // keeps it from garbage collection until the caller's checkpoint refers to it.
             let stmt = client
                 .prepare_cached(
                     "INSERT INTO compaction.blobs (namespace, hash, bytes, size, created_at_ms)
                      VALUES ($1, $2, $3, $4, compaction.now_ms())
                      ON CONFLICT (namespace, hash) DO UPDATE
-                         SET bytes = excluded.bytes, size = excluded.size
-                         WHERE compaction.blobs.bytes IS DISTINCT FROM excluded.bytes",
+                         SET bytes = excluded.bytes, size = excluded.size,
+                             created_at_ms = excluded.created_at_ms
+                         WHERE compaction.blobs.bytes IS DISTINCT FROM excluded.bytes
+                            OR compaction.blobs.created_at_ms < excluded.created_at_ms - 60000",
                 )
                 .await?;
             client
                 .execute(
                     &stmt,
-                    &[
-                        &db.namespace(),
-                        &hash.to_hex(),
-                        &bytes,
-                        &(bytes.len() as i64),
-                    ],
+                    hidden![db.namespace(), hash.to_hex(), bytes, (bytes.len() as i64),],
                 )
                 .await?;
             Ok(())
@@ -182,7 +191,7 @@ impl Store for PgStore {
                 )
                 .await?;
             let row = client
-                .query_opt(&stmt, &[&db.namespace(), &hash.to_hex()])
+                .query_opt(&stmt, hidden![db.namespace(), hash.to_hex()])
                 .await?;
             Ok(match row {
                 Some(row) => Some(row.try_get::<_, Vec<u8>>(0)?),
@@ -216,7 +225,7 @@ impl Store for PgStore {
                 )
                 .await?;
             client
-                .execute(&stmt, &[&db.namespace(), &name, &bytes])
+                .execute(&stmt, hidden![db.namespace(), name, bytes])
                 .await?;
             Ok(())
         })
@@ -235,7 +244,9 @@ impl Store for PgStore {
                     "SELECT bytes FROM compaction.entries WHERE namespace = $1 AND name = $2",
                 )
                 .await?;
-            let row = client.query_opt(&stmt, &[&db.namespace(), &name]).await?;
+            let row = client
+                .query_opt(&stmt, hidden![db.namespace(), name])
+                .await?;
             Ok(match row {
                 Some(row) => Some(row.try_get::<_, Vec<u8>>(0)?),
                 None => None,

@@ -1,150 +1,71 @@
-//! Operator access to a [`SqliteStore`]: list its blobs and remove the ones no checkpoint needs
-//! (the `compaction verify` and `compaction gc` commands are built on these).
+//! Operator access to a [`SqliteStore`]: list its blobs and entries, and remove the blobs no
+//! checkpoint needs and the summary cache entries no longer worth keeping (the rules are in
+//! [`GcOptions`](crate::backends::GcOptions#the-rules); `compaction verify` and `compaction gc` are built on these).
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::Compacted;
+use crate::backends::gc::{candidates, entry_is_garbage, time_of, Referenced};
+use crate::backends::gc::{
+    BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin,
+};
+use crate::future::BoxFuture;
 use crate::store::{ContentHash, StoreError};
-use rusqlite::TransactionBehavior;
-use std::collections::{HashMap, HashSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// One stored blob, as listed by [`SqliteStore::blobs`] (its bytes are not read).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlobInfo {
-    /// The address column as stored: 64 lowercase hex digits of the SHA-256 of the bytes,
-    /// unless the row was altered.
-    pub address: String,
-    /// Size of the stored bytes.
-    pub size: u64,
-    /// When these bytes were last stored (a `put` of the same content refreshes it, at most
-    /// once a minute).
-    pub stored_at: SystemTime,
-}
-
-impl BlobInfo {
-    /// The address as a hash; `None` when the row's address is not a canonical SHA-256 hex
-    /// digest (no pointer can name such a row).
-    pub fn hash(&self) -> Option<ContentHash> {
-        ContentHash::from_hex(&self.address).filter(|hash| hash.to_hex() == self.address)
-    }
-}
-
-/// Options of [`SqliteStore::collect_garbage`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GcOptions {
-    dry_run: bool,
-    min_age: Duration,
-}
-
-impl Default for GcOptions {
-    fn default() -> Self {
-        GcOptions {
-            dry_run: false,
-            min_age: GcOptions::DEFAULT_MIN_AGE,
-        }
-    }
-}
-
-impl GcOptions {
-    /// How recently stored a blob may be and still be removed, by default: one hour.
-    pub const DEFAULT_MIN_AGE: Duration = Duration::from_secs(3600);
-
-    /// Remove unreferenced blobs stored more than [`DEFAULT_MIN_AGE`](Self::DEFAULT_MIN_AGE) ago.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Only report what would be removed; change nothing.
-    pub fn dry_run(mut self, dry_run: bool) -> Self {
-        self.dry_run = dry_run;
-        self
-    }
-
-    /// Keep every blob stored less than `min_age` ago, referenced or not. A compaction stores
-    /// its blobs before its checkpoint is saved; this grace period is what keeps them while
-    /// the agent gets to `save_checkpoint`. Zero removes every unreferenced blob: safe only when
-    /// no agent is compacting into the database.
-    pub fn min_age(mut self, min_age: Duration) -> Self {
-        self.min_age = min_age;
-        self
-    }
-
-    /// Whether this is a dry run.
-    pub fn is_dry_run(&self) -> bool {
-        self.dry_run
-    }
-
-    /// The grace period.
-    pub fn get_min_age(&self) -> Duration {
-        self.min_age
-    }
-}
-
-/// What [`SqliteStore::collect_garbage`] did (or, on a dry run, would do).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GcReport {
-    /// The blobs removed (on a dry run: that would be removed), by address.
-    pub removed: Vec<BlobInfo>,
-    /// Bytes of the removed blobs.
-    pub freed_bytes: u64,
-    /// Blobs kept because a checkpoint refers to them.
-    pub kept_referenced: usize,
-    /// Unreferenced blobs kept because they were stored less than the grace period ago.
-    pub kept_recent: usize,
-    /// Checkpoints whose references were read.
-    pub checkpoints: usize,
-    /// Whether nothing was changed.
-    pub dry_run: bool,
-}
-
-/// Why [`SqliteStore::collect_garbage`] removed nothing.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum GcError {
-    /// A checkpoint's bytes do not parse, so which blobs it needs is unknown: nothing was
-    /// removed. Inspect it (`compaction verify`), then delete or re-save that checkpoint.
-    #[error(
-        "checkpoint of agent `{agent_id}` cannot be read, so the blobs it needs are unknown; \
-         removed nothing (run `compaction verify`, then delete or re-save that checkpoint)"
-    )]
-    UnreadableCheckpoint {
-        /// The agent whose checkpoint is unreadable.
-        agent_id: String,
-    },
-    /// The database failed; nothing was removed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// Progress of a long operation: `(done, total)` items of the current phase.
-pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
 fn blob_info(row: &rusqlite::Row<'_>) -> rusqlite::Result<BlobInfo> {
     Ok(BlobInfo {
         address: row.get(0)?,
         size: row.get::<_, i64>(1)?.max(0) as u64,
-        stored_at: UNIX_EPOCH + Duration::from_millis(row.get::<_, i64>(2)?.max(0) as u64),
+        stored_at: time_of(row.get(2)?),
     })
 }
 
 const BLOB_COLUMNS: &str = "hash, length(CAST(bytes AS BLOB)), created_at_ms";
 
+fn list_blobs(conn: &Connection) -> rusqlite::Result<Vec<BlobInfo>> {
+    let mut stmt = conn.prepare(&format!("SELECT {BLOB_COLUMNS} FROM blobs ORDER BY hash"))?;
+    let rows = stmt.query_map([], blob_info)?;
+    rows.collect()
+}
+
+/// Removals per write transaction of [`SqliteStore::collect_garbage`].
+const DELETE_BATCH: usize = 1000;
+
 impl SqliteStore {
     /// Every stored blob's address, size and time, by address. Verify one with
     /// [`Store::get`](crate::Store::get), which re-hashes what it reads.
     pub fn blobs(&self) -> Result<Vec<BlobInfo>, StoreError> {
+        list_blobs(&self.db.lock()).map_err(|e| self.store_error("listing blobs", e))
+    }
+
+    /// Every named entry's name, size and time, by name (the summary cache's entries among
+    /// them). Read one with [`Store::get_entry`](crate::Store::get_entry);
+    /// [`summary_cache_problem`](crate::summaries::summary_cache_problem) says whether a summary cache
+    /// entry could ever be a hit.
+    pub fn entries(&self) -> Result<Vec<EntryInfo>, StoreError> {
         let conn = self.db.lock();
-        let map = |e| self.store_error("listing blobs", e);
+        let map = |e| self.store_error("listing entries", e);
         let mut stmt = conn
-            .prepare(&format!("SELECT {BLOB_COLUMNS} FROM blobs ORDER BY hash"))
+            .prepare(
+                "SELECT name, length(CAST(bytes AS BLOB)), updated_at_ms FROM entries
+                 ORDER BY name",
+            )
             .map_err(map)?;
-        let rows = stmt.query_map([], blob_info).map_err(map)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(EntryInfo {
+                    name: row.get(0)?,
+                    size: row.get::<_, i64>(1)?.max(0) as u64,
+                    updated_at: time_of(row.get(2)?),
+                })
+            })
+            .map_err(map)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(map)
     }
 
     /// Removes the blobs no checkpoint refers to and that were stored more than the grace
-    /// period ago ([`GcOptions::min_age`]).
+    /// period ago ([`GcOptions::min_age`]), then the summary cache entries no longer worth
+    /// keeping ([the rules](crate::backends::GcOptions#the-rules)).
     ///
     /// Every checkpoint is parsed in a read transaction (agents keep writing meanwhile); the
     /// removals run in write transactions of at most 1,000 blobs, each of which first re-reads
@@ -168,14 +89,12 @@ impl SqliteStore {
         options: &GcOptions,
         progress: Progress<'_>,
     ) -> Result<GcReport, GcError> {
-        let context = "collecting garbage blobs";
-        let map = |e| self.store_error(context, e);
+        let map = |e| self.store_error("collecting garbage", e);
         let scan_error = |e| match e {
             ScanError::Sql(e) => GcError::Store(map(e)),
             ScanError::Unreadable(agent_id) => GcError::UnreadableCheckpoint { agent_id },
         };
-        let cutoff =
-            now_ms().saturating_sub(options.min_age.as_millis().min(i64::MAX as u128) as i64);
+        let cutoff = options.cutoff_ms(now_ms());
         let mut conn = self.db.lock();
         // Phase 1, in a read transaction that blocks no writer: parsing every checkpoint is
         // the slow part, and agents keep saving meanwhile.
@@ -183,32 +102,23 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .map_err(map)?;
         let mut referenced = referenced_hashes(&tx, progress).map_err(scan_error)?;
-        let blobs: Vec<BlobInfo> = {
-            let mut stmt = tx
-                .prepare(&format!("SELECT {BLOB_COLUMNS} FROM blobs ORDER BY hash"))
-                .map_err(map)?;
-            let rows = stmt.query_map([], blob_info).map_err(map)?;
-            rows.collect::<Result<_, _>>().map_err(map)?
-        };
+        let blobs = list_blobs(&tx).map_err(map)?;
         drop(tx); // read-only: nothing to commit
         let mut report = GcReport {
             checkpoints: referenced.seen.len(),
-            dry_run: options.dry_run,
+            dry_run: options.is_dry_run(),
             ..GcReport::default()
         };
-        let mut candidates = Vec::new();
-        for blob in blobs {
-            if blob.hash().is_some_and(|h| referenced.hashes.contains(&h)) {
-                report.kept_referenced += 1;
-            } else if millis(blob.stored_at) > cutoff {
-                report.kept_recent += 1;
-            } else {
-                candidates.push(blob);
-            }
-        }
-        if options.dry_run {
+        let candidates = candidates(blobs, &referenced, cutoff, &mut report);
+        if options.is_dry_run() {
             report.freed_bytes = candidates.iter().map(|b| b.size).sum();
             report.removed = candidates;
+            let removed: std::collections::HashSet<String> =
+                report.removed.iter().map(|b| b.address.clone()).collect();
+            let present = |conn: &Connection, h: &ContentHash| -> rusqlite::Result<bool> {
+                Ok(!removed.contains(&h.to_hex()) && blob_present(conn, h)?)
+            };
+            prune_entries(&conn, cutoff, true, &mut report, present).map_err(map)?;
             return Ok(report);
         }
         // Phase 2, write transactions of at most `DELETE_BATCH` removals each: each first
@@ -229,7 +139,7 @@ impl SqliteStore {
                 for blob in batch {
                     progress(done, total);
                     done += 1;
-                    if blob.hash().is_some_and(|h| referenced.hashes.contains(&h)) {
+                    if referenced.keeps(blob) {
                         report.kept_referenced += 1;
                         continue;
                     }
@@ -249,23 +159,102 @@ impl SqliteStore {
             tx.commit().map_err(map)?;
         }
         progress(total, total);
+        // Phase 3: the summary cache entries whose source is gone (one write transaction).
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(map)?;
+        prune_entries(&tx, cutoff, false, &mut report, blob_present).map_err(map)?;
+        tx.commit().map_err(map)?;
         Ok(report)
     }
 }
 
-/// Removals per write transaction of [`SqliteStore::collect_garbage`].
-const DELETE_BATCH: usize = 1000;
+/// The trait form, for an operator's tool on any backend: the operations above, each a ready
+/// future (one local transaction at a time).
+impl StoreAdmin for SqliteStore {
+    fn blobs(&self) -> BoxFuture<'_, Result<Vec<BlobInfo>, StoreError>> {
+        Box::pin(std::future::ready(SqliteStore::blobs(self)))
+    }
 
-fn millis(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    fn entries(&self) -> BoxFuture<'_, Result<Vec<EntryInfo>, StoreError>> {
+        Box::pin(std::future::ready(SqliteStore::entries(self)))
+    }
+
+    fn collect_garbage<'a>(
+        &'a self,
+        options: &'a GcOptions,
+        progress: Progress<'a>,
+    ) -> BoxFuture<'a, Result<GcReport, GcError>> {
+        Box::pin(std::future::ready(
+            self.collect_garbage_with_progress(options, progress),
+        ))
+    }
 }
 
-/// The hashes checkpoints refer to, and the checksum of each checkpoint they were read from.
-struct Referenced {
-    hashes: HashSet<ContentHash>,
-    seen: HashMap<String, Option<Vec<u8>>>,
+fn blob_present(conn: &Connection, hash: &ContentHash) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT 1 FROM blobs WHERE hash = ?1",
+        [hash.to_hex()],
+        |_| Ok(()),
+    )
+    .optional()
+    .map(|found| found.is_some())
+}
+
+/// Removes (or, on a dry run, lists) the summary cache entries the rules of
+/// [`GcOptions`](crate::backends::GcOptions#the-rules) give up; `present` says whether a source's blob stays.
+fn prune_entries(
+    conn: &Connection,
+    cutoff: i64,
+    dry_run: bool,
+    report: &mut GcReport,
+    present: impl Fn(&Connection, &ContentHash) -> rusqlite::Result<bool>,
+) -> rusqlite::Result<()> {
+    let rows: Vec<(String, Option<Vec<u8>>, i64)> = {
+        let mut stmt = conn.prepare(
+            "SELECT name, bytes, updated_at_ms FROM entries
+             WHERE name LIKE 'summary-cache/%' ORDER BY name",
+        )?;
+        let rows = stmt.query_map([], |row| {
+            Ok((row.get(0)?, raw_bytes(row.get_ref(1)?), row.get(2)?))
+        })?;
+        rows.collect::<rusqlite::Result<_>>()?
+    };
+    for (name, bytes, updated_at_ms) in rows {
+        let bytes = bytes.unwrap_or_default();
+        // A blob lookup can fail: the first error ends the pass (nothing is removed wrongly).
+        let mut failed = None;
+        let garbage = entry_is_garbage(&name, &bytes, updated_at_ms, cutoff, |hash| {
+            present(conn, hash).unwrap_or_else(|e| {
+                failed = Some(e);
+                true
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if !garbage {
+            report.kept_entries += 1;
+            continue;
+        }
+        let removed = dry_run
+            || conn.execute(
+                "DELETE FROM entries WHERE name = ?1 AND updated_at_ms <= ?2",
+                rusqlite::params![name, cutoff],
+            )? > 0;
+        if !removed {
+            // Written again since it was read.
+            report.kept_entries += 1;
+            continue;
+        }
+        report.freed_entry_bytes += bytes.len() as u64;
+        report.removed_entries.push(EntryInfo {
+            name,
+            size: bytes.len() as u64,
+            updated_at: time_of(updated_at_ms),
+        });
+    }
+    Ok(())
 }
 
 enum ScanError {
@@ -279,17 +268,10 @@ impl From<rusqlite::Error> for ScanError {
     }
 }
 
-/// The pointers of one checkpoint row's JSON; `None` when it does not parse.
-fn pointers_of(json: Option<Vec<u8>>) -> Option<impl Iterator<Item = ContentHash>> {
-    // The state type is only a marker: any `Compacted<_>` reads every checkpoint.
-    let compacted = serde_json::from_slice::<Compacted<()>>(&json?).ok()?;
-    Some(compacted.pointers().into_iter().map(|p| p.hash()))
-}
-
 /// Adds the pointers of every checkpoint saved (or changed) since `referenced` was read;
 /// returns the number of checkpoints now.
 fn add_changed_checkpoints(
-    conn: &rusqlite::Connection,
+    conn: &Connection,
     referenced: &mut Referenced,
 ) -> Result<usize, ScanError> {
     let mut stmt = conn.prepare("SELECT agent_id, sha256 FROM checkpoints")?;
@@ -298,7 +280,7 @@ fn add_changed_checkpoints(
         .collect::<Result<_, _>>()?;
     let count = rows.len();
     for (agent_id, sha256) in rows {
-        if referenced.seen.get(&agent_id) == Some(&sha256) {
+        if referenced.is_current(&agent_id, &sha256) {
             continue;
         }
         let json = conn.query_row(
@@ -306,34 +288,27 @@ fn add_changed_checkpoints(
             [&agent_id],
             |row| Ok(raw_bytes(row.get_ref(0)?)),
         )?;
-        let hashes = pointers_of(json).ok_or_else(|| ScanError::Unreadable(agent_id.clone()))?;
-        referenced.hashes.extend(hashes);
-        referenced.seen.insert(agent_id, sha256);
+        referenced
+            .add(agent_id, sha256, json.as_deref())
+            .map_err(ScanError::Unreadable)?;
     }
     Ok(count)
 }
 
 /// The blobs every checkpoint refers to, read in the caller's transaction.
-fn referenced_hashes(
-    conn: &rusqlite::Connection,
-    progress: Progress<'_>,
-) -> Result<Referenced, ScanError> {
+fn referenced_hashes(conn: &Connection, progress: Progress<'_>) -> Result<Referenced, ScanError> {
     let total: i64 = conn.query_row("SELECT count(*) FROM checkpoints", [], |row| row.get(0))?;
     let total = total.max(0) as usize;
     let mut stmt =
         conn.prepare("SELECT agent_id, sha256, json FROM checkpoints ORDER BY agent_id")?;
     let mut rows = stmt.query([])?;
-    let mut referenced = Referenced {
-        hashes: HashSet::new(),
-        seen: HashMap::new(),
-    };
+    let mut referenced = Referenced::default();
     while let Some(row) = rows.next()? {
         progress(referenced.seen.len(), total);
-        let agent_id: String = row.get(0)?;
-        let hashes = pointers_of(raw_bytes(row.get_ref(2)?))
-            .ok_or_else(|| ScanError::Unreadable(agent_id.clone()))?;
-        referenced.hashes.extend(hashes);
-        referenced.seen.insert(agent_id, raw_bytes(row.get_ref(1)?));
+        let json = raw_bytes(row.get_ref(2)?);
+        referenced
+            .add(row.get(0)?, raw_bytes(row.get_ref(1)?), json.as_deref())
+            .map_err(ScanError::Unreadable)?;
     }
     Ok(referenced)
 }

@@ -4,6 +4,7 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
+use crate::checkpoint::check_agent_id;
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
 };
@@ -16,7 +17,9 @@ impl SqliteStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
     /// in one transaction.
     ///
-    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`), when it is
+    /// bound to another agent or namespace, or keyed and bound to no agent
+    /// (`ForeignCheckpoint`, see `CompactorBuilder::agent_id`), or when it
     /// points at a blob this store does not hold (`Store(NotFound)`): such a checkpoint could
     /// not be rehydrated after a restart, so compact with this store
     /// (`Compactor::builder().store(store.clone())`) before checkpointing into it.
@@ -25,13 +28,15 @@ impl SqliteStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted)?;
+        let row = CheckpointRow::encode(compacted, agent_id, "")?;
         Ok(self.save_row_now(agent_id, &row)?)
     }
 
     /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
     ///
-    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`;
+    /// a checkpoint bound to another agent or namespace (a row copied over this one) gives
+    /// `ForeignCheckpoint`.
     /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
     /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
     /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`. Either way a changed byte is
@@ -41,12 +46,13 @@ impl SqliteStore {
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         match self.load_row_now(agent_id)? {
-            Some(row) => Ok(Some(row.decode()?)),
+            Some(row) => Ok(Some(row.decode(agent_id, "")?)),
             None => Ok(None),
         }
     }
 
     fn save_row_now(&self, agent_id: &str, row: &CheckpointRow) -> Result<(), CheckpointError> {
+        check_agent_id(agent_id)?;
         let context = || format!("saving the checkpoint of agent `{agent_id}`");
         let backend = |e| CheckpointError::Store(self.store_error(context(), e));
         let mut conn = self.db.lock();
@@ -79,6 +85,7 @@ impl SqliteStore {
     }
 
     fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
+        check_agent_id(agent_id)?;
         let conn = self.db.lock();
         let row = conn
             .query_row(
@@ -122,8 +129,12 @@ impl SqliteStore {
     }
 
     /// Deletes the checkpoint of `agent_id`; returns whether there was one. The blobs it
-    /// pointed at stay (other checkpoints may share them).
+    /// pointed at stay (other checkpoints may share them). No checkpoint is ever saved under
+    /// an id with a NUL character, so there is none to delete.
     pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        if check_agent_id(agent_id).is_err() {
+            return Ok(false);
+        }
         let conn = self.db.lock();
         conn.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
             .map(|n| n > 0)
@@ -158,6 +169,9 @@ impl CheckpointStore for SqliteStore {
     }
 
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
-        Box::pin(async move { Ok(self.delete_checkpoint(agent_id)?) })
+        Box::pin(async move {
+            check_agent_id(agent_id)?;
+            Ok(self.delete_checkpoint(agent_id)?)
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -96,6 +96,43 @@ const MIGRATIONS: &[(&str, &str)] = &[
         bytes         BLOB    NOT NULL,              -- verified by whoever reads it
         updated_at_ms INTEGER NOT NULL
     );
+    "#,
+    ),
+    (
+        "the effect history is append-only: triggers refuse to change or delete an event",
+        // As on PostgreSQL: an effect's history is the evidence of what happened to it, so
+        // the database itself refuses to rewrite it (whoever can drop a trigger can still;
+        // `compaction verify` then finds statuses no event led to).
+        r#"
+    CREATE TRIGGER effect_events_no_update BEFORE UPDATE ON effect_events
+    BEGIN
+        SELECT RAISE(ABORT, 'effect_events is append-only');
+    END;
+    CREATE TRIGGER effect_events_no_delete BEFORE DELETE ON effect_events
+    BEGIN
+        SELECT RAISE(ABORT, 'effect_events is append-only');
+    END;
+    "#,
+    ),
+    (
+        "the newest checkpoint sequence of each agent, forward only (rollback refusal)",
+        r#"
+    CREATE TABLE checkpoint_sequences (
+        agent_id      TEXT    PRIMARY KEY NOT NULL,
+        sequence      INTEGER NOT NULL CHECK (sequence >= 0),
+        updated_at_ms INTEGER NOT NULL
+    );
+    CREATE TRIGGER checkpoint_sequences_forward_only
+    BEFORE UPDATE ON checkpoint_sequences
+    WHEN NEW.sequence < OLD.sequence OR NEW.agent_id IS NOT OLD.agent_id
+    BEGIN
+        SELECT RAISE(ABORT, 'checkpoint_sequences: a checkpoint sequence goes forward only');
+    END;
+    CREATE TRIGGER checkpoint_sequences_kept
+    BEFORE DELETE ON checkpoint_sequences
+    BEGIN
+        SELECT RAISE(ABORT, 'checkpoint_sequences: a checkpoint sequence goes forward only; rows are kept');
+    END;
     "#,
     ),
 ];

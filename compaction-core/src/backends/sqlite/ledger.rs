@@ -2,13 +2,15 @@
 
 use super::db::Db;
 use super::error::{SqliteError, SqliteErrorKind};
-use super::ledger_rows::{load_every, load_history, load_one, load_scope, store_change, TxError};
+use super::ledger_rows::{guard, load_every, load_one, load_scope, store_change, TxError};
 use super::options::{SqliteOptions, SyncMode};
 use crate::effects::error::EffectError;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::machine;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
-use crate::effects::transition::{Change, SyncSummary, Transition};
+use crate::effects::transition::{
+    AnnotatedTransition, Change, Settlement, SyncSummary, Transition,
+};
 use crate::future::BoxFuture;
 use rusqlite::{Connection, TransactionBehavior};
 use std::collections::BTreeMap;
@@ -17,7 +19,9 @@ use std::sync::Arc;
 
 /// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
 mod notes;
-pub use notes::AnnotatedTransition;
+/// The newest checkpoint sequence of each agent (a child module: it runs on this ledger's
+/// transactions).
+mod sequences;
 
 /// Why a [`SqliteLedger`] operation failed: the guard refused (the same [`EffectError`] the
 /// in-memory [`EffectLog`] returns), or the database failed (with its path).
@@ -267,6 +271,7 @@ impl SqliteLedger {
     }
 
     fn record_in(&self, scope: &str, effect: &Effect) -> Result<(), SqliteLedgerError> {
+        machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("recording effect `{key}`"), scope, key, |current| {
             machine::record(current, effect)
@@ -274,6 +279,7 @@ impl SqliteLedger {
     }
 
     fn begin_in(&self, scope: &str, effect: &Effect) -> Result<(), SqliteLedgerError> {
+        machine::check_effect(scope, effect)?;
         let key = &effect.idempotency_key;
         self.transition(format!("claiming effect `{key}`"), scope, key, |current| {
             machine::begin(current, effect)
@@ -301,12 +307,7 @@ impl SqliteLedger {
         key: &str,
         status: EffectStatus,
     ) -> Result<(), SqliteLedgerError> {
-        self.transition(
-            format!("reconciling effect `{key}`"),
-            scope,
-            key,
-            |current| machine::reconcile(current, key, status),
-        )
+        self.settle_in(scope, key, status, None, false)
     }
 
     fn set_payload_in(
@@ -322,19 +323,29 @@ impl SqliteLedger {
     }
 
     fn get_in(&self, scope: &str, key: &str) -> Result<Option<Effect>, SqliteLedgerError> {
+        // No ledger stores a NUL: such a key is not there.
+        if machine::check_key(scope, key).is_err() {
+            return Ok(None);
+        }
         self.read(format!("reading effect `{key}`"), |conn| {
             load_one(conn, scope, key)
         })
     }
 
     fn sync_in(&self, scope: &str, log: &EffectLog) -> Result<SyncSummary, SqliteLedgerError> {
+        for effect in log {
+            machine::check_effect(scope, effect)?;
+        }
         self.write("syncing an effect log", |tx| {
             let mut summary = SyncSummary::default();
             for effect in log {
                 let key = effect.idempotency_key.as_str();
                 let current = load_one(tx, scope, key)?;
+                if let Some(current) = &current {
+                    guard(tx, scope, key, current)?;
+                }
                 let (change, verdict) = machine::sync(current.as_ref(), effect);
-                store_change(tx, scope, key, current.is_some(), change)?;
+                store_change(tx, scope, key, current.is_some(), change, None)?;
                 summary.add(key, verdict);
             }
             Ok(summary)
@@ -342,13 +353,16 @@ impl SqliteLedger {
     }
 
     fn history_in(&self, scope: &str, key: &str) -> Result<Vec<Transition>, SqliteLedgerError> {
-        self.read(format!("reading the history of effect `{key}`"), |conn| {
-            load_history(conn, scope, key)
-        })
+        Ok(self
+            .annotated_in(scope, key)?
+            .into_iter()
+            .map(|a| a.transition)
+            .collect())
     }
 
     /// One state machine transition of `key` in `scope`, in one `BEGIN IMMEDIATE` transaction:
-    /// read the stored record, let the machine decide, store what it decided.
+    /// read the stored record, check that its status is where its history led, let the
+    /// machine decide, store what it decided.
     fn transition(
         &self,
         context: String,
@@ -356,10 +370,14 @@ impl SqliteLedger {
         key: &str,
         decide: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), SqliteLedgerError> {
+        machine::check_key(scope, key)?;
         self.write(context, |tx| {
             let current = load_one(tx, scope, key)?;
+            if let Some(current) = &current {
+                guard(tx, scope, key, current)?;
+            }
             let change = decide(current.as_ref())?;
-            store_change(tx, scope, key, current.is_some(), change)
+            store_change(tx, scope, key, current.is_some(), change, None)
         })
     }
 
@@ -492,6 +510,40 @@ impl EffectLedger for SqliteLedger {
         key: &'a str,
     ) -> BoxFuture<'a, Result<Vec<Transition>, SqliteLedgerError>> {
         ready(self.history_in(scope, key))
+    }
+
+    fn settle<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+        settlement: &'a Settlement,
+    ) -> BoxFuture<'a, Result<(), SqliteLedgerError>> {
+        let note = Some((settlement.actor.as_str(), settlement.note.as_str()));
+        let (status, only_unknown) = (settlement.status, settlement.only_unknown);
+        ready(self.settle_in(scope, key, status, note, only_unknown))
+    }
+
+    fn annotated_history<'a>(
+        &'a self,
+        scope: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<AnnotatedTransition>, SqliteLedgerError>> {
+        ready(self.annotated_in(scope, key))
+    }
+
+    fn advance_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+        sequence: u64,
+    ) -> BoxFuture<'a, Result<u64, SqliteLedgerError>> {
+        ready(self.advance_checkpoint_in(agent_id, sequence))
+    }
+
+    fn newest_checkpoint<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<u64>, SqliteLedgerError>> {
+        ready(self.newest_checkpoint_in(agent_id))
     }
 }
 

@@ -125,13 +125,14 @@ fn json_of<T: serde::Serialize>(value: &T) -> Result<String, TxError> {
 }
 
 /// Stores what the state machine decided: the record (inserted when the key was new, else
-/// replaced) and the history event.
+/// replaced) and the history event, with an operator's `(actor, note)` when one was given.
 pub(super) fn store_change(
     conn: &Connection,
     scope: &str,
     key: &str,
     existed: bool,
     change: Change,
+    note: Option<(&str, &str)>,
 ) -> Result<(), TxError> {
     if let Some(record) = change.write {
         let payload = record.payload.as_ref().map(json_of).transpose()?;
@@ -159,15 +160,22 @@ pub(super) fn store_change(
         )?;
     }
     if let Some(event) = change.event {
-        append_event(conn, scope, key, event)?;
+        append_event(conn, scope, key, event, note)?;
     }
     Ok(())
 }
 
-fn append_event(conn: &Connection, scope: &str, key: &str, event: Event) -> Result<(), TxError> {
+/// Appends one event (the table refuses every other change: see the schema's triggers).
+fn append_event(
+    conn: &Connection,
+    scope: &str,
+    key: &str,
+    event: Event,
+    note: Option<(&str, &str)>,
+) -> Result<(), TxError> {
     conn.execute(
-        "INSERT INTO effect_events (scope, key, op, from_status, to_status, at_ms, pid)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO effect_events (scope, key, op, from_status, to_status, at_ms, pid, actor, note)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         rusqlite::params![
             scope,
             key,
@@ -175,10 +183,42 @@ fn append_event(conn: &Connection, scope: &str, key: &str, event: Event) -> Resu
             event.from.map(EffectStatus::as_str),
             event.to.as_str(),
             now_ms(),
-            std::process::id()
+            std::process::id(),
+            note.map(|(actor, _)| actor),
+            note.map(|(_, note)| note),
         ],
     )?;
     Ok(())
+}
+
+/// The status the last event of `key` in `scope` ended at (`None` when it has no history).
+pub(super) fn last_status(
+    conn: &Connection,
+    scope: &str,
+    key: &str,
+) -> Result<Option<EffectStatus>, TxError> {
+    let last: Option<String> = conn
+        .query_row(
+            "SELECT to_status FROM effect_events WHERE scope = ?1 AND key = ?2
+             ORDER BY id DESC LIMIT 1",
+            [scope, key],
+            |row| row.get(0),
+        )
+        .optional()?;
+    last.as_deref().map(parse_status).transpose()
+}
+
+/// Refuses to act on a stored record whose status is not where its history led (a row
+/// changed outside the ledger): a backend error of kind `Corrupt`, nothing written.
+pub(super) fn guard(
+    conn: &Connection,
+    scope: &str,
+    key: &str,
+    current: &Effect,
+) -> Result<(), TxError> {
+    let last = last_status(conn, scope, key)?;
+    crate::effects::transition::check_latest(current.status, last)
+        .map_err(|why| TxError::Corrupt(format!("effect `{key}`: {why}")))
 }
 
 /// The history of `key` in `scope`, oldest first.

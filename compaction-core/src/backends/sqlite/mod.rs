@@ -46,10 +46,12 @@ mod ledger_rows;
 mod options;
 mod store;
 
-pub use admin::{BlobInfo, GcError, GcOptions, GcReport, Progress};
+/// Re-exported from [`backends`](crate::backends), where garbage collection is written once.
+pub use super::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress};
+pub use crate::effects::AnnotatedTransition;
 pub use db::SCHEMA_VERSION;
 pub use error::{SqliteError, SqliteErrorKind};
-pub use ledger::{AnnotatedTransition, SqliteLedger, SqliteLedgerError};
+pub use ledger::{SqliteLedger, SqliteLedgerError};
 pub use options::{SqliteOptions, SyncMode};
 pub use store::SqliteStore;
 

@@ -3,23 +3,10 @@
 
 use super::super::ledger_rows::{load_history, load_one, store_change, TxError};
 use super::{SqliteLedger, SqliteLedgerError};
-use crate::effects::error::EffectError;
 use crate::effects::machine;
 use crate::effects::record::EffectStatus;
-use crate::effects::transition::Transition;
+use crate::effects::transition::AnnotatedTransition;
 use rusqlite::{Connection, TransactionBehavior};
-
-/// One transition of an effect's history, with the operator's note when one was given
-/// ([`SqliteLedger::reconcile_with_note`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnnotatedTransition {
-    /// The transition.
-    pub transition: Transition,
-    /// Who made it, when an operator said so.
-    pub actor: Option<String>,
-    /// Why: what the operator checked.
-    pub note: Option<String>,
-}
 
 impl SqliteLedger {
     /// [`reconcile`](Self::reconcile) that also keeps who did it and why in the effect's
@@ -60,8 +47,9 @@ impl SqliteLedger {
 
     /// [`reconcile_with_note`](Self::reconcile_with_note) only when the outcome is unknown:
     /// a key that is `committed` or `not_started` is refused with
-    /// [`EffectError::NotInFlight`] (its status says which), checked in the same transaction
-    /// as the change, so an agent settling the key meanwhile is never overwritten.
+    /// [`EffectError::NotInFlight`](crate::EffectError::NotInFlight) (its status says which),
+    /// checked in the same transaction as the change, so an agent settling the key meanwhile
+    /// is never overwritten.
     pub fn reconcile_unknown_with_note(
         &self,
         key: &str,
@@ -80,29 +68,25 @@ impl SqliteLedger {
         actor: &str,
         only_unknown: bool,
     ) -> Result<(), SqliteLedgerError> {
-        let scope = &*self.scope;
+        self.settle_in(&self.scope, key, status, Some((actor, note)), only_unknown)
+    }
+
+    /// An operator's settlement of `key` (any status to any status, or from `unknown` only),
+    /// with who and why when given, in one transaction. It is the one step that may act on a
+    /// key whose status its history does not explain: that is how such a key is repaired.
+    pub(super) fn settle_in(
+        &self,
+        scope: &str,
+        key: &str,
+        status: EffectStatus,
+        note: Option<(&str, &str)>,
+        only_unknown: bool,
+    ) -> Result<(), SqliteLedgerError> {
+        machine::check_key(scope, key)?;
         self.write(format!("reconciling effect `{key}`"), |tx| {
             let current = load_one(tx, scope, key)?;
-            if let Some(current) = current.as_ref().filter(|_| only_unknown) {
-                if current.status != EffectStatus::Unknown {
-                    return Err(EffectError::NotInFlight {
-                        key: key.into(),
-                        status: current.status,
-                    }
-                    .into());
-                }
-            }
-            let change = machine::reconcile(current.as_ref(), key, status)?;
-            let has_event = change.event.is_some();
-            store_change(tx, scope, key, current.is_some(), change)?;
-            if has_event {
-                // The event row `store_change` just appended is the last insert.
-                tx.execute(
-                    "UPDATE effect_events SET actor = ?1, note = ?2 WHERE id = last_insert_rowid()",
-                    [actor, note],
-                )?;
-            }
-            Ok(())
+            let change = machine::settled(current.as_ref(), key, status, only_unknown)?;
+            store_change(tx, scope, key, current.is_some(), change, note)
         })
     }
 
@@ -112,7 +96,17 @@ impl SqliteLedger {
         &self,
         key: &str,
     ) -> Result<Vec<AnnotatedTransition>, SqliteLedgerError> {
-        let scope = &*self.scope;
+        self.annotated_in(&self.scope, key)
+    }
+
+    pub(super) fn annotated_in(
+        &self,
+        scope: &str,
+        key: &str,
+    ) -> Result<Vec<AnnotatedTransition>, SqliteLedgerError> {
+        if machine::check_key(scope, key).is_err() {
+            return Ok(Vec::new());
+        }
         let context = format!("reading the history of effect `{key}`");
         let mut conn = self.db.lock();
         let result = (|| {

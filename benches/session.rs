@@ -1,0 +1,231 @@
+//! The session bench's run of this library (issue 22): plays the deterministic coding session
+//! of `fixtures/src/session.rs` and writes every request the agent would send, as JSONL, for
+//! `benches/peers/session.py`, which scores it with the same code as LangChain's policies and
+//! the ceiling (prefix reuse, request tokens, time per request, refusals).
+//!
+//! ```text
+//! cargo run --release -p compaction-benches --example session -- TURNS BUDGET OUT_DIR [--export]
+//! ```
+//!
+//! Writes `OUT_DIR/compaction-TURNS-BUDGET.jsonl`; with `--export`, also the session itself as
+//! OpenAI chat messages (`OUT_DIR/session-TURNS.json`) for the Python policies. The file format
+//! (one JSON object a line): `{"message": ID, "value": MESSAGE}` defines a message the first
+//! time a request uses it; `{"request": N, "ids": [ID, ...], "ms": T}` is a request (its
+//! messages in order, and the policy's own time to produce it); `{"request": N, "refused":
+//! "why", "ms": T}` a request the policy could not produce.
+
+use compaction::transcript::chat_tokens;
+use compaction::{Compactor, ContentHash, Extractive, Message, Store, StoreError, Tokenizer};
+use compaction_fixtures::chat::openai_message;
+use compaction_fixtures::session::{self, apply, CodingSession, Event};
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The seed of the session every policy plays.
+const SEED: u64 = 22;
+
+/// How an agent built on this library turns its state into the next request. The bench's
+/// `main` picks one in one line: today `CompactEveryRequest`; with the hysteresis marks of the
+/// transcript planner, the same policy with the marks set in [`compactor`]; with a `Session`
+/// type, a policy that pushes each event into the session and asks it for the next request.
+trait Policy {
+    /// A message joins the conversation, or the agent's state changes.
+    fn event(&mut self, event: &Event);
+    /// The messages of the next request, or why there is none.
+    fn request(&mut self) -> Result<Vec<Message>, String>;
+}
+
+/// Compacts the whole state before every request, the way the README's agent loop does today.
+struct CompactEveryRequest {
+    state: CodingSession,
+    compactor: Compactor,
+}
+
+impl CompactEveryRequest {
+    fn new(state: CodingSession, budget: usize, store: CountingStore) -> Self {
+        CompactEveryRequest {
+            state,
+            compactor: compactor(budget, store),
+        }
+    }
+}
+
+impl Policy for CompactEveryRequest {
+    fn event(&mut self, event: &Event) {
+        apply(&mut self.state, event);
+    }
+    fn request(&mut self) -> Result<Vec<Message>, String> {
+        self.compactor
+            .compact_blocking(&self.state)
+            .map(|compacted| compacted.messages())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The compactor every policy of this library uses: the request budget, exact o200k counts,
+/// the offline extractive summarizer, a store that counts what it is given. (The transcript
+/// planner's hysteresis marks, once they exist, are set here.)
+fn compactor(budget: usize, store: CountingStore) -> Compactor {
+    Compactor::builder()
+        .budget(budget)
+        .token_counter(Tokenizer::O200kBase)
+        .summarizer(Extractive)
+        .store(store)
+        .build()
+        .expect("valid configuration")
+}
+
+/// A store that verifies and counts the new blobs it is given and keeps none of them: the
+/// session never reads a blob back, and today's planner stores a new fold span, as long as the
+/// folded history, at every compaction (a `MemoryStore` grew past 23 GB by request 3,686 of
+/// the 2,000-turn session at 64k). What was stored is reported instead.
+#[derive(Clone, Default)]
+struct CountingStore {
+    seen: Arc<Mutex<(HashSet<ContentHash>, usize)>>,
+}
+
+impl CountingStore {
+    /// New blobs and their bytes so far.
+    fn stored(&self) -> (usize, usize) {
+        let seen = self.seen.lock().expect("not poisoned");
+        (seen.0.len(), seen.1)
+    }
+}
+
+impl Store for CountingStore {
+    async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+        if !hash.matches(bytes) {
+            return Err(StoreError::Integrity { hash: *hash });
+        }
+        let mut seen = self.seen.lock().expect("not poisoned");
+        if seen.0.insert(*hash) {
+            seen.1 += bytes.len();
+        }
+        Ok(())
+    }
+    async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+        Err(StoreError::NotFound { hash: *hash })
+    }
+}
+
+/// The JSONL file of one policy's requests, each message written once.
+struct Requests {
+    out: BufWriter<File>,
+    ids: HashMap<String, usize>,
+}
+
+impl Requests {
+    fn create(path: &Path) -> Requests {
+        let file = File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        Requests {
+            out: BufWriter::new(file),
+            ids: HashMap::new(),
+        }
+    }
+
+    fn line(&mut self, value: Value) {
+        serde_json::to_writer(&mut self.out, &value).expect("writes");
+        self.out.write_all(b"\n").expect("writes");
+    }
+
+    fn sent(&mut self, index: usize, messages: &[Message], ms: f64) {
+        let mut ids = Vec::with_capacity(messages.len());
+        for message in messages {
+            let value = openai_message(message);
+            let key = value.to_string();
+            let next = self.ids.len();
+            let id = *self.ids.entry(key).or_insert(next);
+            if id == next {
+                self.line(json!({ "message": id, "value": value }));
+            }
+            ids.push(id);
+        }
+        self.line(json!({ "request": index, "ids": ids, "ms": ms }));
+    }
+
+    fn refused(&mut self, index: usize, why: &str, ms: f64) {
+        self.line(json!({ "request": index, "refused": why, "ms": ms }));
+    }
+}
+
+/// The session as the Python policies replay it: the initial conversation and the events.
+fn export(path: &Path, initial: &CodingSession, events: &[Event]) {
+    let events: Vec<Value> = events
+        .iter()
+        .map(|event| match event {
+            Event::Push(message) => json!({ "push": openai_message(message) }),
+            Event::Request => json!({ "request": true }),
+            Event::State {
+                plan_step,
+                decision,
+            } => json!({ "state": { "plan_step": plan_step, "decision": decision } }),
+        })
+        .collect();
+    let initial_messages: Vec<Value> = initial.chat.iter().map(openai_message).collect();
+    let file = json!({ "initial": initial_messages, "events": events });
+    std::fs::write(path, serde_json::to_vec(&file).expect("serializes")).expect("writes");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: session TURNS BUDGET OUT_DIR [--export]";
+    let turns: usize = args.first().expect(usage).parse().expect(usage);
+    let budget: usize = args.get(1).expect(usage).parse().expect(usage);
+    let dir = PathBuf::from(args.get(2).expect(usage));
+    std::fs::create_dir_all(&dir).expect("creates the output directory");
+    let (initial, events) = session::session(turns, SEED);
+    if args.iter().any(|a| a == "--export") {
+        export(
+            &dir.join(format!("session-{turns}.json")),
+            &initial,
+            &events,
+        );
+    }
+    let store = CountingStore::default();
+    let mut policy = CompactEveryRequest::new(initial, budget, store.clone());
+    let path = dir.join(format!("compaction-{turns}-{budget}.jsonl"));
+    let mut requests = Requests::create(&path);
+    let (mut index, mut refused, mut total_ms) = (0, 0, 0.0);
+    for event in &events {
+        if *event != Event::Request {
+            policy.event(event);
+            continue;
+        }
+        let start = Instant::now();
+        let request = policy.request();
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        total_ms += ms;
+        match request {
+            Ok(messages) => {
+                let tokens = chat_tokens(&messages, &Tokenizer::O200kBase);
+                assert!(
+                    tokens <= budget,
+                    "request {index}: {tokens} tokens > {budget}"
+                );
+                requests.sent(index, &messages, ms);
+            }
+            Err(why) => {
+                refused += 1;
+                requests.refused(index, &why, ms);
+            }
+        }
+        index += 1;
+        if index % 500 == 0 {
+            eprintln!("  {index} requests, {refused} refused, {total_ms:.0} ms so far");
+        }
+    }
+    requests.out.flush().expect("writes");
+    let (blobs, bytes) = store.stored();
+    println!(
+        "compaction: {turns} turns, budget {budget}: {index} requests, {refused} refused, \
+         {:.2} ms per request, {blobs} new blobs of {:.1} MB stored -> {}",
+        total_ms / index.max(1) as f64,
+        bytes as f64 / 1e6,
+        path.display()
+    );
+}
