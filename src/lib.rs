@@ -240,7 +240,7 @@ pub use compaction_core::__private;
 ///
 /// Every named field takes exactly one class; the compiler refuses a field without one, a
 /// pointer that names an unprotected field, protected state hidden in an evictable field, and
-/// more (see the crate documentation's "What the compiler refuses").
+/// more (see [What the compiler refuses](crate::guide::compacting#what-the-compiler-refuses)).
 pub use compaction_derive::Compactable;
 
 /// Makes a plain data type acceptable to a summarizer (`#[derive(Summarizable)]`), for
