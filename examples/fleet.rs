@@ -1,5 +1,5 @@
-//! One worker of a fleet on PostgreSQL, as README "Running a fleet on PostgreSQL" shows it
-//! (`src/lib.rs` tests that the README's block is this file below these lines). Needs the
+//! One worker of a fleet on PostgreSQL, as the guide's "Running a fleet on PostgreSQL" shows it
+//! (`src/lib.rs` tests that docs/postgres.md's block is this file below these lines). Needs the
 //! `postgres` feature and a server: `cargo run --example fleet --features postgres`.
 
 use compaction::{

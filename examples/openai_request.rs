@@ -1,5 +1,5 @@
-//! One turn through async-openai's chat types, as README "Letting the model follow pointers"
-//! shows it (`src/lib.rs` tests that the README's block is this file below these lines): the
+//! One turn through async-openai's chat types, as the guide's "Letting the model follow pointers"
+//! shows it (`src/lib.rs` tests that docs/pointers.md's block is this file below these lines): the
 //! compacted request, the model's reply converted back, its pointer calls answered. Needs the
 //! `openai-types` feature (types only, no HTTP client):
 //! `cargo run --example openai_request --features openai-types`.

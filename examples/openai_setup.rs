@@ -1,5 +1,5 @@
-//! Summaries from a model: the `OpenAiSummarizer` set up as README "Using a model" shows it
-//! (`src/lib.rs` tests that the README's block is this file below these lines). Needs the
+//! Summaries from a model: the `OpenAiSummarizer` set up as the guide's "Using a model" shows it
+//! (`src/lib.rs` tests that docs/models.md's block is this file below these lines). Needs the
 //! `openai` feature: `cargo run --example openai_setup --features openai` builds the compactor
 //! and sends nothing; `support_agent` shows a whole run.
 

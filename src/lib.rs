@@ -1,3 +1,9 @@
+// The README is the front page, and `docs/*.md` the guide's chapters (`guide` below). Their
+// links to each other are reference links (`[Effects][docs/effects.md]`) whose definitions at
+// the end of each file are relative paths, right on GitHub. `guide_links.md` defines the same
+// labels for rustdoc (a chapter's module, or a full GitHub address) and comes first: where a
+// label is defined twice, the first definition wins.
+#![doc = include_str!("guide_links.md")]
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 // docs.rs builds with every feature and `--cfg docsrs` (see `[package.metadata.docs.rs]`), and
@@ -109,6 +115,71 @@ pub use compaction_core::openai;
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub use compaction_core::{HfTokenizer, HfTokenizerError};
 
+// The guide's chapters (`docs/*.md`), as modules: rustdoc shows them beside the API, and their
+// code blocks run as doc tests.
+pub mod guide {
+    //! The guide: everything the front page leaves out, one chapter a module. These are the
+    //! files under `docs/` of the repository; every code block in them is compiled and tested
+    //! as this crate's doc tests (the blocks that need a cargo feature are example files, kept
+    //! equal to them by a test).
+    //!
+    //! | chapter | what it covers |
+    //! |---|---|
+    //! | [`guarantees`] | what `compact` and `rehydrate` promise, seals and seal keys, bindings and rollback |
+    //! | [`compacting`] | the planning order, the window format, summarizers, tokenizers, what the compiler refuses |
+    //! | [`effects`] | the effect log, reconciling an unknown outcome, effect scopes |
+    //! | [`transcripts`] | the conversation as typed state |
+    //! | [`models`] | summaries from a model (OpenAI-compatible servers, Anthropic) |
+    //! | [`pointers`] | the `resolve_pointer` tool a model calls |
+    //! | [`storage`] | the SQLite store, checkpoints and effect ledger |
+    //! | [`operating`] | the `compaction` command line |
+    //! | [`postgres`] | a fleet on PostgreSQL, and what each backend promises |
+    //! | [`sessions`] | the agent loop around every compaction |
+    //! | [`errors_async_logging`] | errors, runtimes, logging |
+    //! | [`architecture`] | the modules of the core, and where to add |
+    //! | [`testing`] | contributing: property, fault, tamper and fuzz tests, benchmarks |
+
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/guarantees.md")]
+    pub mod guarantees {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/compacting.md")]
+    pub mod compacting {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/effects.md")]
+    pub mod effects {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/transcripts.md")]
+    pub mod transcripts {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/models.md")]
+    pub mod models {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/pointers.md")]
+    pub mod pointers {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/storage.md")]
+    pub mod storage {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/operating.md")]
+    pub mod operating {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/postgres.md")]
+    pub mod postgres {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/sessions.md")]
+    pub mod sessions {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/errors-async-logging.md")]
+    pub mod errors_async_logging {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/architecture.md")]
+    pub mod architecture {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/testing.md")]
+    pub mod testing {}
+}
+
 // What the derive's generated code names; not an API.
 #[doc(hidden)]
 pub use compaction_core::__private;
@@ -169,7 +240,7 @@ pub use compaction_core::__private;
 ///
 /// Every named field takes exactly one class; the compiler refuses a field without one, a
 /// pointer that names an unprotected field, protected state hidden in an evictable field, and
-/// more (see the crate documentation's "What the compiler refuses").
+/// more (see [What the compiler refuses](crate::guide::compacting#what-the-compiler-refuses)).
 pub use compaction_derive::Compactable;
 
 /// Makes a plain data type acceptable to a summarizer (`#[derive(Summarizable)]`), for
@@ -196,16 +267,19 @@ pub use compaction_derive::Compactable;
 /// ```
 pub use compaction_derive::Summarizable;
 
-/// The README shows the examples that need a cargo feature (`postgres`, `openai`,
-/// `openai-types`) as `ignore` blocks, because its doc tests also run without features; CI
-/// compiles the files with every feature. These tests keep each block equal to its file, and
-/// every `ignore` block backed by one.
+/// The README and the guide (`docs/*.md`) show the examples that need a cargo feature
+/// (`postgres`, `openai`, `openai-types`) as `ignore` blocks, because their doc tests also run
+/// without features; CI compiles the files with every feature. These tests keep each block
+/// equal to its file, every `ignore` block backed by one, every chapter wired in as a `guide`
+/// module (so its other blocks run as doc tests), and the front page short.
 #[cfg(test)]
-mod readme_examples {
-    const README: &str = include_str!("../README.md");
-    const OPENER: &str = "```rust,ignore\n";
+mod doc_examples {
+    use std::path::Path;
 
-    /// Each example the README shows, with its text.
+    const OPENER: &str = "```rust,ignore\n";
+    const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+    /// Each example the README or a chapter shows, with its text.
     const SHOWN: [(&str, &str); 3] = [
         ("examples/fleet.rs", include_str!("../examples/fleet.rs")),
         (
@@ -218,7 +292,31 @@ mod readme_examples {
         ),
     ];
 
-    /// The file below its `//!` header: what the README shows.
+    /// The README and every chapter under `docs/`: (path, text).
+    fn pages() -> Vec<(String, String)> {
+        let mut pages = vec![("README.md".to_string(), read("README.md"))];
+        let mut chapters: Vec<String> = std::fs::read_dir(Path::new(ROOT).join("docs"))
+            .expect("the guide's directory, docs/")
+            .map(|entry| entry.expect("a docs/ entry").file_name())
+            .map(|name| name.into_string().expect("a UTF-8 file name"))
+            .filter(|name| name.ends_with(".md"))
+            .collect();
+        chapters.sort();
+        assert!(!chapters.is_empty(), "no chapter under docs/");
+        for name in chapters {
+            let path = format!("docs/{name}");
+            let text = read(&path);
+            pages.push((path, text));
+        }
+        pages
+    }
+
+    fn read(path: &str) -> String {
+        std::fs::read_to_string(Path::new(ROOT).join(path))
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The file below its `//!` header: what a page shows.
     fn shown_code(file: &str) -> &str {
         let header: usize = file
             .split_inclusive('\n')
@@ -228,49 +326,87 @@ mod readme_examples {
         &file[header..]
     }
 
-    /// The text of every `ignore` block of the README.
-    fn ignored_blocks() -> Vec<&'static str> {
-        README
-            .match_indices(OPENER)
+    /// The text of every `ignore` block of one page.
+    fn ignored_blocks(page: &str) -> Vec<&str> {
+        page.match_indices(OPENER)
             .map(|(at, _)| {
                 let start = at + OPENER.len();
-                let end = start + README[start..].find("```\n").expect("a closed block");
-                &README[start..end]
+                let end = start + page[start..].find("```\n").expect("a closed block");
+                &page[start..end]
             })
             .collect()
     }
 
     #[test]
-    fn every_example_the_readme_shows_is_its_file_verbatim() {
-        let blocks = ignored_blocks();
+    fn every_example_a_page_shows_is_its_file_verbatim() {
+        let pages = pages();
         for (path, file) in SHOWN {
             let code = shown_code(file);
             assert!(
                 code.starts_with("use compaction"),
                 "{path}: no code below its header"
             );
-            assert!(
-                blocks.contains(&code),
-                "README.md's block for {path} differs from the file: copy the file (below its \
-                 `//!` header) into the README as a rust,ignore block"
+            let showing: Vec<&str> = pages
+                .iter()
+                .filter(|(_, text)| ignored_blocks(text).contains(&code))
+                .map(|(page, _)| page.as_str())
+                .collect();
+            assert_eq!(
+                showing.len(),
+                1,
+                "{path} must be shown verbatim by exactly one page, not {showing:?}: copy the file \
+                 (below its `//!` header) into its chapter as a rust,ignore block"
             );
         }
     }
 
     #[test]
-    fn every_ignored_readme_block_is_an_example_file() {
-        let blocks = ignored_blocks();
+    fn every_ignored_block_is_an_example_file() {
+        let mut count = 0;
+        for (page, text) in pages() {
+            for block in ignored_blocks(&text) {
+                count += 1;
+                assert!(
+                    SHOWN.iter().any(|(_, file)| shown_code(file) == block),
+                    "a rust,ignore block of {page} is no example file (doc-test it, or show a \
+                     file and add it to SHOWN):\n{block}"
+                );
+            }
+        }
         assert_eq!(
-            blocks.len(),
+            count,
             SHOWN.len(),
             "one rust,ignore block per file in SHOWN"
         );
-        for block in blocks {
+    }
+
+    /// A chapter that is not a `guide` module would have its code blocks never run.
+    #[test]
+    fn every_chapter_is_a_guide_module() {
+        let lib = include_str!("lib.rs");
+        for (page, _) in pages().into_iter().skip(1) {
+            let include = format!("#[doc = include_str!(\"../{page}\")]");
             assert!(
-                SHOWN.iter().any(|(_, file)| shown_code(file) == block),
-                "a rust,ignore block of README.md is no example file (doc-test it, or show a \
-                 file and add it to SHOWN):\n{block}"
+                lib.contains(&include),
+                "{page} is not included in src/lib.rs's `guide` module: add `{include}` and a \
+                 `pub mod` under it"
+            );
+            let link = format!("[{page}]: crate::guide::");
+            assert!(
+                include_str!("guide_links.md").contains(&link),
+                "src/guide_links.md does not define {page}'s link for rustdoc"
             );
         }
+    }
+
+    /// The README is the crate's front page (issue 19): what it is, the commands, the
+    /// quickstart, the classes, the guarantees and links. The rest belongs in a chapter.
+    #[test]
+    fn the_front_page_stays_short() {
+        let lines = read("README.md").lines().count();
+        assert!(
+            lines < 400,
+            "README.md has {lines} lines: move detail into a chapter under docs/"
+        );
     }
 }

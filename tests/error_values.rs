@@ -1,8 +1,8 @@
 //! What an error's message (`Display`, what `{}` and tracing's `%error` print) may carry. It
 //! names what an operator acts on: field paths, effect keys and scopes, agent ids, store
-//! addresses (README "Logging"). It never carries a protected value, and so never a derivable
-//! pointer, which is built from protected values (`file://{config_path}`): that stays in the
-//! error's `pointer` field for the code that needs it.
+//! addresses (docs/errors-async-logging.md, "Logging"). It never carries a protected value,
+//! and so never a derivable pointer, which is built from protected values
+//! (`file://{config_path}`): that stays in the error's `pointer` field for the code that needs it.
 
 mod common;
 

@@ -128,8 +128,8 @@ fn json_rolled_back_checkpoint_is_refused_by_the_memory_ledger() {
     seals::rolled_back_checkpoint_is_refused(&JsonRows::default(), &MemoryLedger::new());
 }
 
-/// The ledger in its own file, as the README advises: whoever can put an old checkpoint row
-/// back into `agents.db` cannot move the sequence in `ledger.db` back.
+/// The ledger in its own file, as the guide advises (docs/guarantees.md): whoever can put an
+/// old checkpoint row back into `agents.db` cannot move the sequence in `ledger.db` back.
 #[test]
 fn sqlite_rolled_back_checkpoint_is_refused_by_the_ledger() {
     let backend = Sqlite::new();

@@ -9,7 +9,8 @@
 //! DEBUG (`tokio_postgres::query`), which the backend silences from inside by binding every
 //! value behind a wrapper printed `<hidden>`; `tokenizers` every character it normalizes at
 //! TRACE, which no library can silence without changing the process's global log level: the
-//! README names that target ([`FILTERED`]) and this logger filters it, as an application must.
+//! guide (docs/errors-async-logging.md, "Logging") names that target ([`FILTERED`]) and this
+//! logger filters it, as an application must.
 
 mod support;
 
@@ -23,8 +24,8 @@ use support::states::{oracle_reacquirer, PropState};
 #[cfg(feature = "postgres")]
 mod pg;
 
-/// The `log` targets README "Logging" tells applications to filter out below WARN: what a
-/// dependency logs that this crate cannot keep values out of.
+/// The `log` targets the guide's "Logging" (docs/errors-async-logging.md) tells applications to
+/// filter out below WARN: what a dependency logs that this crate cannot keep values out of.
 const FILTERED: &[&str] = &["tokenizers"];
 
 /// Every `log` record of the process, as `LEVEL target: message`.
@@ -306,7 +307,7 @@ fn the_openai_summarizer_logs_no_value() {
 }
 
 /// `tokenizers` logs every character it normalizes at TRACE: filtered by its target, as the
-/// README says to; nothing else leaks.
+/// guide says to; nothing else leaks.
 #[cfg(feature = "hf-tokenizers")]
 #[test]
 fn a_hugging_face_tokenizer_logs_no_value_once_its_target_is_filtered() {
@@ -342,7 +343,7 @@ fn a_hugging_face_tokenizer_logs_no_value_once_its_target_is_filtered() {
             .unwrap()
             .iter()
             .any(|t| t.starts_with("tokenizers")),
-        "the filter had nothing to do: update README \"Logging\" and FILTERED"
+        "the filter had nothing to do: update docs/errors-async-logging.md \"Logging\" and FILTERED"
     );
 }
 

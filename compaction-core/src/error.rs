@@ -251,7 +251,7 @@ impl CompactionError {
     /// `foreign_checkpoint`; `store_not_found`, `summary_over_long` and `summarizer_*` inside
     /// those two): what a log line may say about an error without quoting anything it carries.
     /// The message (`Display`) names effect keys, field paths, agent ids and store addresses
-    /// for the operator who acts on it (README, "Logging").
+    /// for the operator who acts on it (guide, docs/errors-async-logging.md, "Logging").
     pub fn kind(&self) -> String {
         match self {
             CompactionError::Summarizer(e) => summarizer_error_kind(e),

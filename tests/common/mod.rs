@@ -1,5 +1,5 @@
-//! What the integration tests share: the README's `MigrationState` (from the shared fixtures
-//! crate, which benches and fuzz use too) and a temporary directory.
+//! What the integration tests share: the guide's `MigrationState` (docs/compacting.md; from
+//! the shared fixtures crate, which benches and fuzz use too) and a temporary directory.
 // Each test binary uses a part of what is shared.
 #![allow(dead_code, unused_imports)]
 

@@ -5,7 +5,8 @@
 //! - [`postgres`] (feature `postgres`): a shared server, one namespace per tenant.
 //!
 //! A backend lives in its own folder here and joins the conformance suites (`tests/conformance_*.rs`)
-//! with one line each; what else a new one touches is listed in the README's "Where to add".
+//! with one line each; what else a new one touches is listed in the guide's
+//! docs/architecture.md, "Where to add".
 //!
 //! [`Store`]: crate::store::Store
 //! [`EffectLedger`]: crate::effects::EffectLedger

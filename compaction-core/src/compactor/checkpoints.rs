@@ -93,7 +93,7 @@ impl Compactor {
     /// ```
     ///
     /// It protects only as far as the ledger is out of reach of whoever can put the old
-    /// checkpoint back (README, "Guarantees"). A checkpoint with no binding (accepted under
+    /// checkpoint back (guide, docs/guarantees.md). A checkpoint with no binding (accepted under
     /// [`accept_unkeyed_checkpoints`](crate::CompactorBuilder::accept_unkeyed_checkpoints))
     /// has no sequence: nothing is recorded and it is not refused. Needs an
     /// [`agent_id`](crate::CompactorBuilder::agent_id) (`Config` otherwise); a ledger failure

@@ -162,7 +162,7 @@ impl SummaryWire for MessagesWire {
 ///
 /// | counter | characters per token |
 /// |---|---|
-/// | `o200k_base`, this repository's README.md (measured: 78,911 chars, 19,979 tokens) | 3.95 |
+/// | `o200k_base`, the README.md before the guide (measured: 78,911 chars, 19,979 tokens) | 3.95 |
 /// | Claude Opus 4.6, a 5,000-char CLAUDE.md (published: 1,399 tokens) | 3.57 |
 /// | Claude Opus 4.7, the same file (published: 2,021 tokens) | 2.47 |
 ///
