@@ -36,7 +36,7 @@ pub mod transcript;
 mod window_fields;
 
 pub use compacted::Compacted;
-pub use compactor::{Compactor, CompactorBuilder};
+pub use compactor::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 pub use effects::{
     Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
 };

@@ -13,8 +13,7 @@ use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
 use crate::store::seal::SealKeys;
 use crate::store::{get_verified, ContentHash, DynStore, Pointer};
-use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
-use std::collections::HashMap;
+
 use std::future::Future;
 
 /// The author's error when re-acquiring a value.
@@ -307,7 +306,7 @@ pub(crate) async fn rehydrate<S: Compactable>(
     }
     if let Some(transcript) = &compacted.transcript {
         let path = transcript.path.as_str();
-        let json = rehydrate_transcript_json(store, path, &transcript.messages).await?;
+        let json = rehydrate_transcript_json(store, transcript).await?;
         parts.insert(path, Part::Json(json));
     }
     let state = S::rebuild(&mut parts)?;
@@ -356,20 +355,25 @@ async fn summarized_value(
     }
 }
 
-/// The transcript field's exact value: its planned messages with every stub, tombstone and
-/// fold replaced from the store (verified), as JSON for the rebuild.
+/// The transcript field's exact value: its planned messages with every tombstone, page, user
+/// run and fold replaced from the store (verified), as JSON for the rebuild.
 async fn rehydrate_transcript_json(
     store: &dyn DynStore,
-    path: &str,
-    messages: &[crate::transcript::conversation::Message],
+    transcript: &crate::compacted::CompactedTranscript,
 ) -> Result<String, CompactionError> {
-    let mut blobs = HashMap::new();
-    for pointer in required_blobs(messages).map_err(|_| integrity(path))? {
-        let hash = pointer.hash();
-        blobs.insert(hash, fetch(store, path, &hash).await?);
-    }
-    let transcript = rehydrate_transcript(messages, &blobs).map_err(|_| integrity(path))?;
-    serde_json::to_string(&transcript).map_err(|e| CompactionError::Serialize {
+    let path = transcript.path.as_str();
+    let rebuilt = transcript
+        .memory
+        .handles
+        .rehydrate_messages(&transcript.messages, store)
+        .await
+        .map_err(|e| match e {
+            crate::transcript::rehydrate::TranscriptRehydrateError::Store { source, .. } => {
+                CompactionError::from_store(source, Some(path))
+            }
+            _ => integrity(path),
+        })?;
+    serde_json::to_string(&rebuilt).map_err(|e| CompactionError::Serialize {
         field: path.to_owned(),
         message: e.to_string(),
     })

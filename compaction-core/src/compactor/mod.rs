@@ -9,8 +9,9 @@ mod trace;
 mod transcript;
 mod with_ledger;
 
-pub use builder::{Compactor, CompactorBuilder};
+pub use builder::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 
+use crate::compacted::CompactedTranscript;
 use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
 use crate::compactor::summary_cache::CacheUse;
 use crate::effects::record::EffectLog;
@@ -25,7 +26,6 @@ use crate::state::path::Shape;
 use crate::state::schema::Schema;
 use crate::store::{get_verified, AsPointer, ContentHash};
 use crate::tokens::TokenCounter;
-use crate::transcript::plan::TranscriptPlan;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -41,8 +41,8 @@ struct Prepared {
     /// What the window text may take: the budget, less the transcript's messages and the
     /// request overhead when the state has a transcript.
     window_budget: usize,
-    /// The `#[transcript]` field's path and plan, waiting for its summaries.
-    transcript: Option<(String, TranscriptPlan)>,
+    /// The `#[transcript]` field's plan, waiting for its summaries.
+    transcript: Option<transcript::PendingTranscript>,
 }
 
 impl Compactor {
@@ -59,6 +59,12 @@ impl Compactor {
     /// The token counter.
     pub fn counter(&self) -> &dyn TokenCounter {
         &*self.counter
+    }
+
+    /// The hysteresis marks `(high, low)` as shares of the budget (see
+    /// [`CompactorBuilder::high_water_mark`]).
+    pub fn water_marks(&self) -> (f64, f64) {
+        (self.high_water, self.low_water)
     }
 
     /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly
@@ -226,7 +232,8 @@ impl Compactor {
             }
             return Err(smallest.over_budget(tokens, self.budget, &*self.counter));
         }
-        let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
+        let (window_budget, transcript) =
+            self.plan_transcript(&collection, schema, floor_tokens)?;
         if floor_tokens > window_budget {
             return Err(plan.over_budget(floor_tokens, window_budget, &*self.counter));
         }
@@ -275,16 +282,17 @@ impl Compactor {
                 ));
             }
         };
-        let (transcript, transcript_blobs, transcript_report) = match prepared.transcript.take() {
-            Some((path, plan)) => {
-                let (transcript, blobs, report) =
-                    self.finish_transcript(path, plan, tokens).await?;
-                (Some(transcript), blobs, Some(report))
+        let planned = match prepared.transcript.take() {
+            Some(pending) => {
+                let planned = self.finish_transcript(&pending.path, pending.plan).await?;
+                Some((planned, (pending.path, pending.messages_in, pending.paged)))
             }
-            None => (None, Vec::new(), None),
+            None => None,
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
+        let transcript_blobs: &[(ContentHash, Vec<u8>)] =
+            planned.as_ref().map_or(&[], |(planned, _)| planned.blobs());
         let transcript_spills = transcript_blobs.iter().map(|(h, b)| (*h, b.as_slice()));
         for (hash, bytes) in prepared.plan.spills().chain(transcript_spills) {
             self.store
@@ -295,7 +303,25 @@ impl Compactor {
         let mut report = prepared
             .plan
             .report(prepared.number, self.budget, tokens, &*self.counter);
-        report.transcript = transcript_report;
+        let transcript = planned.map(|(planned, (path, messages_in, paged))| {
+            report.transcript = Some(transcript::transcript_report(
+                (&path, messages_in, paged),
+                &planned,
+            ));
+            self.transcript_planner.commit(&planned);
+            let request_tokens =
+                tokens + transcript::request_overhead(&*self.counter) + planned.tokens();
+            let reused = 1 + planned.reused_prefix();
+            let memory = planned.memory().clone();
+            CompactedTranscript {
+                path,
+                messages: memory.messages,
+                tokens: memory.record.slots.iter().map(|s| s.tokens).sum(),
+                request_tokens,
+                reused,
+                memory: memory.record,
+            }
+        });
         cache.mark(&mut report);
         cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {
