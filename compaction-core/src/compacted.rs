@@ -249,6 +249,18 @@ impl<S> Compacted<S> {
         self.transcript.as_ref().map(|t| &t.memory.handles)
     }
 
+    /// The full address of the stored span (a user run's and its fold's) that holds input
+    /// message `index` of the transcript, when that message is in a compacted block: read it
+    /// back with [`Compactor::resolve_message`](crate::Compactor::resolve_message).
+    pub fn span_of(&self, index: usize) -> Option<Pointer> {
+        let blocks = &self.transcript.as_ref()?.memory.blocks;
+        let at = blocks.partition_point(|b| b.end <= index);
+        blocks
+            .get(at)
+            .filter(|b| b.first <= index)
+            .map(|b| Pointer::for_hash(b.manifest))
+    }
+
     /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across
     /// compaction points as far as it can: the window's stable part and the compacted blocks
     /// (they change only when the state's stable fields change or blocks are consolidated).

@@ -26,6 +26,8 @@ use crate::state::path::Shape;
 use crate::state::schema::Schema;
 use crate::store::{get_verified, AsPointer, ContentHash};
 use crate::tokens::TokenCounter;
+use crate::transcript::conversation::Message;
+use crate::transcript::rehydrate::{span_message, SpanReadError};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -127,6 +129,63 @@ impl Compactor {
     /// [`resolve`](Self::resolve) for synchronous callers.
     pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
         block_on(self.resolve(pointer))
+    }
+
+    /// Reads back, byte-exact and verified, input message `index` of the transcript span
+    /// stored under `pointer`: a user run's or a fold's full address
+    /// ([`Compacted::span_of`] finds the one holding a message;
+    /// [`Compacted::handles`] maps a marker's handle to it). `Ok(None)` when the span does not
+    /// hold that message; `Integrity` when the blob behind `pointer` is not a span or a chunk
+    /// does not verify.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Message, Tokenizer, Transcript};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize)]
+    /// struct Agent {
+    ///     #[transcript]
+    ///     chat: Transcript,
+    /// }
+    ///
+    /// let mut agent = Agent { chat: Transcript::new() };
+    /// for turn in 0..200 {
+    ///     agent.chat.push(Message::user(format!("constraint {turn}: keep numpy below 2.0")));
+    ///     agent.chat.push(Message::assistant("noted ".repeat(30)));
+    /// }
+    /// let compactor = Compactor::builder().budget(2_000).token_counter(Tokenizer::O200kBase).build()?;
+    /// let compacted = compactor.compact_blocking(&agent)?;
+    /// // Message #4 left the window in a user run; it comes back exactly, by index.
+    /// let span = compacted.span_of(4).expect("message 4 is in a compacted span");
+    /// let message = compactor.resolve_message_blocking(&span, 4)?.expect("in the span");
+    /// assert_eq!(message, agent.chat.messages()[4]);
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub async fn resolve_message(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        let pointer = pointer.to_pointer()?;
+        span_message(&*self.store, &pointer, index)
+            .await
+            .map_err(|e| match e {
+                SpanReadError::Store(source) => {
+                    CompactionError::from_store(source, Some(&pointer.to_string()))
+                }
+                SpanReadError::NotASpan(_) => CompactionError::Integrity {
+                    field: pointer.to_string(),
+                },
+            })
+    }
+
+    /// [`resolve_message`](Self::resolve_message) for synchronous callers.
+    pub fn resolve_message_blocking(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        block_on(self.resolve_message(pointer, index))
     }
 
     /// Rebuilds the full state from a compacted one: everything the store holds (spilled

@@ -354,8 +354,13 @@ pub(crate) fn build(point: &mut Point<'_>) -> Built {
     for index in fold_end..point.zone.end {
         write_item(point, &mut built, index);
     }
-    let referenced: std::collections::HashSet<Handle> =
-        built.slots.iter().filter_map(|s| s.slot.handle()).collect();
+    // Every marker's handle, and every block's (a block of anchors only has no marker).
+    let referenced: std::collections::HashSet<Handle> = built
+        .slots
+        .iter()
+        .filter_map(|s| s.slot.handle())
+        .chain(built.blocks.iter().map(|b| b.handle))
+        .collect();
     built.handles.retain(|h| referenced.contains(&h));
     built
 }

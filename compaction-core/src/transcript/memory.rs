@@ -379,7 +379,11 @@ pub(crate) struct Block {
     pub(crate) folded: usize,
 }
 
-/// The planner's memory of one agent's last request.
+/// The planner's memory of one agent's last request: the request's messages, what each stands
+/// for, the compacted blocks and their chunks, the handle table. A checkpoint carries it;
+/// [`TranscriptPlanner::resume`] installs it. Serializes as the record with its `messages`;
+/// deserializing checks that they agree (one slot per message, contiguous blocks whose
+/// manifests match their chunks, every handle in the table).
 #[derive(Debug, Clone)]
 pub struct TranscriptMemory {
     pub(crate) record: MemoryRecord,
@@ -404,6 +408,31 @@ pub(crate) struct MemoryRecord {
     /// The token counter its counts come from ([`TokenCounter::name`](crate::TokenCounter::name)):
     /// a planner with another counter plans from nothing instead.
     pub(crate) counter: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredMemory {
+    messages: Vec<Message>,
+    #[serde(flatten)]
+    record: MemoryRecord,
+}
+
+impl Serialize for TranscriptMemory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredMemory {
+            messages: self.messages.clone(),
+            record: self.record.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for TranscriptMemory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredMemory::deserialize(deserializer)?;
+        TranscriptMemory::from_record(stored.record, stored.messages)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl TranscriptMemory {

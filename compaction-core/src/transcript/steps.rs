@@ -166,11 +166,6 @@ impl<'a> Point<'a> {
         }
     }
 
-    /// The hard limit.
-    pub(crate) fn limit(&self) -> usize {
-        self.limit
-    }
-
     pub(crate) fn item(&self, index: usize) -> &Item {
         &self.items[index - self.zone.start]
     }
