@@ -1,7 +1,109 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
+// docs.rs builds with every feature and `--cfg docsrs` (see `[package.metadata.docs.rs]`), and
+// marks each feature-gated item with the feature it needs. `doc(cfg)` is not stable on the
+// workspace's toolchain (1.95), so the badges are only asked for there.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use compaction_core::*;
+// The surface, by concept. Each item has one path, except the backends' and integrations' main
+// types, which are also at the root. `tests/public_api.rs` pins the list of paths.
+
+// Classifying a state (what `#[derive(Compactable)]` implements, for hand-written impls too).
+pub use compaction_core::state::PointerFn;
+pub use compaction_core::{
+    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
+    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
+};
+
+// Compacting, and what a compaction reports or refuses.
+pub use compaction_core::{block_on, BoxFuture};
+pub use compaction_core::{CompactionError, FieldCost};
+pub use compaction_core::{
+    CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport,
+};
+pub use compaction_core::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+pub use compaction_core::{TokenCounter, Tokenizer};
+
+// The window a model reads, and custom formats (`render` has the default format's constants).
+pub use compaction_core::{
+    DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
+};
+pub mod render {
+    //! The default window format's thresholds and notices, and the escapes a custom
+    //! [`Renderer`](crate::Renderer) applies to text it did not write (see the
+    //! [`DefaultRenderer`](crate::DefaultRenderer) for the format).
+    pub use compaction_core::window::{
+        escape_inline, escape_pointer, COMPACT_FORM_BELOW, COMPACT_NOTICE, REVERIFY_NOTICE,
+    };
+}
+
+// Summaries.
+pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
+
+// The checkpoint: what a compaction returns, its seals, and where it is kept.
+pub use compaction_core::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore,
+};
+pub use compaction_core::{Compacted, SealKey, SealKeyError};
+
+// Rehydration: the way back.
+pub use compaction_core::{
+    DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
+    Rehydrated,
+};
+
+// Stores: content-addressed blobs behind pointers.
+pub use compaction_core::store::POINTER_PREFIX;
+pub use compaction_core::{
+    AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError,
+};
+
+// Effects: exact statuses, and the ledgers that hold them.
+pub use compaction_core::{
+    Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
+    SyncSummary, Transition,
+};
+
+// Transcripts: the conversation as typed state (the planner's details are in `transcript`).
+pub use compaction_core::transcript;
+pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
+
+// The pointer tool a model calls to read what left its context.
+pub use compaction_core::pointer_tool;
+pub use compaction_core::{
+    resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply,
+};
+
+// Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use compaction_core::backends::postgres;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use compaction_core::backends::sqlite;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use compaction_core::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use compaction_core::{
+    SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
+};
+
+// Integrations with outside crates.
+#[cfg(feature = "hf-tokenizers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
+pub use compaction_core::hf_tokenizers;
+#[cfg(feature = "openai-types")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
+pub use compaction_core::openai;
+#[cfg(feature = "hf-tokenizers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
+pub use compaction_core::{HfTokenizer, HfTokenizerError};
+
+// What the derive's generated code names; not an API.
+#[doc(hidden)]
+pub use compaction_core::__private;
 
 /// Classifies every field of an agent's state, so compaction knows what it may do with each.
 ///

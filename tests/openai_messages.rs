@@ -19,7 +19,7 @@ use compaction::openai::{
     resolve_pointer_chat_tool, to_openai_message, tool_call_from_openai, OpenAiMessageError,
 };
 use compaction::pointer_tool::resolve_pointer_tool;
-use compaction::transcript::{MARKER_PREFIX, VERBATIM_ESCAPE};
+use compaction::transcript::{OpaquePart, ToolArguments, MARKER_PREFIX, VERBATIM_ESCAPE};
 use compaction::{
     Compactable, Compactor, Extractive, Message, Tokenizer, ToolCall, Transcript, TranscriptError,
 };
@@ -39,8 +39,27 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
-/// Tool-call arguments: any JSON, floats included (they must come back bit-identical).
-fn arguments() -> impl Strategy<Value = Value> {
+/// Tool-call arguments: any JSON value (floats included), or text a model wrote that a
+/// parse-and-print round trip would change (integers beyond 64 bits, repeated keys, spacing):
+/// all must come back byte-for-byte.
+fn arguments() -> impl Strategy<Value = ToolArguments> {
+    prop_oneof![
+        3 => json_value().prop_map(ToolArguments::from),
+        1 => hostile_arguments_text()
+            .prop_map(|text| ToolArguments::from_text(text).expect("the strategy writes JSON")),
+    ]
+}
+
+/// JSON text that is not what `serde_json` prints for its value.
+fn hostile_arguments_text() -> impl Strategy<Value = String> {
+    let ws = "[ \t\r\n]{0,2}";
+    let big = "-?[1-9][0-9]{19,40}";
+    (ws, "[a-z]{1,4}", big, ws, big, "[a-z]{0,3}", ws).prop_map(|(a, key, n, b, m, s, c)| {
+        format!(r#"{a}{{"{key}":{n},{b}"{key}":"{s}", "x" : [{m}, 1.10, 1E400]}}{c}"#)
+    })
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
@@ -65,7 +84,7 @@ fn name() -> impl Strategy<Value = Option<String>> {
 enum Turn {
     Pinned(bool, String, Option<String>),
     User(String, Option<String>),
-    Assistant(String, Option<String>, Vec<(String, Value, String)>),
+    Assistant(String, Option<String>, Vec<(String, ToolArguments, String)>),
 }
 
 /// A valid transcript: every role, names where the wire allows them, 0-4 parallel calls.
@@ -315,11 +334,139 @@ fn arguments_that_are_not_json_are_a_typed_error_with_the_call() {
             other => panic!("{raw:?}: {other:?}"),
         }
     }
-    let call = tool_call_from_openai(&function_call("c3", r#"{"path": "a.rs", "n": 0.1}"#));
+    let text = r#"{"path": "a.rs", "n": 0.1}"#;
+    let call = tool_call_from_openai(&function_call("c3", text)).unwrap();
     assert_eq!(
-        call.unwrap(),
-        ToolCall::new("c3", "read_file", json!({"path": "a.rs", "n": 0.1}))
+        call,
+        ToolCall::new("c3", "read_file", ToolArguments::from_text(text).unwrap())
     );
+    assert_eq!(
+        call.arguments.value().unwrap(),
+        json!({"path": "a.rs", "n": 0.1})
+    );
+}
+
+/// Issue 21.7: what the model wrote comes back byte-for-byte through the adapter, the
+/// transcript, a compaction, a checkpoint and the request, whatever a JSON parser would make of
+/// it.
+#[test]
+fn arguments_come_back_byte_for_byte_through_compaction_and_the_request() {
+    let texts = [
+        r#"{"amount_cents": 123456789012345678901234567890}"#,
+        r#"{"path":"a.rs","path":"/etc/prod"}"#,
+        "{\n  \"n\": 1.10,\n  \"e\": 1E400\n}\n",
+    ];
+    for text in texts {
+        let reply = ChatCompletionResponseMessage {
+            tool_calls: Some(vec![function_call("call_1", text)]),
+            ..response_message()
+        };
+        let message = from_openai_response_message(&reply).unwrap();
+        assert_eq!(message.tool_calls[0].arguments_text(), text);
+        let mut chat = Transcript::new();
+        chat.push(Message::user("refund it"));
+        chat.push(message);
+        chat.push(Message::tool_result("call_1", "done"));
+        let compactor = Compactor::builder().budget(4_000).build().unwrap();
+        let agent = Agent {
+            customer: "cus_1".into(),
+            chat,
+        };
+        let compacted = compactor.compact_blocking(&agent).unwrap();
+        let loaded: compaction::Compacted<Agent> =
+            serde_json::from_str(&serde_json::to_string(&compacted).unwrap()).unwrap();
+        assert!(loaded.verify_seal());
+        for request in [compacted.openai_messages(), loaded.openai_messages()] {
+            let wire = serde_json::to_value(&request).unwrap();
+            assert_eq!(
+                wire[2]["tool_calls"][0]["function"]["arguments"], text,
+                "{text}"
+            );
+        }
+        let restored = compactor
+            .rehydrate_blocking(&loaded, &compaction::NoReacquire)
+            .unwrap();
+        assert_eq!(restored.chat, agent.chat);
+        assert_eq!(
+            restored.chat.messages()[1].tool_calls[0].arguments_text(),
+            text
+        );
+    }
+}
+
+/// Issue 21.6: a system or developer message between a call and its results never reaches
+/// the wire: the adapter and the compactor refuse it, naming the message.
+#[test]
+fn a_message_between_a_call_and_its_results_is_refused_before_the_wire() {
+    for between in [Message::system("late"), Message::developer("late")] {
+        let chat: Transcript = vec![
+            Message::user("x"),
+            Message::assistant_with_tools("", vec![ToolCall::new("c1", "f", json!({}))]),
+            between,
+            Message::tool_result("c1", "r"),
+        ]
+        .into_iter()
+        .collect();
+        assert!(matches!(
+            chat.to_openai_messages(),
+            Err(OpenAiMessageError::Invalid(
+                TranscriptError::BetweenCallAndResult { index: 2, .. }
+            ))
+        ));
+        let compactor = Compactor::builder().budget(4_000).build().unwrap();
+        let agent = Agent {
+            customer: "cus_1".into(),
+            chat,
+        };
+        assert!(matches!(
+            compactor.compact_blocking(&agent),
+            Err(compaction::CompactionError::InvalidTranscript {
+                source: TranscriptError::BetweenCallAndResult { index: 2, .. },
+                ..
+            })
+        ));
+    }
+}
+
+/// Opaque parts have no place in a chat completions request: converting the message refuses,
+/// the compacted request leaves them out (they stay in the checkpoint).
+#[test]
+fn opaque_parts_are_refused_by_the_chat_adapter_and_left_out_of_the_request() {
+    let thinking = OpaquePart::anthropic_thinking("secret plan", "c2lnbmF0dXJl");
+    let turn = Message::assistant("ok").with_opaque([thinking]);
+    assert!(matches!(
+        to_openai_message(&turn),
+        Err(OpenAiMessageError::NotSendable {
+            what: "opaque parts",
+            ..
+        })
+    ));
+    let chat: Transcript = vec![Message::user("x"), turn.clone()].into_iter().collect();
+    let compactor = Compactor::builder().budget(4_000).build().unwrap();
+    let agent = Agent {
+        customer: "cus_1".into(),
+        chat,
+    };
+    let compacted = compactor.compact_blocking(&agent).unwrap();
+    let wire = serde_json::to_string(&compacted.openai_messages()).unwrap();
+    assert!(
+        !wire.contains("c2lnbmF0dXJl") && !wire.contains("secret plan"),
+        "{wire}"
+    );
+    assert_eq!(compacted.messages()[2], turn);
+}
+
+#[allow(deprecated)] // the response message has a deprecated field
+fn response_message() -> ChatCompletionResponseMessage {
+    ChatCompletionResponseMessage {
+        content: None,
+        refusal: None,
+        tool_calls: None,
+        annotations: None,
+        role: OpenAiRole::Assistant,
+        function_call: None,
+        audio: None,
+    }
 }
 
 #[test]
@@ -399,16 +546,10 @@ fn the_models_reply_becomes_our_assistant_message() {
         audio: None,
     };
     let message = from_openai_response_message(&reply).unwrap();
+    let arguments = ToolArguments::from_text(r#"{"pointer": "store://sha256:00"}"#).unwrap();
     assert_eq!(
         message,
-        Message::assistant_with_tools(
-            "",
-            vec![ToolCall::new(
-                "call_9",
-                "read_file",
-                json!({"pointer": "store://sha256:00"})
-            )]
-        )
+        Message::assistant_with_tools("", vec![ToolCall::new("call_9", "read_file", arguments)])
     );
     let refused = ChatCompletionResponseMessage {
         refusal: Some("no".into()),
@@ -447,6 +588,7 @@ fn array_content_from_the_wire_is_one_text_part_or_refused() {
         Message::developer("d"),
         Message::user("u").with_name("ann"),
         Message::assistant_with_tools("a", vec![ToolCall::new("c", "f", json!({"x": 1}))]),
+        // `{"x":1}` on the wire is what `json!` prints: the texts are equal.
         Message::tool_result("c", "t"),
     ];
     assert_eq!(chat.messages(), &expected[..]);

@@ -5,7 +5,7 @@
 use compaction::pointer_tool::{
     resolve_pointer_tool, PointerResolver, PointerToolError, RESOLVE_POINTER,
 };
-use compaction::transcript::{MARKER_PREFIX, VERBATIM_ESCAPE};
+use compaction::transcript::{ToolArguments, MARKER_PREFIX, VERBATIM_ESCAPE};
 use compaction::{
     Compactable, Compacted, Compactor, ContentHash, Message, Pointer, Role, Store, StoreError,
     Tokenizer, ToolCall, Transcript,
@@ -245,6 +245,23 @@ fn malformed_arguments_get_a_clear_error_and_the_call_id() {
     let raw = json!(json!({ "pointer": mine }).to_string());
     let reply = s.resolver.handle_blocking(&s.compactor, &call(raw));
     assert_eq!(reply.message.content, s.output);
+    // A repeated key is refused, never collapsed to one of its values (which one would the
+    // model, a log or a reviewer think was read?), as text and inside a string.
+    let theirs = s.theirs.to_string();
+    let repeated = format!(r#"{{"pointer":"{mine}","pointer":"{theirs}"}}"#);
+    let as_string = serde_json::to_string(&repeated).unwrap();
+    for text in [repeated, as_string] {
+        let arguments = ToolArguments::from_text(text.as_str()).unwrap();
+        let call = ToolCall::new("call_7", RESOLVE_POINTER, arguments);
+        let reply = s.resolver.handle_blocking(&s.compactor, &call);
+        match error_of(&reply) {
+            PointerToolError::BadArguments { reason } => {
+                assert!(reason.contains("pointer"), "{reason}")
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+        assert!(!reply.message.content.contains("GET /health"));
+    }
 }
 
 #[test]

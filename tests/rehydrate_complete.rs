@@ -277,3 +277,85 @@ fn an_unreacquirable_field_is_an_error_unless_the_caller_opts_in() {
     assert_eq!(rehydrated.state.constraints, state.constraints);
     assert_eq!(rehydrated.state.migrations, state.migrations);
 }
+
+/// A summarized value comes back whatever its summary source is: the value's JSON (derived and
+/// built-in `Summarizable`, known without comparing), the author's own text (compared with the
+/// value's JSON, then the value stored beside it), or the default source of a hand-written
+/// impl (compared, found equal).
+#[test]
+fn every_kind_of_summary_source_brings_its_value_back() {
+    use compaction::{Compactable, Summarizable};
+    use serde::{Deserialize, Serialize};
+    use std::borrow::Cow;
+
+    #[derive(Summarizable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct Derived {
+        title: String,
+        body: String,
+    }
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct OwnText {
+        lines: Vec<String>,
+    }
+    impl Summarizable for OwnText {
+        fn summary_source(&self) -> Cow<'_, str> {
+            Cow::Owned(self.lines.join("\n"))
+        }
+    }
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct DefaultByHand {
+        notes: Vec<String>,
+    }
+    impl Summarizable for DefaultByHand {}
+
+    #[derive(Compactable, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    struct Agent {
+        #[protected(pin)]
+        task: String,
+        #[derivable(pointer = "docs://derived", summarize)]
+        derived: Vec<Derived>,
+        #[derivable(pointer = "docs://own", summarize)]
+        own: OwnText,
+        #[derivable(pointer = "docs://by-hand", summarize)]
+        by_hand: DefaultByHand,
+    }
+    let text = |seed: usize| {
+        (0..60)
+            .map(|i| format!("Step {seed}.{i}: the migration ran once; do not retry. "))
+            .collect::<String>()
+    };
+    let state = Agent {
+        task: "ship the fix".into(),
+        derived: (0..3)
+            .map(|i| Derived {
+                title: format!("doc {i}"),
+                body: text(i),
+            })
+            .collect(),
+        own: OwnText {
+            lines: (0..40).map(|i| format!("line {i}: {}", text(i))).collect(),
+        },
+        by_hand: DefaultByHand {
+            notes: (0..20).map(text).collect(),
+        },
+    };
+    let store = MemoryStore::new();
+    let compactor = compactor(1_500, &store);
+    let compacted = compactor.compact_blocking(&state).unwrap();
+    for field in ["derived", "own", "by_hand"] {
+        assert!(
+            matches!(
+                compacted.report().outcome(field),
+                Some(FieldOutcome::Summarized { .. })
+            ),
+            "{field}: {}",
+            compacted.report()
+        );
+    }
+    let restored = compactor
+        .rehydrate_blocking(&compacted, &NoReacquire)
+        .unwrap();
+    assert_eq!(restored.derived, state.derived);
+    assert_eq!(restored.own, state.own);
+    assert_eq!(restored.by_hand, state.by_hand);
+}

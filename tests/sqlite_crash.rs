@@ -7,7 +7,7 @@ mod common;
 use common::TempDir;
 
 use compaction::sqlite::rusqlite::{self, Connection};
-use compaction::{EffectError, EffectStatus, LedgerError, SqliteLedger};
+use compaction::{EffectError, EffectStatus, SqliteLedger, SqliteLedgerError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -47,7 +47,7 @@ fn child_crash_entry() {
         let key = format!("k{i:06}");
         match ledger.begin(&key) {
             Ok(()) => {}
-            Err(LedgerError::Effect(
+            Err(SqliteLedgerError::Effect(
                 EffectError::AlreadyCommitted { .. } | EffectError::OutcomeUnknown { .. },
             )) => {
                 say(format!("REFUSED {key}"));

@@ -7,14 +7,14 @@ use common::TempDir;
 
 use compaction::sqlite::rusqlite::Connection;
 use compaction::sqlite::SqliteErrorKind;
-use compaction::{Effect, EffectError, EffectLog, EffectStatus, LedgerError, SqliteLedger};
+use compaction::{Effect, EffectError, EffectLog, EffectStatus, SqliteLedger, SqliteLedgerError};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Barrier};
 
-fn refused(result: Result<(), LedgerError>) -> EffectError {
+fn refused(result: Result<(), SqliteLedgerError>) -> EffectError {
     match result {
-        Err(LedgerError::Effect(e)) => e,
+        Err(SqliteLedgerError::Effect(e)) => e,
         other => panic!("expected a guard refusal, got {other:?}"),
     }
 }
@@ -228,8 +228,8 @@ fn outcome(ledger: &SqliteLedger, key: &str) -> String {
             Ok(()) => "won".into(),
             Err(e) => format!("error:commit:{e}"),
         },
-        Err(LedgerError::Effect(EffectError::OutcomeUnknown { .. })) => "unknown".into(),
-        Err(LedgerError::Effect(EffectError::AlreadyCommitted { .. })) => "committed".into(),
+        Err(SqliteLedgerError::Effect(EffectError::OutcomeUnknown { .. })) => "unknown".into(),
+        Err(SqliteLedgerError::Effect(EffectError::AlreadyCommitted { .. })) => "committed".into(),
         Err(e) => format!("error:{e}"),
     }
 }

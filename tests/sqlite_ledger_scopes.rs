@@ -7,7 +7,7 @@ use common::TempDir;
 
 use compaction::sqlite::rusqlite::Connection;
 use compaction::sqlite::SCHEMA_VERSION;
-use compaction::{Effect, EffectError, EffectLog, EffectStatus, LedgerError, SqliteLedger};
+use compaction::{Effect, EffectError, EffectLog, EffectStatus, SqliteLedger, SqliteLedgerError};
 
 #[test]
 fn a_key_is_unique_within_its_scope_and_load_log_reads_one_scope() {
@@ -102,7 +102,9 @@ fn a_version_1_file_is_migrated_in_place_into_the_default_scope() {
     // The guard still holds after the migration, and scopes now work on the old file.
     assert!(matches!(
         ledger.begin("mig-2"),
-        Err(LedgerError::Effect(EffectError::OutcomeUnknown { .. }))
+        Err(SqliteLedgerError::Effect(
+            EffectError::OutcomeUnknown { .. }
+        ))
     ));
     ledger.scope("other").begin("mig-2").unwrap();
     assert_eq!(ledger.load_all().unwrap().len(), 2);

@@ -6,28 +6,20 @@ mod common;
 use common::*;
 use compaction::sqlite::rusqlite::Connection;
 use compaction::{
-    CompactionError, Compactor, EffectStatus, Extractive, FieldOutcome, FnReacquire, SqliteStore,
-    StoreError,
+    CompactionError, Compactor, EffectStatus, FieldOutcome, FnReacquire, SqliteStore, StoreError,
 };
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 const RESUME_ENV: &str = "COMPACTION_SQLITE_RESUME_DB";
 const AGENT: &str = "migration-agent-7";
-const BUDGET: usize = 450;
-
 /// The agent's state; deterministic, so both processes know it.
 fn state() -> MigrationState {
     spilling_state()
 }
 
 fn compactor(store: &SqliteStore) -> Compactor {
-    Compactor::builder()
-        .budget(BUDGET)
-        .summarizer(Extractive)
-        .store(store.clone())
-        .build()
-        .unwrap()
+    spilling_compactor(store)
 }
 
 /// The child: compact, checkpoint, report, then wait to be killed.

@@ -1,4 +1,5 @@
-//! `SqliteStore`: blobs, checkpoints, tamper detection and typed errors on real files.
+//! `SqliteStore`: blobs, tamper detection and typed errors on real files (its checkpoints run
+//! the conformance suite, `tests/conformance_checkpoint.rs`).
 
 mod common;
 
@@ -6,70 +7,20 @@ use common::*;
 use compaction::sqlite::rusqlite::{self, Connection};
 use compaction::sqlite::{SqliteErrorKind, SCHEMA_VERSION};
 use compaction::{
-    block_on, CompactionError, Compactor, ContentHash, Extractive, FieldOutcome, FnReacquire,
-    NoReacquire, SqliteError, SqliteLedger, SqliteOptions, SqliteStore, Store, StoreError,
+    block_on, CompactionError, Compactor, ContentHash, NoReacquire, SqliteError, SqliteLedger,
+    SqliteOptions, SqliteStore, Store, StoreError,
 };
 use std::path::Path;
 use std::time::Duration;
 
-/// A state whose compaction at `BUDGET` spills protected state and effect records to the store
+/// A state whose compaction at `SPILLING_BUDGET` spills protected state and effect records to the store
 /// and summarizes `ci_log` (its source goes to the store too).
 fn sample() -> MigrationState {
     spilling_state()
 }
 
-const BUDGET: usize = 450;
-
 fn compactor_for(store: &SqliteStore) -> Compactor {
-    Compactor::builder()
-        .budget(BUDGET)
-        .summarizer(Extractive)
-        .store(store.clone())
-        .build()
-        .unwrap()
-}
-
-fn reacquire() -> FnReacquire<
-    impl Fn(&str, &str) -> Result<serde_json::Value, compaction::ReacquireError> + Send + Sync,
-> {
-    FnReacquire::new(|field: &str, pointer: &str| {
-        Ok(match (field, pointer) {
-            ("config_contents", "file:///srv/app/config.toml") => {
-                serde_json::json!("[db]\nurl = \"postgres://db/app\"\n")
-            }
-            ("ci_log", "https://ci.example/runs/6") => serde_json::json!("step ok\n".repeat(400)),
-            other => return Err(format!("unexpected {other:?}").into()),
-        })
-    })
-}
-
-/// A fresh database holding the checkpoint of `sample()` under agent id `agent`.
-fn checkpointed(
-    tag: &str,
-) -> (
-    TempDir,
-    SqliteStore,
-    Compactor,
-    compaction::Compacted<MigrationState>,
-) {
-    let dir = TempDir::new(tag);
-    let store = SqliteStore::open(dir.db("agent.db")).unwrap();
-    let compactor = compactor_for(&store);
-    let compacted = compactor.compact_blocking(&sample()).unwrap();
-    store.save_checkpoint("agent", &compacted).unwrap();
-    (dir, store, compactor, compacted)
-}
-
-fn spilled_pointers(compacted: &compaction::Compacted<MigrationState>) -> Vec<compaction::Pointer> {
-    compacted
-        .report()
-        .fields
-        .iter()
-        .filter_map(|f| match &f.outcome {
-            FieldOutcome::Spilled { pointer } => Some(pointer.clone()),
-            _ => None,
-        })
-        .collect()
+    spilling_compactor(store)
 }
 
 fn sqlite_error(e: &StoreError) -> &SqliteError {
@@ -98,7 +49,7 @@ fn handles_are_clone_send_sync() {
     assert_shareable::<SqliteLedger>();
     fn assert_error<T: std::error::Error + Send + Sync + 'static>() {}
     assert_error::<SqliteError>();
-    assert_error::<compaction::LedgerError>();
+    assert_error::<compaction::SqliteLedgerError>();
     // The store's futures are Send, so compaction can run on any executor.
     fn assert_send<T: Send>(_: T) {}
     let dir = TempDir::new("send");
@@ -206,200 +157,6 @@ fn clones_and_threads_share_the_store() {
         }
     });
     assert_eq!(store.blob_count().unwrap(), 25 + 8 * 25);
-}
-
-#[test]
-fn checkpoint_round_trip_through_the_store() {
-    let dir = TempDir::new("checkpoint");
-    let path = dir.db("agent.db");
-    let store = SqliteStore::open(&path).unwrap();
-    let compactor = compactor_for(&store);
-    let state = sample();
-    let compacted = compactor.compact_blocking(&state).unwrap();
-    assert!(matches!(
-        compacted.report().outcome("subtask.title"),
-        Some(FieldOutcome::Spilled { .. })
-    ));
-    assert!(store
-        .load_checkpoint::<MigrationState>("agent-1")
-        .unwrap()
-        .is_none());
-    store.save_checkpoint("agent-1", &compacted).unwrap();
-    store.save_checkpoint("agent-2", &compacted).unwrap();
-    // Saving again replaces the latest checkpoint.
-    store.save_checkpoint("agent-1", &compacted).unwrap();
-    let infos = store.list_checkpoints().unwrap();
-    assert_eq!(
-        infos
-            .iter()
-            .map(|i| i.agent_id.as_str())
-            .collect::<Vec<_>>(),
-        ["agent-1", "agent-2"]
-    );
-    assert!(infos[0].state_type.contains("MigrationState"), "{infos:?}");
-
-    let reopened = SqliteStore::open(&path).unwrap();
-    let loaded = reopened
-        .load_checkpoint::<MigrationState>("agent-1")
-        .unwrap()
-        .unwrap();
-    assert!(loaded.verify_seal());
-    assert_eq!(loaded.render(), compacted.render());
-    let restored = compactor_for(&reopened)
-        .rehydrate_blocking(&loaded, &reacquire())
-        .unwrap();
-    assert_eq!(restored.constraints, state.constraints);
-    assert_eq!(restored.subtask.title, state.subtask.title);
-    assert_eq!(restored.migrations, state.migrations);
-
-    assert!(reopened.delete_checkpoint("agent-2").unwrap());
-    assert!(!reopened.delete_checkpoint("agent-2").unwrap());
-    assert!(reopened
-        .load_checkpoint::<MigrationState>("agent-2")
-        .unwrap()
-        .is_none());
-}
-
-#[test]
-fn a_checkpoint_pointing_outside_the_store_is_refused() {
-    let dir = TempDir::new("outside");
-    let store = SqliteStore::open(dir.db("agent.db")).unwrap();
-    // Compacted with an in-memory store: its spilled values are not in the SQLite file.
-    let memory = Compactor::builder()
-        .budget(BUDGET)
-        .summarizer(Extractive)
-        .store(compaction::MemoryStore::new())
-        .build()
-        .unwrap();
-    let compacted = memory.compact_blocking(&sample()).unwrap();
-    assert!(!compacted.pointers().is_empty());
-    let err = store.save_checkpoint("agent", &compacted).unwrap_err();
-    assert!(
-        matches!(err, CompactionError::Store(StoreError::NotFound { .. })),
-        "{err:?}"
-    );
-    assert!(store.list_checkpoints().unwrap().is_empty());
-}
-
-#[test]
-fn tampered_blob_makes_rehydrate_fail_with_integrity() {
-    let (dir, store, compactor, compacted) = checkpointed("tamperblob");
-    let path = dir.db("agent.db");
-    let raw = Connection::open(&path).unwrap();
-    // The blobs rehydrate reads: spilled protected values and spilled effect records.
-    let spilled = spilled_pointers(&compacted);
-    assert_eq!(spilled.len(), 2, "{}", compacted.report());
-    for pointer in spilled {
-        let hex = pointer.hash().to_hex();
-        let original: Vec<u8> = raw
-            .query_row("SELECT bytes FROM blobs WHERE hash = ?1", [&hex], |r| {
-                r.get(0)
-            })
-            .unwrap();
-        for position in [0, original.len() / 2, original.len() - 1] {
-            let mut bad = original.clone();
-            bad[position] = bad[position].wrapping_add(1);
-            raw.execute(
-                "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
-                rusqlite::params![bad, hex],
-            )
-            .unwrap();
-            let loaded = store
-                .load_checkpoint::<MigrationState>("agent")
-                .unwrap()
-                .unwrap();
-            let err = compactor
-                .rehydrate_blocking(&loaded, &reacquire())
-                .unwrap_err();
-            assert!(
-                matches!(err, CompactionError::Integrity { .. }),
-                "{pointer} byte {position}: {err:?}"
-            );
-        }
-        raw.execute(
-            "UPDATE blobs SET bytes = ?1 WHERE hash = ?2",
-            rusqlite::params![original, hex],
-        )
-        .unwrap();
-    }
-    // Restored: rehydrates again.
-    let loaded = store
-        .load_checkpoint::<MigrationState>("agent")
-        .unwrap()
-        .unwrap();
-    compactor.rehydrate_blocking(&loaded, &reacquire()).unwrap();
-}
-
-#[test]
-fn tampered_checkpoint_row_is_never_accepted() {
-    let (dir, store, compactor, _) = checkpointed("tampercheckpoint");
-    let path = dir.db("agent.db");
-    let raw = Connection::open(&path).unwrap();
-    let (json, sha): (String, String) = raw
-        .query_row(
-            "SELECT json, sha256 FROM checkpoints WHERE agent_id = 'agent'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    let original = json.into_bytes();
-
-    let check = |label: String| match store.load_checkpoint::<MigrationState>("agent") {
-        Err(CompactionError::Integrity { field }) => assert_eq!(field, "<checkpoint>"),
-        Err(other) => panic!("{label}: unexpected error {other:?}"),
-        Ok(None) => panic!("{label}: checkpoint vanished"),
-        Ok(Some(loaded)) => {
-            assert!(!loaded.verify_seal(), "{label}: seal still verifies");
-            let err = compactor
-                .rehydrate_blocking(&loaded, &reacquire())
-                .unwrap_err();
-            assert!(
-                matches!(err, CompactionError::Integrity { .. }),
-                "{label}: {err:?}"
-            );
-        }
-    };
-
-    // A sample of positions over the whole row, two kinds of change each.
-    let step = (original.len() / 60).max(1);
-    let mut positions: Vec<usize> = (0..original.len()).step_by(step).collect();
-    // The seal's hex digits: the case of a hex digit does not change the parsed hash, so only
-    // the row checksum can catch this one.
-    let seal_at = std::str::from_utf8(&original)
-        .unwrap()
-        .find("\"seal\":\"")
-        .unwrap()
-        + 8;
-    positions.extend(seal_at..seal_at + 64);
-    for position in positions {
-        for change in [0x01u8, 0x20] {
-            let mut bad = original.clone();
-            bad[position] ^= change;
-            if bad == original {
-                continue;
-            }
-            raw.execute(
-                "UPDATE checkpoints SET json = ?1 WHERE agent_id = 'agent'",
-                [&bad],
-            )
-            .unwrap();
-            check(format!("byte {position} ^ {change:#x}"));
-        }
-    }
-    // The row checksum itself changed.
-    raw.execute(
-        "UPDATE checkpoints SET json = ?1 WHERE agent_id = 'agent'",
-        [&original],
-    )
-    .unwrap();
-    let mut bad_sha = sha.into_bytes();
-    bad_sha[10] = if bad_sha[10] == b'0' { b'1' } else { b'0' };
-    raw.execute(
-        "UPDATE checkpoints SET sha256 = ?1 WHERE agent_id = 'agent'",
-        [String::from_utf8(bad_sha).unwrap()],
-    )
-    .unwrap();
-    check("sha256 column".into());
 }
 
 #[test]

@@ -1,15 +1,17 @@
-//! The store and ledger handles the commands use, on SQLite or PostgreSQL: the same calls,
-//! each backend's errors turned into the tool's failures. What only SQLite offers (listing
-//! blobs, gc, notes on reconcile) is reached through `sqlite()`, which names the command a
-//! PostgreSQL target cannot run yet.
+//! The store and ledger handles the commands use, whatever the backend: trait objects over the
+//! library's traits (`CheckpointStore` and `Store` for a store, `EffectLedger` for a ledger),
+//! which `target.rs` opens. A backend's errors become the tool's failures by what they carry
+//! (`Failure::backend`). What only SQLite offers (listing blobs, gc, notes on reconcile and in
+//! the history) is reached through `sqlite()`, which names the command another backend cannot
+//! run yet.
 
-use crate::fail::Failure;
-use compaction::effects::Transition;
-use compaction::sqlite::{CheckpointInfo, SqliteStore};
+use crate::fail::{Exit, Failure};
+use compaction::sqlite::SqliteStore;
 use compaction::{
-    block_on, Compacted, CompactionError, ContentHash, Effect, EffectLog, EffectStatus,
-    SqliteLedger, Store as _, StoreError,
+    block_on, CheckpointInfo, CheckpointStore, Compacted, CompactionError, ContentHash, Effect,
+    EffectLedger, EffectLog, SqliteLedger, Store as BlobStore, StoreError, Transition,
 };
+use std::any::Any;
 use std::collections::BTreeMap;
 
 /// A checkpoint loaded without its state type (the type is only a marker on `Compacted`).
@@ -25,11 +27,10 @@ pub struct Event {
     pub note: Option<String>,
 }
 
-/// The refusal for a command PostgreSQL targets do not support yet.
-#[cfg(feature = "postgres")]
+/// The refusal for a command only SQLite targets support yet.
 fn sqlite_only(command: &str) -> Failure {
     Failure::new(
-        crate::fail::Exit::Usage,
+        Exit::Usage,
         format!("`{command}` is not available on PostgreSQL targets yet"),
     )
     .hint(match command {
@@ -41,146 +42,166 @@ fn sqlite_only(command: &str) -> Failure {
     })
 }
 
-/// A blob store with checkpoints.
-pub enum Store {
-    /// A SQLite file.
-    Sqlite(SqliteStore),
-    /// A PostgreSQL namespace.
-    #[cfg(feature = "postgres")]
-    Postgres(compaction::PgStore),
+/// What the commands use of a blob store with checkpoints, for any backend.
+pub trait StoreHandle: CheckpointStore {
+    /// The verified bytes of a blob.
+    fn blob(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError>;
+    /// The concrete backend, for what only one offers.
+    fn as_any(&self) -> &dyn Any;
 }
 
+impl<T: CheckpointStore + BlobStore + Any> StoreHandle for T {
+    fn blob(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+        block_on(BlobStore::get(self, hash))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A blob store with checkpoints.
+pub struct Store(Box<dyn StoreHandle>);
+
 impl Store {
+    /// Wraps an opened backend.
+    pub fn new(handle: impl StoreHandle + 'static) -> Store {
+        Store(Box::new(handle))
+    }
+
+    fn checkpoints(&self) -> &dyn CheckpointStore {
+        &*self.0
+    }
+
     /// Every checkpoint, by agent id.
     pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, Failure> {
-        match self {
-            Store::Sqlite(store) => store.list_checkpoints(),
-            #[cfg(feature = "postgres")]
-            Store::Postgres(store) => store.list_checkpoints(),
-        }
-        .map_err(|e| Failure::store(&e))
+        block_on(self.checkpoints().list()).map_err(|e| Failure::checkpoint(&e))
     }
 
     /// The latest checkpoint of `agent`.
     pub fn load_checkpoint(&self, agent: &str) -> Result<Option<AnyCheckpoint>, CompactionError> {
-        match self {
-            Store::Sqlite(store) => store.load_checkpoint(agent),
-            #[cfg(feature = "postgres")]
-            Store::Postgres(store) => store.load_checkpoint(agent),
-        }
+        block_on(self.checkpoints().load(agent)).map_err(CompactionError::from)
     }
 
     /// The verified bytes of a blob.
     pub fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
-        match self {
-            Store::Sqlite(store) => block_on(store.get(hash)),
-            #[cfg(feature = "postgres")]
-            Store::Postgres(store) => block_on(store.get(hash)),
-        }
+        self.0.blob(hash)
+    }
+
+    /// The SQLite store, when the target is one.
+    pub fn as_sqlite(&self) -> Option<&SqliteStore> {
+        self.0.as_any().downcast_ref::<SqliteStore>()
     }
 
     /// The SQLite store, for what only it offers; `command` names the refused command.
-    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub fn sqlite(&self, command: &str) -> Result<&SqliteStore, Failure> {
-        match self {
-            Store::Sqlite(store) => Ok(store),
-            #[cfg(feature = "postgres")]
-            Store::Postgres(_) => Err(sqlite_only(command)),
-        }
+        self.as_sqlite().ok_or_else(|| sqlite_only(command))
+    }
+}
+
+/// A backend's own error, for commands that look into it (`verify` reports a corrupt ledger as
+/// a problem, not a failure).
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What the commands read from an effect ledger, for any backend: the library's
+/// `EffectLedger` with its errors turned into failures.
+pub trait LedgerHandle {
+    /// The records of `scope`, in record order.
+    fn log(&self, scope: &str) -> Result<EffectLog, Failure>;
+    /// The effect under `key` in `scope`.
+    fn effect(&self, scope: &str, key: &str) -> Result<Option<Effect>, Failure>;
+    /// Every non-empty scope's log; the backend's own error when it fails.
+    fn all(&self) -> Result<BTreeMap<String, EffectLog>, BackendError>;
+    /// Every transition of `key` in `scope`, oldest first.
+    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<Transition>, Failure>;
+    /// The concrete backend, for what only one offers.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<L: EffectLedger + Any> LedgerHandle for L {
+    fn log(&self, scope: &str) -> Result<EffectLog, Failure> {
+        block_on(self.load_log(scope)).map_err(|e| Failure::backend(&e))
+    }
+
+    fn effect(&self, scope: &str, key: &str) -> Result<Option<Effect>, Failure> {
+        block_on(EffectLedger::get(self, scope, key)).map_err(|e| Failure::backend(&e))
+    }
+
+    fn all(&self) -> Result<BTreeMap<String, EffectLog>, BackendError> {
+        block_on(self.load_all()).map_err(|e| Box::new(e) as BackendError)
+    }
+
+    fn transitions(&self, scope: &str, key: &str) -> Result<Vec<Transition>, Failure> {
+        block_on(EffectLedger::history(self, scope, key)).map_err(|e| Failure::backend(&e))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
 /// An effect ledger.
-pub enum Ledger {
-    /// A SQLite file.
-    Sqlite(SqliteLedger),
-    /// A PostgreSQL namespace.
-    #[cfg(feature = "postgres")]
-    Postgres(compaction::PgLedger),
-}
-
-/// Runs the same call on either ledger, mapping its error.
-macro_rules! on_ledger {
-    ($ledger:expr, $handle:ident => $call:expr) => {
-        match $ledger {
-            Ledger::Sqlite($handle) => $call.map_err(|e| Failure::ledger(&e)),
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres($handle) => $call.map_err(|e| Failure::pg_ledger(&e)),
-        }
-    };
-}
+pub struct Ledger(Box<dyn LedgerHandle>);
 
 impl Ledger {
-    /// A handle on one scope.
-    pub fn scope(&self, scope: &str) -> Ledger {
-        match self {
-            Ledger::Sqlite(ledger) => Ledger::Sqlite(ledger.scope(scope)),
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres(ledger) => Ledger::Postgres(ledger.scope(scope)),
-        }
+    /// Wraps an opened backend.
+    pub fn new(handle: impl LedgerHandle + 'static) -> Ledger {
+        Ledger(Box::new(handle))
     }
 
-    /// The scope's effects with `status`, in record order.
-    pub fn list(&self, status: EffectStatus) -> Result<Vec<Effect>, Failure> {
-        on_ledger!(self, ledger => ledger.list(status))
+    /// The effects of `scope`, in record order.
+    pub fn effects(&self, scope: &str) -> Result<Vec<Effect>, Failure> {
+        Ok(self.0.log(scope)?.iter().cloned().collect())
     }
 
-    /// The scope's effects, in record order.
-    pub fn effects(&self) -> Result<Vec<Effect>, Failure> {
-        on_ledger!(self, ledger => ledger.effects())
-    }
-
-    /// The effect under `key` in this scope.
-    pub fn get(&self, key: &str) -> Result<Option<Effect>, Failure> {
-        on_ledger!(self, ledger => ledger.get(key))
+    /// The effect under `key` in `scope`.
+    pub fn get(&self, scope: &str, key: &str) -> Result<Option<Effect>, Failure> {
+        self.0.effect(scope, key)
     }
 
     /// Every scope's log.
     pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, Failure> {
-        on_ledger!(self, ledger => ledger.load_all())
+        self.0.all().map_err(|e| Failure::backend(&*e))
     }
 
-    /// The history of `key` in this scope, oldest first, with operators' notes (SQLite keeps
-    /// them; PostgreSQL has none to show).
-    pub fn history(&self, key: &str) -> Result<Vec<Event>, Failure> {
-        match self {
-            Ledger::Sqlite(ledger) => ledger
+    /// Every scope's log, or the backend's own error.
+    pub fn try_load_all(&self) -> Result<BTreeMap<String, EffectLog>, BackendError> {
+        self.0.all()
+    }
+
+    /// The history of `key` in `scope`, oldest first, with operators' notes where the backend
+    /// keeps them (SQLite does).
+    pub fn history(&self, scope: &str, key: &str) -> Result<Vec<Event>, Failure> {
+        if let Some(sqlite) = self.0.as_any().downcast_ref::<SqliteLedger>() {
+            let events = sqlite
+                .scope(scope)
                 .annotated_history(key)
-                .map(|events| {
-                    events
-                        .into_iter()
-                        .map(|a| Event {
-                            transition: a.transition,
-                            actor: a.actor,
-                            note: a.note,
-                        })
-                        .collect()
+                .map_err(|e| Failure::backend(&e))?;
+            return Ok(events
+                .into_iter()
+                .map(|a| Event {
+                    transition: a.transition,
+                    actor: a.actor,
+                    note: a.note,
                 })
-                .map_err(|e| Failure::ledger(&e)),
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres(ledger) => ledger
-                .history(key)
-                .map(|events| {
-                    events
-                        .into_iter()
-                        .map(|transition| Event {
-                            transition,
-                            actor: None,
-                            note: None,
-                        })
-                        .collect()
-                })
-                .map_err(|e| Failure::pg_ledger(&e)),
+                .collect());
         }
+        let transitions = self.0.transitions(scope, key)?;
+        Ok(transitions
+            .into_iter()
+            .map(|transition| Event {
+                transition,
+                actor: None,
+                note: None,
+            })
+            .collect())
     }
 
     /// The SQLite ledger, for what only it offers; `command` names the refused command.
-    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
     pub fn sqlite(&self, command: &str) -> Result<&SqliteLedger, Failure> {
-        match self {
-            Ledger::Sqlite(ledger) => Ok(ledger),
-            #[cfg(feature = "postgres")]
-            Ledger::Postgres(_) => Err(sqlite_only(command)),
-        }
+        self.0
+            .as_any()
+            .downcast_ref::<SqliteLedger>()
+            .ok_or_else(|| sqlite_only(command))
     }
 }

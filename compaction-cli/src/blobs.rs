@@ -1,6 +1,6 @@
 //! `resolve`, `verify` and `gc`: the blobs behind pointers, checked and collected.
 
-use crate::backend::{Ledger, Store};
+use crate::backend::Store;
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{count, print_json, progress};
 use crate::target::{Access, Database};
@@ -99,30 +99,22 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
     let keys = seal_keys()?;
     // PostgreSQL has no blob listing: its blobs are re-hashed as the checkpoints' pointers
     // are read (every read is verified), orphans are not visited.
-    let blob_ok = match &store {
-        Store::Sqlite(sqlite) => verify_blobs(sqlite, &mut problems, &mut checked)?,
-        #[cfg(feature = "postgres")]
-        Store::Postgres(_) => HashMap::new(),
+    let blob_ok = match store.as_sqlite() {
+        Some(sqlite) => verify_blobs(sqlite, &mut problems, &mut checked)?,
+        None => HashMap::new(),
     };
     verify_checkpoints(&store, &blob_ok, keys.as_ref(), &mut problems, &mut checked)?;
     let ledger = db.ledger(Access::Read)?;
-    match &ledger {
-        Ledger::Sqlite(sqlite) => match sqlite.load_all() {
-            Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
-            Err(e) => match e.as_backend() {
-                Some(backend) if backend.kind() == compaction::SqliteErrorKind::Corrupt => problems
-                    .push(Problem {
-                        kind: "effect",
-                        subject: "effect ledger".into(),
-                        detail: backend.context().to_string(),
-                    }),
-                _ => return Err(Failure::ledger(&e)),
-            },
+    match ledger.try_load_all() {
+        Ok(scopes) => checked.effects = scopes.values().map(|log| log.len()).sum(),
+        Err(e) => match corrupt_sqlite(&*e) {
+            Some(backend) => problems.push(Problem {
+                kind: "effect",
+                subject: "effect ledger".into(),
+                detail: backend.context().to_string(),
+            }),
+            None => return Err(Failure::backend(&*e)),
         },
-        #[cfg(feature = "postgres")]
-        Ledger::Postgres(_) => {
-            checked.effects = ledger.load_all()?.values().map(|log| log.len()).sum()
-        }
     }
     if as_json {
         print_json(&json!({
@@ -233,6 +225,23 @@ fn verify_blobs(
     }
     bar.finish_and_clear();
     Ok(results)
+}
+
+/// The SQLite error of kind `Corrupt` in `error`'s chain of sources, if any: a damaged ledger
+/// is a problem `verify` reports, not a failure to run it.
+fn corrupt_sqlite<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e compaction::SqliteError> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        match e.downcast_ref::<compaction::SqliteError>() {
+            Some(sqlite) if sqlite.kind() == compaction::SqliteErrorKind::Corrupt => {
+                return Some(sqlite)
+            }
+            _ => cause = e.source(),
+        }
+    }
+    None
 }
 
 /// Verifies every checkpoint's seal and that every pointer it holds resolves to good bytes.

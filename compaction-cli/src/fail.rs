@@ -1,7 +1,7 @@
 //! The command line's failures: what went wrong, with which path, what to do, and the exit code.
 
 use compaction::sqlite::{SqliteError, SqliteErrorKind};
-use compaction::{LedgerError, StoreError};
+use compaction::{CheckpointError, StoreError};
 use std::fmt;
 use std::process::ExitCode;
 
@@ -92,14 +92,31 @@ impl Failure {
 
     /// A store failure; backend failures keep their path and kind.
     pub fn store(error: &StoreError) -> Failure {
-        #[cfg(feature = "postgres")]
-        if let Some(pg) = compaction::PgError::from_store_error(error) {
-            return Failure::postgres(pg);
+        Failure::backend(error)
+    }
+
+    /// A checkpoint failure; backend failures keep their path and kind.
+    pub fn checkpoint(error: &CheckpointError) -> Failure {
+        Failure::backend(error)
+    }
+
+    /// Any backend's failure (a store's, a ledger's, a checkpoint store's), by what it
+    /// carries: a SQLite or PostgreSQL error anywhere in its chain of sources keeps its path
+    /// and kind; anything else (a refusal by the effect state machine, a missing blob) is a
+    /// problem with its message.
+    pub fn backend(error: &(dyn std::error::Error + 'static)) -> Failure {
+        let mut cause = Some(error);
+        while let Some(e) = cause {
+            if let Some(sqlite) = e.downcast_ref::<SqliteError>() {
+                return Failure::sqlite(sqlite);
+            }
+            #[cfg(feature = "postgres")]
+            if let Some(pg) = e.downcast_ref::<compaction::PgError>() {
+                return Failure::postgres(pg);
+            }
+            cause = e.source();
         }
-        match SqliteError::from_store_error(error) {
-            Some(sqlite) => Failure::sqlite(sqlite),
-            None => Failure::new(Exit::Problems, error.to_string()),
-        }
+        Failure::new(Exit::Problems, error.to_string())
     }
 
     /// A failure of the PostgreSQL backend, classified by its kind. Its message names the
@@ -127,23 +144,6 @@ impl Failure {
             _ => Exit::Problems,
         };
         Failure::new(exit, error.to_string()).hint(hint)
-    }
-
-    /// A PostgreSQL ledger failure; backend failures keep their kind.
-    #[cfg(feature = "postgres")]
-    pub fn pg_ledger(error: &compaction::PgLedgerError) -> Failure {
-        match error.as_backend() {
-            Some(pg) => Failure::postgres(pg),
-            None => Failure::new(Exit::Problems, error.to_string()),
-        }
-    }
-
-    /// A ledger failure; backend failures keep their path and kind.
-    pub fn ledger(error: &LedgerError) -> Failure {
-        match error.as_backend() {
-            Some(sqlite) => Failure::sqlite(sqlite),
-            None => Failure::new(Exit::Problems, error.to_string()),
-        }
     }
 }
 

@@ -4,7 +4,7 @@ use crate::backend::{AnyCheckpoint, Store};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{bar, millis, percent, print_json, printable, table, utc};
 use crate::target::{Access, Database};
-use compaction::sqlite::CheckpointInfo;
+use compaction::CheckpointInfo;
 use compaction::{
     CompactionError, FieldOutcome, FieldView, FormView, Section, TokenCounter, Tokenizer,
 };

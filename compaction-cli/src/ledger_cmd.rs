@@ -45,16 +45,11 @@ fn scoped_effects(
     status: Option<EffectStatus>,
 ) -> Result<Vec<(String, Effect)>, Failure> {
     let all: Vec<(String, Effect)> = match scope {
-        Some(scope) => {
-            let handle = ledger.scope(scope);
-            match status {
-                Some(status) => handle.list(status),
-                None => handle.effects(),
-            }?
+        Some(scope) => ledger
+            .effects(scope)?
             .into_iter()
             .map(|e| (scope.to_string(), e))
-            .collect()
-        }
+            .collect(),
         None => ledger
             .load_all()?
             .into_iter()
@@ -139,7 +134,7 @@ fn scope_of(
         .hint("list the keys with `compaction effects DATABASE`")
     };
     if let Some(scope) = scope {
-        return match ledger.scope(scope).get(key) {
+        return match ledger.get(scope, key) {
             Ok(Some(_)) => Ok(scope.to_string()),
             Ok(None) => Err(not_found()),
             Err(e) => Err(e),
@@ -172,14 +167,13 @@ fn scope_of(
 pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> Outcome {
     let ledger = db.ledger(Access::Read)?;
     let scope = scope_of(db, &ledger, key, scope)?;
-    let handle = ledger.scope(&scope);
-    let effect = handle.get(key)?.ok_or_else(|| {
+    let effect = ledger.get(&scope, key)?.ok_or_else(|| {
         Failure::new(
             Exit::NotFound,
             format!("effect `{key}` was removed meanwhile"),
         )
     })?;
-    let events = handle.history(key)?;
+    let events = ledger.history(&scope, key)?;
     if as_json {
         print_json(&json!({
             "effect": effect_json(&scope, &effect),
@@ -274,7 +268,7 @@ pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
     let handle = sqlite.scope(&scope);
     let before = handle
         .status(key)
-        .map_err(|e| Failure::ledger(&e))?
+        .map_err(|e| Failure::backend(&e))?
         .map_or("-".to_string(), |s| s.to_string());
     let result = if request.force {
         handle.reconcile_with_note(key, to, request.note, by)
@@ -288,7 +282,7 @@ pub fn reconcile(db: &Database, request: &Settlement<'_>) -> Outcome {
             Some(EffectError::NotFound { .. }) => {
                 return Err(Failure::new(Exit::NotFound, e.to_string()))
             }
-            _ => return Err(Failure::ledger(&e)),
+            _ => return Err(Failure::backend(&e)),
         },
     }
     say!(

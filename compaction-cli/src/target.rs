@@ -129,29 +129,29 @@ impl Database {
         SqliteOptions::new().read_only(access == Access::Read)
     }
 
-    /// The blob store and checkpoints.
+    /// The blob store and checkpoints: the one place a target's backend is chosen.
     pub fn store(&self, access: Access) -> Result<Store, Failure> {
         match self {
             Database::Sqlite(path) => SqliteStore::open_with(path, &Self::options(access))
-                .map(Store::Sqlite)
+                .map(Store::new)
                 .map_err(|e| Failure::store(&e)),
             #[cfg(feature = "postgres")]
             Database::Postgres { url, namespace } => compaction::PgStore::connect(url, namespace)
-                .map(Store::Postgres)
+                .map(Store::new)
                 .map_err(|e| Failure::store(&e)),
         }
     }
 
-    /// The effect ledger.
+    /// The effect ledger: the one place a target's backend is chosen.
     pub fn ledger(&self, access: Access) -> Result<Ledger, Failure> {
         match self {
             Database::Sqlite(path) => SqliteLedger::open_with(path, &Self::options(access))
-                .map(Ledger::Sqlite)
-                .map_err(|e| Failure::ledger(&e)),
+                .map(Ledger::new)
+                .map_err(|e| Failure::backend(&e)),
             #[cfg(feature = "postgres")]
             Database::Postgres { url, namespace } => compaction::PgLedger::connect(url, namespace)
-                .map(Ledger::Postgres)
-                .map_err(|e| Failure::pg_ledger(&e)),
+                .map(Ledger::new)
+                .map_err(|e| Failure::backend(&e)),
         }
     }
 }

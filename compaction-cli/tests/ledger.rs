@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use compaction::{EffectError, EffectStatus, LedgerError, SqliteLedger};
+use compaction::{EffectError, EffectStatus, SqliteLedger, SqliteLedgerError};
 
 #[test]
 fn effects_lists_every_scope_and_filters_by_status_and_scope() {
@@ -55,7 +55,9 @@ fn reconcile_settles_an_unknown_key_and_the_guard_follows_it() {
     let ledger = SqliteLedger::open(&fx.path).unwrap();
     assert!(matches!(
         ledger.begin("charge-002"),
-        Err(LedgerError::Effect(EffectError::OutcomeUnknown { .. }))
+        Err(SqliteLedgerError::Effect(
+            EffectError::OutcomeUnknown { .. }
+        ))
     ));
 
     let note = "ch_002 is in the PSP dashboard, captured";
@@ -71,7 +73,9 @@ fn reconcile_settles_an_unknown_key_and_the_guard_follows_it() {
     );
     assert!(matches!(
         ledger.begin("charge-002"),
-        Err(LedgerError::Effect(EffectError::AlreadyCommitted { .. }))
+        Err(SqliteLedgerError::Effect(
+            EffectError::AlreadyCommitted { .. }
+        ))
     ));
 
     // The note is in the history, with who; the text output is reviewed as a snapshot.

@@ -2,9 +2,8 @@
 //! `compact` only borrows it.
 
 use crate::state::path::RebuildError;
-use crate::store::seal::SealKeyError;
 use crate::store::StoreError;
-use crate::summarize::SummarizerError;
+use crate::summaries::SummarizerError;
 use crate::transcript::conversation::TranscriptError;
 
 /// The verbatim cost of one field that had to stay in the window.
@@ -232,7 +231,17 @@ pub enum CompactionError {
     },
 }
 
+/// The field name checkpoint-level errors carry.
+pub(crate) const CHECKPOINT_FIELD: &str = "<checkpoint>";
+
 impl CompactionError {
+    /// `Integrity` for a checkpoint as a whole (field `<checkpoint>`).
+    pub(crate) fn checkpoint_integrity() -> Self {
+        CompactionError::Integrity {
+            field: CHECKPOINT_FIELD.into(),
+        }
+    }
+
     /// The one mapping of a store failure: a blob that does not match its hash is `Integrity`
     /// (named after `field`, or after the blob when no field is given), anything else `Store`.
     pub(crate) fn from_store(error: StoreError, field: Option<&str>) -> Self {
@@ -248,13 +257,6 @@ impl CompactionError {
 impl From<StoreError> for CompactionError {
     fn from(e: StoreError) -> Self {
         CompactionError::from_store(e, None)
-    }
-}
-
-/// An unusable seal key is a configuration error.
-impl From<SealKeyError> for CompactionError {
-    fn from(e: SealKeyError) -> Self {
-        CompactionError::Config(e.to_string())
     }
 }
 

@@ -3,17 +3,15 @@
 //! values); evicted derivable ones through the author's [`Reacquire`] (or, when the caller opts
 //! in with [`RehydrateOptions`], as `Default`, reported); tombstoned redundant ones as `Default`.
 
-use crate::compacted::{Compacted, FORMAT};
+use crate::checkpoint::Compacted;
 use crate::effects::record::{Effect, EffectLog};
 use crate::error::CompactionError;
 use crate::future::BoxFuture;
-use crate::render::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
-use crate::store::seal::SealKeys;
 use crate::store::{get_verified, ContentHash, DynStore, Pointer};
-
+use crate::window::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
 use std::future::Future;
 
 /// The author's error when re-acquiring a value.
@@ -170,45 +168,16 @@ pub struct DefaultedField {
     pub reason: String,
 }
 
-/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
-/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
-/// seal that does not verify.
-pub(crate) fn check_checkpoint<S>(
-    compacted: &Compacted<S>,
-    keys: &SealKeys,
-) -> Result<(), CompactionError> {
-    if compacted.format != FORMAT {
-        return Err(CompactionError::CheckpointFormat {
-            found: compacted.format,
-            supported: FORMAT,
-        });
-    }
-    if !compacted.seals_verify(keys) {
-        return Err(CompactionError::Integrity {
-            field: "<checkpoint>".into(),
-        });
-    }
-    Ok(())
-}
-
 /// Rebuilds the full state from a compacted one, reading spilled parts from `store` (what
-/// `Compactor::rehydrate` runs), once its format and seals checked out under `keys`.
+/// `Compactor::rehydrate` runs). Only for a checkpoint that passed
+/// [`check_restorable`](crate::checkpoint::check_restorable) into `S`: its seals are what make
+/// the entries read here trustworthy.
 pub(crate) async fn rehydrate<S: Compactable>(
     store: &dyn DynStore,
     compacted: &Compacted<S>,
-    keys: &SealKeys,
     reacquirer: &dyn DynReacquire,
     options: RehydrateOptions,
 ) -> Result<Rehydrated<S>, CompactionError> {
-    check_checkpoint(compacted, keys)?;
-    let expected = S::schema().type_name();
-    if compacted.state_type != expected {
-        return Err(CompactionError::WrongStateType {
-            expected: expected.into(),
-            found: compacted.state_type.clone(),
-        });
-    }
-    compacted.schema.check::<S>()?;
     // Before any work: the shapes must be consistent with the parts present, so a checkpoint
     // claiming millions of elements it does not hold is refused here, not rebuilt into.
     // The transcript is held apart from the window's entries.
@@ -359,7 +328,7 @@ async fn summarized_value(
 /// run and fold replaced from the store (verified), as JSON for the rebuild.
 async fn rehydrate_transcript_json(
     store: &dyn DynStore,
-    transcript: &crate::compacted::CompactedTranscript,
+    transcript: &crate::checkpoint::CompactedTranscript,
 ) -> Result<String, CompactionError> {
     let path = transcript.path.as_str();
     let rebuilt = transcript
@@ -367,11 +336,9 @@ async fn rehydrate_transcript_json(
         .handles
         .rehydrate_messages(&transcript.messages, store)
         .await
-        .map_err(|e| match e {
-            crate::transcript::rehydrate::TranscriptRehydrateError::Store { source, .. } => {
-                CompactionError::from_store(source, Some(path))
-            }
-            _ => integrity(path),
+        .map_err(|e| match e.into_store_error() {
+            Some(source) => CompactionError::from_store(source, Some(path)),
+            None => integrity(path),
         })?;
     serde_json::to_string(&rebuilt).map_err(|e| CompactionError::Serialize {
         field: path.to_owned(),

@@ -51,7 +51,12 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
         #errors
 
         #[automatically_derived]
-        impl #impl_generics #krate::Summarizable for #ident #ty_generics #where_clause {}
+        impl #impl_generics #krate::Summarizable for #ident #ty_generics #where_clause {
+            // The default source (the value's JSON): the engine need not compare it.
+            fn summary_source_is_json(&self) -> bool {
+                true
+            }
+        }
 
         // Summarizable data never carries state, so a generic field may hold it.
         #[automatically_derived]

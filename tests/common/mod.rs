@@ -3,8 +3,23 @@
 // Each test binary uses a part of what is shared.
 #![allow(dead_code, unused_imports)]
 
+use compaction::{Compactor, Extractive, Store};
 pub use compaction_fixtures::migration::{spilling_state, MigrationState, Subtask, ToolCall};
 use std::path::PathBuf;
+
+/// The budget at which `spilling_state()` spills protected state and effect records to the
+/// store and summarizes `ci_log` (its source goes to the store too).
+pub const SPILLING_BUDGET: usize = 450;
+
+/// A compactor on `store` at [`SPILLING_BUDGET`], with the extractive summarizer.
+pub fn spilling_compactor<T: Store + Clone + 'static>(store: &T) -> Compactor {
+    Compactor::builder()
+        .budget(SPILLING_BUDGET)
+        .summarizer(Extractive)
+        .store(store.clone())
+        .build()
+        .unwrap()
+}
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);

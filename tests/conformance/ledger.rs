@@ -5,7 +5,7 @@
 //! the status of every key in every scope must agree; at the end every scope's records and every
 //! key's history (`op`, `from`, `to`, compared with a `MemoryLedger` run beside it).
 
-use compaction::effects::SyncSummary;
+use compaction::SyncSummary;
 use compaction::{Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -176,7 +176,7 @@ pub async fn apply<L: EffectLedger>(ledger: &L, op: &Op) -> Result<Outcome, Test
 }
 
 fn history_ops<E: std::fmt::Display>(
-    history: Result<Vec<compaction::effects::Transition>, E>,
+    history: Result<Vec<compaction::Transition>, E>,
 ) -> Result<Vec<(String, Option<EffectStatus>, EffectStatus)>, TestCaseError> {
     let history = history.map_err(|e| TestCaseError::fail(format!("history failed: {e}")))?;
     Ok(history.into_iter().map(|t| (t.op, t.from, t.to)).collect())

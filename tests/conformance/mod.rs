@@ -1,8 +1,11 @@
 //! The conformance suites every backend runs: [`ledger`] (random operation sequences, compared
-//! step by step with the in-memory `EffectLog`) and [`store`] (put/get/missing/tamper). A new
-//! backend joins each with one line in `tests/conformance_ledger.rs` / `conformance_store.rs`.
+//! step by step with the in-memory `EffectLog`), [`store`] (put/get/missing/tamper) and
+//! [`checkpoint`] (listing, refusals, tampered rows and blobs, swapped rows, namespaces). A new
+//! backend joins each with one line in `tests/conformance_ledger.rs`, `conformance_store.rs`
+//! and `conformance_checkpoint.rs`.
 #![allow(dead_code)]
 
+pub mod checkpoint;
 pub mod ledger;
 pub mod store;
 

@@ -1,14 +1,15 @@
-//! [`Compactor`] and its [`CompactorBuilder`]: a compactor's settings, their defaults, and
-//! the struct every part of the pipeline (`mod.rs`, `transcript.rs`, `with_ledger.rs`) extends.
+//! How a [`Compactor`] is made: [`Compactor::builder`], the [`CompactorBuilder`]'s settings and
+//! their defaults, and [`build`](CompactorBuilder::build), which checks them.
 
-use crate::compactor::summarize::DynSummarizer;
+use crate::checkpoint::{SealKey, SealKeys};
+use crate::compactor::Compactor;
 use crate::error::CompactionError;
-use crate::render::{DefaultRenderer, Renderer};
-use crate::store::seal::SealKeys;
-use crate::store::{DynStore, MemoryStore, SealKey, Store};
-use crate::summarize::Summarizer;
+use crate::store::{DynStore, MemoryStore, Store};
+use crate::summaries::contract::DynSummarizer;
+use crate::summaries::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
 use crate::transcript::memory::TranscriptPlanner;
+use crate::window::{DefaultRenderer, Renderer};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -206,77 +207,10 @@ impl CompactorBuilder {
     }
 }
 
-/// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
-/// rehydrates them.
-///
-/// ```
-/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
-/// use serde::{Deserialize, Serialize};
-///
-/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
-/// struct Agent {
-///     #[protected(pin)]
-///     constraints: Vec<String>,
-///     #[protected]
-///     plan_step: u32,
-///     #[redundant(summarize)]
-///     transcript: String,
-///     #[effect(idempotent = false)]
-///     effects: EffectLog,
-/// }
-///
-/// let compactor = Compactor::builder()
-///     .budget(300)
-///     .token_counter(Tokenizer::O200kBase)
-///     .summarizer(Extractive)
-///     .store(MemoryStore::default())
-///     .build()?;
-///
-/// let mut agent = Agent {
-///     constraints: vec!["never touch /etc/prod".into()],
-///     plan_step: 6,
-///     transcript: "tool said: ok. ".repeat(500),
-///     ..Agent::default()
-/// };
-/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
-/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
-///
-/// let compacted = compactor.compact_blocking(&agent)?;
-/// assert!(compacted.tokens() <= 300);
-/// let window = compacted.render();
-/// assert!(window.contains("never touch /etc/prod"));
-/// assert!(window.contains(r#""status":"unknown""#));
-/// # Ok::<(), compaction::CompactionError>(())
-/// ```
-pub struct Compactor {
-    pub(super) budget: usize,
-    pub(super) counter: Arc<dyn TokenCounter>,
-    pub(super) summarizer: Option<Arc<dyn DynSummarizer>>,
-    pub(super) store: Arc<dyn DynStore>,
-    pub(super) renderer: Arc<dyn Renderer>,
-    pub(super) refuse_on_unknown: bool,
-    pub(super) evict_on_summarizer_error: bool,
-    pub(super) max_summary_tokens: usize,
-    pub(super) compactions: AtomicU64,
-    /// Hysteresis marks, as shares of the budget (see `CompactorBuilder::high_water_mark`).
-    pub(super) high_water: f64,
-    pub(super) low_water: f64,
-    /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
-    /// the next request of one only appends to it.
-    pub(super) transcript_planner: TranscriptPlanner,
-    /// The keys checkpoints are sealed and verified with (none by default).
-    pub(super) seal_keys: SealKeys,
-}
-
-impl std::fmt::Debug for Compactor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Compactor")
-            .field("budget", &self.budget)
-            .field("counter", &self.counter.name())
-            .field("summarizer", &self.summarizer.is_some())
-            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
-            .field("seal_key_ids", &self.seal_keys.ids())
-            .finish_non_exhaustive()
+impl Compactor {
+    /// Starts configuring a compactor.
+    pub fn builder() -> CompactorBuilder {
+        CompactorBuilder::default()
     }
 }
 

@@ -1,38 +1,60 @@
-//! The engine: state -> plan -> (summarize / spill) -> render -> report, and the way back.
+//! The engine, [`Compactor`]: state -> plan -> (summarize / spill) -> render -> report, and the
+//! way back. Its settings are in `builder.rs`, the ledger's views of a state in `ledger.rs`,
+//! its `#[transcript]` side in `transcript.rs`, its spans in `trace.rs`.
 
 mod builder;
-mod rehydrate_with;
-mod summarize;
-mod summary_cache;
-mod summary_step;
+mod ledger;
+#[cfg(test)]
+mod tests_work;
 mod trace;
 mod transcript;
-mod with_ledger;
 
-pub use builder::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+pub use builder::{CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 
-use crate::compacted::CompactedTranscript;
-use crate::compacted::{Compacted, SchemaFingerprint, FORMAT};
-use crate::compactor::summary_cache::CacheUse;
+use crate::checkpoint::{check_checkpoint, check_restorable, SealKeys};
+use crate::checkpoint::{Compacted, SchemaFingerprint, FORMAT};
+use crate::compactor::ledger::ledger_views;
+use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{check_checkpoint, Reacquire, RehydrateOptions};
-use crate::render::escape_inline;
-use crate::render::{Entry, WindowView, COMPACT_FORM_BELOW};
+use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions, Rehydrated};
+use crate::report::PagedResult;
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
-use crate::store::{get_verified, AsPointer, ContentHash};
+use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
+use crate::summaries::cache::{lookup, CacheKey, CacheUse, Lookup};
+use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Message;
-use crate::transcript::rehydrate::{span_message, SpanReadError};
+use crate::transcript::memory::TranscriptPlanner;
+use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
+use crate::window::escape_inline;
+use crate::window::{Entry, Renderer, WindowView, COMPACT_FORM_BELOW};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tracing::Instrument;
+
+/// A planned transcript waiting for its summaries, with what its report needs of the input
+/// (see `transcript.rs`).
+struct PendingTranscript {
+    path: String,
+    plan: TranscriptPlan,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
+
+/// A transcript whose request is final, waiting for its blobs to be stored.
+struct FinishedTranscript {
+    planned: PlannedTranscript,
+    path: String,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
 
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
 struct Prepared {
@@ -44,15 +66,84 @@ struct Prepared {
     /// request overhead when the state has a transcript.
     window_budget: usize,
     /// The `#[transcript]` field's plan, waiting for its summaries.
-    transcript: Option<transcript::PendingTranscript>,
+    transcript: Option<PendingTranscript>,
+}
+
+/// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
+/// rehydrates them.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, EffectLog, Effect, MemoryStore, Tokenizer, Extractive};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct Agent {
+///     #[protected(pin)]
+///     constraints: Vec<String>,
+///     #[protected]
+///     plan_step: u32,
+///     #[redundant(summarize)]
+///     transcript: String,
+///     #[effect(idempotent = false)]
+///     effects: EffectLog,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(300)
+///     .token_counter(Tokenizer::O200kBase)
+///     .summarizer(Extractive)
+///     .store(MemoryStore::default())
+///     .build()?;
+///
+/// let mut agent = Agent {
+///     constraints: vec!["never touch /etc/prod".into()],
+///     plan_step: 6,
+///     transcript: "tool said: ok. ".repeat(500),
+///     ..Agent::default()
+/// };
+/// agent.effects.record(Effect::new("apply_migration", "db://users", "mig-7")).unwrap();
+/// agent.effects.begin("mig-7").unwrap(); // timed out: outcome unknown
+///
+/// let compacted = compactor.compact_blocking(&agent)?;
+/// assert!(compacted.tokens() <= 300);
+/// let window = compacted.render();
+/// assert!(window.contains("never touch /etc/prod"));
+/// assert!(window.contains(r#""status":"unknown""#));
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub struct Compactor {
+    budget: usize,
+    counter: Arc<dyn TokenCounter>,
+    summarizer: Option<Arc<dyn DynSummarizer>>,
+    store: Arc<dyn DynStore>,
+    renderer: Arc<dyn Renderer>,
+    refuse_on_unknown: bool,
+    evict_on_summarizer_error: bool,
+    max_summary_tokens: usize,
+    compactions: AtomicU64,
+    /// Hysteresis marks, as shares of the budget (see `CompactorBuilder::high_water_mark`).
+    high_water: f64,
+    low_water: f64,
+    /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
+    /// the next request of one only appends to it.
+    transcript_planner: TranscriptPlanner,
+    /// The keys checkpoints are sealed and verified with (none by default).
+    seal_keys: SealKeys,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("budget", &self.budget)
+            .field("counter", &self.counter.name())
+            .field("summarizer", &self.summarizer.is_some())
+            .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
+            .field("seal_key_ids", &self.seal_keys.ids())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Compactor {
-    /// Starts configuring a compactor.
-    pub fn builder() -> CompactorBuilder {
-        CompactorBuilder::default()
-    }
-
     /// The budget in tokens.
     pub fn budget(&self) -> usize {
         self.budget
@@ -105,6 +196,76 @@ impl Compactor {
         block_on(self.compact(state))
     }
 
+    /// Compacts `state` with every `#[effect]` field read from `ledger`: each field's records
+    /// are those of its scope (`#[effect(scope = "...")]`, or the field's path such as
+    /// `charges` or `subtasks[2].effects`), as they are in the ledger now. The window, the
+    /// checkpoint and the state rehydrated from it hold the ledger's records; the state's own
+    /// effect logs are only checked, never trusted.
+    ///
+    /// Use this whenever a durable ledger backs the state: `compact` renders whatever the
+    /// state's `EffectLog`s hold, so a view the agent forgot to refresh shows a charge as
+    /// `not_started` (or not at all) while the ledger knows its outcome is `unknown`; here that
+    /// cannot happen, and two `#[effect]` fields on one ledger each get only their own scope.
+    /// The ledger's statuses win over the view's (the ledger is where `begin` claims a key);
+    /// a record the view holds and the ledger lacks is refused with
+    /// [`CompactionError::EffectNotInLedger`] instead of being dropped (record it through the
+    /// ledger, or `sync_log` the view, first). A ledger failure is [`CompactionError::Ledger`].
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, MemoryLedger};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Default)]
+    /// struct Agent {
+    ///     #[effect(idempotent = false)]
+    ///     charges: EffectLog,
+    ///     #[effect(idempotent = false, scope = "refunds")]
+    ///     refunds: EffectLog,
+    /// }
+    ///
+    /// let ledger = MemoryLedger::new();
+    /// compaction::block_on(ledger.begin("charges", "pay-1"))?; // in flight: unknown
+    /// let agent = Agent::default(); // its views were never refreshed
+    ///
+    /// let compactor = Compactor::builder().budget(400).build()?;
+    /// let compacted = compactor.compact_with_ledger_blocking(&agent, &ledger)?;
+    /// assert!(compacted.render().contains("pay-1"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn compact_with_ledger<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        let views = match ledger_views(state, ledger).await {
+            Ok(views) => views,
+            Err(error) => {
+                // Refused before the compaction began: traced as a compaction all the same.
+                let span = trace::compact_span(S::schema().type_name(), self.budget);
+                trace::compacted(&span, Err(&error));
+                return Err(error);
+            }
+        };
+        self.compact_with_views(state, Some(&views)).await
+    }
+
+    /// [`compact_with_ledger`](Self::compact_with_ledger) for synchronous callers.
+    pub fn compact_with_ledger_blocking<S, L>(
+        &self,
+        state: &S,
+        ledger: &L,
+    ) -> Result<Compacted<S>, CompactionError>
+    where
+        S: Compactable + Sync,
+        L: EffectLedger,
+    {
+        block_on(self.compact_with_ledger(state, ledger))
+    }
+
     /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
     /// tool an agent calls to look at spilled state.
     pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
@@ -129,63 +290,6 @@ impl Compactor {
     /// [`resolve`](Self::resolve) for synchronous callers.
     pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
         block_on(self.resolve(pointer))
-    }
-
-    /// Reads back, byte-exact and verified, input message `index` of the transcript span
-    /// stored under `pointer`: a user run's or a fold's full address
-    /// ([`Compacted::span_of`] finds the one holding a message;
-    /// [`Compacted::handles`] maps a marker's handle to it). `Ok(None)` when the span does not
-    /// hold that message; `Integrity` when the blob behind `pointer` is not a span or a chunk
-    /// does not verify.
-    ///
-    /// ```
-    /// use compaction::{Compactable, Compactor, Message, Tokenizer, Transcript};
-    /// use serde::{Deserialize, Serialize};
-    ///
-    /// #[derive(Compactable, Serialize, Deserialize)]
-    /// struct Agent {
-    ///     #[transcript]
-    ///     chat: Transcript,
-    /// }
-    ///
-    /// let mut agent = Agent { chat: Transcript::new() };
-    /// for turn in 0..200 {
-    ///     agent.chat.push(Message::user(format!("constraint {turn}: keep numpy below 2.0")));
-    ///     agent.chat.push(Message::assistant("noted ".repeat(30)));
-    /// }
-    /// let compactor = Compactor::builder().budget(2_000).token_counter(Tokenizer::O200kBase).build()?;
-    /// let compacted = compactor.compact_blocking(&agent)?;
-    /// // Message #4 left the window in a user run; it comes back exactly, by index.
-    /// let span = compacted.span_of(4).expect("message 4 is in a compacted span");
-    /// let message = compactor.resolve_message_blocking(&span, 4)?.expect("in the span");
-    /// assert_eq!(message, agent.chat.messages()[4]);
-    /// # Ok::<(), compaction::CompactionError>(())
-    /// ```
-    pub async fn resolve_message(
-        &self,
-        pointer: impl AsPointer,
-        index: usize,
-    ) -> Result<Option<Message>, CompactionError> {
-        let pointer = pointer.to_pointer()?;
-        span_message(&*self.store, &pointer, index)
-            .await
-            .map_err(|e| match e {
-                SpanReadError::Store(source) => {
-                    CompactionError::from_store(source, Some(&pointer.to_string()))
-                }
-                SpanReadError::NotASpan(_) => CompactionError::Integrity {
-                    field: pointer.to_string(),
-                },
-            })
-    }
-
-    /// [`resolve_message`](Self::resolve_message) for synchronous callers.
-    pub fn resolve_message_blocking(
-        &self,
-        pointer: impl AsPointer,
-        index: usize,
-    ) -> Result<Option<Message>, CompactionError> {
-        block_on(self.resolve_message(pointer, index))
     }
 
     /// Rebuilds the full state from a compacted one: everything the store holds (spilled
@@ -227,6 +331,39 @@ impl Compactor {
         reacquirer: &impl Reacquire,
     ) -> Result<S, CompactionError> {
         block_on(self.rehydrate(compacted, reacquirer))
+    }
+
+    /// [`rehydrate`](Self::rehydrate) with `options`; the result names every field that came
+    /// back as `Default` because it could not be re-acquired (see [`RehydrateOptions`]).
+    pub async fn rehydrate_with<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+        options: RehydrateOptions,
+    ) -> Result<Rehydrated<S>, CompactionError> {
+        let span = trace::rehydrate_span(S::schema().type_name());
+        let rehydrated = async {
+            check_restorable(compacted, &self.seal_keys)?;
+            rehydrate(&*self.store, compacted, reacquirer, options).await
+        }
+        .instrument(span.clone())
+        .await;
+        match &rehydrated {
+            // The checkpoint verified: the next compaction of its transcript continues it.
+            Ok(_) => self.install_memory(compacted),
+            Err(error) => trace::refused(&span, error),
+        }
+        rehydrated
+    }
+
+    /// [`rehydrate_with`](Self::rehydrate_with) for synchronous callers.
+    pub fn rehydrate_with_blocking<S: Compactable>(
+        &self,
+        compacted: &Compacted<S>,
+        reacquirer: &impl Reacquire,
+        options: RehydrateOptions,
+    ) -> Result<Rehydrated<S>, CompactionError> {
+        block_on(self.rehydrate_with(compacted, reacquirer, options))
     }
 
     /// Collects the state, plans its floor (refusing when even that is over budget), then
@@ -344,14 +481,20 @@ impl Compactor {
         let planned = match prepared.transcript.take() {
             Some(pending) => {
                 let planned = self.finish_transcript(&pending.path, pending.plan).await?;
-                Some((planned, (pending.path, pending.messages_in, pending.paged)))
+                Some(FinishedTranscript {
+                    planned,
+                    path: pending.path,
+                    messages_in: pending.messages_in,
+                    paged: pending.paged,
+                })
             }
             None => None,
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
-        let transcript_blobs: &[(ContentHash, Vec<u8>)] =
-            planned.as_ref().map_or(&[], |(planned, _)| planned.blobs());
+        let transcript_blobs: &[(ContentHash, Vec<u8>)] = planned
+            .as_ref()
+            .map_or(&[], |finished| finished.planned.blobs());
         let transcript_spills = transcript_blobs.iter().map(|(h, b)| (*h, b.as_slice()));
         for (hash, bytes) in prepared.plan.spills().chain(transcript_spills) {
             self.store
@@ -362,31 +505,14 @@ impl Compactor {
         let mut report = prepared
             .plan
             .report(prepared.number, self.budget, tokens, &*self.counter);
-        let transcript = planned.map(|(planned, (path, messages_in, paged))| {
-            report.transcript = Some(transcript::transcript_report(
-                (&path, messages_in, paged),
-                &planned,
-            ));
-            self.transcript_planner.commit(&planned);
-            let request_tokens =
-                tokens + transcript::request_overhead(&*self.counter) + planned.tokens();
-            let reused = 1 + planned.reused_prefix();
-            let memory = planned.memory().clone();
-            CompactedTranscript {
-                path,
-                messages: memory.messages,
-                tokens: memory.record.slots.iter().map(|s| s.tokens).sum(),
-                request_tokens,
-                reused,
-                memory: memory.record,
-            }
-        });
+        let transcript =
+            planned.map(|finished| self.complete_transcript(finished, tokens, &mut report));
         cache.mark(&mut report);
         cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {
             format: FORMAT,
             state_type: prepared.schema.type_name().to_owned(),
-            schema: SchemaFingerprint::of::<S>(),
+            schema: SchemaFingerprint::of::<S>(prepared.schema),
             budget: self.budget,
             entries,
             shapes: prepared.shapes,
@@ -400,6 +526,75 @@ impl Compactor {
         };
         compacted.seal_with(&self.seal_keys);
         Ok(compacted)
+    }
+
+    /// Calls the summarizer for every planned summary not made yet, unless the summary cache
+    /// holds it. Every request is checked against the schema first: only fields declared
+    /// `summarize` may pass, whether the summary is fresh or cached.
+    async fn summarize_pending(
+        &self,
+        schema: &'static Schema,
+        plan: &mut Plan,
+        cache: &mut CacheUse,
+    ) -> Result<(), CompactionError> {
+        let identity = self.summarizer.as_ref().and_then(|s| s.identity_dyn());
+        for slot in plan.pending_summaries() {
+            let allowed = schema
+                .field_for_instance(slot.path())
+                .is_some_and(|f| f.class.may_summarize());
+            if !allowed {
+                return Err(CompactionError::ProtectedToSummarizer {
+                    field: slot.path().to_owned(),
+                });
+            }
+            let Some(summarizer) = &self.summarizer else {
+                continue;
+            };
+            let Some((source, source_hash, target)) = slot.pending_summary() else {
+                continue;
+            };
+            let counter = &*self.counter;
+            let span = trace::summarize_span(slot.path(), target);
+            let key = identity
+                .as_deref()
+                .map(|id| CacheKey::new(id, &source_hash, target));
+            let found = match key {
+                Some(key) => {
+                    lookup(&*self.store, key, slot.path(), target, counter)
+                        .instrument(span.clone())
+                        .await
+                }
+                None => Lookup::Miss,
+            };
+            let summary = match found {
+                Lookup::Hit(summary) => {
+                    cache.hits.insert(slot.path().to_owned());
+                    trace::summarized(&span, true, counter.count(&summary));
+                    Ok(summary)
+                }
+                Lookup::Miss | Lookup::Rejected(_) => {
+                    if let Lookup::Rejected(reason) = found {
+                        trace::cache_entry_rejected(&span, reason);
+                    }
+                    let made = checked_summary(&**summarizer, counter, slot.path(), source, target)
+                        .instrument(span.clone())
+                        .await;
+                    trace::summary_made(&span, &made, counter);
+                    if let (Some(key), Ok(summary)) = (key, &made) {
+                        cache.fresh.push((key, summary.clone()));
+                    }
+                    made
+                }
+            };
+            match summary {
+                Ok(summary) => slot.set_summary(summary, counter),
+                // Only a summarizable field gets here, and its eviction leaves a pointer or a
+                // tombstone: falling back loses nothing the window was guaranteed to hold.
+                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {

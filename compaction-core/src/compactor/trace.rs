@@ -10,7 +10,7 @@
 
 use crate::error::CompactionError;
 use crate::report::{CompactionReport, FieldOutcome};
-use crate::summarize::SummarizerError;
+use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use tracing::field::Empty;
 use tracing::Span;

@@ -8,21 +8,25 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::compactor::builder::Compactor;
-use crate::compactor::summarize::{checked_summary, DynSummarizer};
+use crate::checkpoint::{Compacted, CompactedTranscript};
 use crate::compactor::trace;
+use crate::compactor::{Compactor, FinishedTranscript, PendingTranscript};
 use crate::effects::record::EffectStatus;
 use crate::error::CompactionError;
+use crate::future::block_on;
 use crate::plan::{CollectedTranscript, Collection};
-use crate::report::{PagedResult, TranscriptReport};
+use crate::report::{CompactionReport, PagedResult, TranscriptReport};
 use crate::state::schema::Schema;
-use crate::summarize::SummarizerError;
+use crate::store::AsPointer;
+use crate::summaries::contract::{checked_summary, DynSummarizer};
+use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
+use crate::transcript::rehydrate::{span_message, SpanReadError};
 use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the system message's
@@ -135,21 +139,14 @@ pub(super) fn plan_error(
     }
 }
 
-/// A planned transcript waiting for its summaries, with what its report needs of the input.
-pub(super) struct PendingTranscript {
-    pub(super) path: String,
-    pub(super) plan: TranscriptPlan,
-    pub(super) messages_in: usize,
-    pub(super) paged: Vec<PagedResult>,
-}
-
 /// One count per outcome of the planned transcript (from the planner's memory: no pass over
 /// the input), and the results it paged.
-pub(super) fn transcript_report(
-    pending: (&str, usize, Vec<PagedResult>),
+fn transcript_report(
+    path: &str,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
     planned: &PlannedTranscript,
 ) -> TranscriptReport {
-    let (path, messages_in, paged) = pending;
     let counts = planned.counts();
     TranscriptReport {
         field: path.to_owned(),
@@ -230,6 +227,36 @@ impl Compactor {
         Ok((window_budget, Some(pending)))
     }
 
+    /// The transcript part of a checkpoint whose blobs are stored: reports it, and makes it the
+    /// request the next plan of this transcript starts from.
+    pub(super) fn complete_transcript(
+        &self,
+        finished: FinishedTranscript,
+        window_tokens: usize,
+        report: &mut CompactionReport,
+    ) -> CompactedTranscript {
+        let FinishedTranscript {
+            planned,
+            path,
+            messages_in,
+            paged,
+        } = finished;
+        report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
+        self.transcript_planner.commit(&planned);
+        let request_tokens = window_tokens + request_overhead(&*self.counter) + planned.tokens();
+        let reused = 1 + planned.reused_prefix();
+        let tokens = planned.tokens();
+        let memory = planned.memory;
+        CompactedTranscript {
+            path,
+            messages: memory.messages,
+            tokens,
+            request_tokens,
+            reused,
+            memory: memory.record,
+        }
+    }
+
     /// Summarizes the transcript's folds and completes its plan.
     pub(super) async fn finish_transcript(
         &self,
@@ -245,5 +272,112 @@ impl Compactor {
         self.transcript_planner
             .finish(plan, summaries)
             .map_err(|e| plan_error(path, 0, self.budget, e))
+    }
+
+    /// Reads back, byte-exact and verified, input message `index` of the transcript span
+    /// stored under `pointer`: a user run's or a fold's full address
+    /// ([`Compacted::span_of`] finds the one holding a message;
+    /// [`Compacted::handles`] maps a marker's handle to it). `Ok(None)` when the span does not
+    /// hold that message; `Integrity` when the blob behind `pointer` is not a span or a chunk
+    /// does not verify.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Message, Tokenizer, Transcript};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize)]
+    /// struct Agent {
+    ///     #[transcript]
+    ///     chat: Transcript,
+    /// }
+    ///
+    /// let mut agent = Agent { chat: Transcript::new() };
+    /// for turn in 0..200 {
+    ///     agent.chat.push(Message::user(format!("constraint {turn}: keep numpy below 2.0")));
+    ///     agent.chat.push(Message::assistant("noted ".repeat(30)));
+    /// }
+    /// let compactor = Compactor::builder().budget(2_000).token_counter(Tokenizer::O200kBase).build()?;
+    /// let compacted = compactor.compact_blocking(&agent)?;
+    /// // Message #4 left the window in a user run; it comes back exactly, by index.
+    /// let span = compacted.span_of(4).expect("message 4 is in a compacted span");
+    /// let message = compactor.resolve_message_blocking(&span, 4)?.expect("in the span");
+    /// assert_eq!(message, agent.chat.messages()[4]);
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub async fn resolve_message(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        let pointer = pointer.to_pointer()?;
+        span_message(&*self.store, &pointer, index)
+            .await
+            .map_err(|e| match e {
+                SpanReadError::Store(source) => {
+                    CompactionError::from_store(source, Some(&pointer.to_string()))
+                }
+                SpanReadError::NotASpan(_) => CompactionError::Integrity {
+                    field: pointer.to_string(),
+                },
+            })
+    }
+
+    /// [`resolve_message`](Self::resolve_message) for synchronous callers.
+    pub fn resolve_message_blocking(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        block_on(self.resolve_message(pointer, index))
+    }
+
+    /// Installs the planner memory a checkpoint carries, after checking its seals (as
+    /// [`verify_checkpoint`](Self::verify_checkpoint)): the next compaction of its transcript
+    /// (the same messages, grown by appends, in any process) plans exactly as the compactor
+    /// that wrote the checkpoint would have, with the same blocks, handles and forms, so
+    /// requests keep their prefix and handles their meaning across a restart.
+    /// [`rehydrate`](Self::rehydrate) does it too; call this when the agent keeps its own state
+    /// and only needs the compactor to continue. A checkpoint without a transcript installs
+    /// nothing.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Compacted, Message, Tokenizer, Transcript};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Clone)]
+    /// struct Agent {
+    ///     #[transcript]
+    ///     chat: Transcript,
+    /// }
+    ///
+    /// let build = || Compactor::builder().budget(1_500).token_counter(Tokenizer::O200kBase).build();
+    /// let mut agent = Agent { chat: Transcript::new() };
+    /// for turn in 0..100 {
+    ///     agent.chat.push(Message::user(format!("step {turn}")));
+    ///     agent.chat.push(Message::assistant("done ".repeat(20)));
+    /// }
+    /// let before = build()?;
+    /// let saved = serde_json::to_string(&before.compact_blocking(&agent)?).unwrap();
+    ///
+    /// // Another process: load the checkpoint and the agent's state, resume, go on.
+    /// let after = build()?;
+    /// let checkpoint: Compacted<Agent> = serde_json::from_str(&saved).unwrap();
+    /// after.resume(&checkpoint)?;
+    /// agent.chat.push(Message::user("next"));
+    /// let warm = before.compact_blocking(&agent)?;
+    /// let cold = after.compact_blocking(&agent)?;
+    /// assert_eq!(warm.messages(), cold.messages());
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub fn resume<S>(&self, compacted: &Compacted<S>) -> Result<(), CompactionError> {
+        self.verify_checkpoint(compacted)?;
+        self.install_memory(compacted);
+        Ok(())
+    }
+
+    pub(super) fn install_memory<S>(&self, compacted: &Compacted<S>) {
+        if let Some(transcript) = &compacted.transcript {
+            self.transcript_planner.resume(transcript.planner_memory());
+        }
     }
 }

@@ -3,15 +3,14 @@
 //!
 //! A ledger holds effects in *scopes*: each `#[effect]` field of a state has its own (its field
 //! path, or `#[effect(scope = "...")]`), and an idempotency key is unique within its scope.
-//! Every implementation applies the transitions of [`machine`](crate::effects::machine), so all
+//! Every implementation applies the transitions of `machine`, so all
 //! of them answer every operation alike; `tests/conformance_ledger.rs` proves it on random
 //! operation sequences.
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
 use crate::effects::transition::SyncSummary;
-/// Re-exported from [`transition`](crate::effects::transition), where it is defined.
-pub use crate::effects::transition::Transition;
+use crate::effects::transition::Transition;
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 
@@ -19,7 +18,7 @@ use std::collections::BTreeMap;
 ///
 /// Every method works in one `scope` (an `#[effect]` field's scope; `""` is the default scope
 /// of a ledger used without scopes) and applies the transitions of
-/// [`machine`](crate::effects::machine), atomically: of any number of callers racing to
+/// `machine`, atomically: of any number of callers racing to
 /// [`begin`](Self::begin) one key, exactly one wins. The methods return boxed `Send` futures
 /// (like [`Store`](crate::store::Store)'s object-safe form) so network backends can be async
 /// and the trait stays usable as `dyn EffectLedger<Error = E>`.
@@ -35,7 +34,7 @@ pub trait EffectLedger: Send + Sync {
     where
         Self: Sized;
 
-    /// Records an effect ([`machine::record`](crate::effects::machine::record): an identical
+    /// Records an effect (`machine::record`: an identical
     /// re-record is a no-op, different details are [`EffectError::DuplicateKey`], a
     /// placeholder `begin` created takes the details).
     fn record<'a>(
@@ -106,7 +105,7 @@ pub trait EffectLedger: Send + Sync {
     fn load_all(&self) -> BoxFuture<'_, Result<BTreeMap<String, EffectLog>, Self::Error>>;
 
     /// Merges an in-memory log into `scope`, forward only and never erasing
-    /// ([`machine::sync`](crate::effects::machine::sync)), in one transaction.
+    /// (`machine::sync`), in one transaction.
     fn sync_log<'a>(
         &'a self,
         scope: &'a str,

@@ -1,12 +1,11 @@
 //! The guard methods of [`EffectLog`]: every transition of an in-memory log applies the
-//! [effect state machine](crate::effects::machine), as every durable ledger does; and its
+//! effect state machine (`effects/machine.rs`), as every durable ledger does; and its
 //! `Deserialize`, which checks what [`EffectLog::from_effects`] checks.
 
 use crate::effects::error::EffectError;
 use crate::effects::machine;
+use crate::effects::record::EffectLog;
 use crate::effects::record::{Effect, EffectStatus};
-/// Re-exported from [`record`](crate::effects::record), where they are defined.
-pub use crate::effects::record::{EffectLog, EffectRecords};
 use crate::effects::transition::{Change, Event, SyncSummary, SyncVerdict};
 use serde::Deserialize;
 
@@ -113,7 +112,7 @@ impl EffectLog {
     /// Merges `incoming` (another view of the same effects, e.g. one an agent changed in
     /// memory) into this log, forward only and never erasing anything: new keys are added,
     /// statuses move forward only, a placeholder's details and a missing payload are filled in
-    /// ([`machine::sync`]). The same merge a durable ledger's `sync_log` applies.
+    /// (`machine::sync`). The same merge a durable ledger's `sync_log` applies.
     pub fn sync(&mut self, incoming: &EffectLog) -> SyncSummary {
         let mut summary = SyncSummary::default();
         for effect in incoming {

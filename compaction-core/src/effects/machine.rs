@@ -9,8 +9,7 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectStatus};
-/// Re-exported from [`transition`](crate::effects::transition), where they are defined.
-pub use crate::effects::transition::{Change, EffectOp, Event, SyncSummary, SyncVerdict};
+use crate::effects::transition::{Change, EffectOp, Event, SyncVerdict};
 
 fn not_found(key: &str) -> EffectError {
     EffectError::NotFound { key: key.into() }

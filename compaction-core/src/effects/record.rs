@@ -130,7 +130,7 @@ impl Effect {
 
 /// An ordered log of effects, keyed by idempotency key, with a guard against double execution.
 ///
-/// Every transition goes through the [effect state machine](super::machine) (the guard
+/// Every transition goes through the effect state machine (`effects/machine.rs`) (the guard
 /// methods are in `effects/log.rs`), the
 /// same one every durable ledger applies, so a log in a test behaves as the ledger in
 /// production. Deserializing a log checks what [`from_effects`](Self::from_effects) checks:

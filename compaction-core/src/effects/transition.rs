@@ -145,7 +145,7 @@ pub struct Transition {
 }
 
 impl Transition {
-    /// The transition a state machine [`Event`] describes, made now by this process.
+    /// The transition a state machine `Event` describes, made now by this process.
     pub fn now(key: &str, event: Event) -> Self {
         Transition {
             key: key.to_string(),

@@ -2,6 +2,8 @@
 //! side, the crate's on the other. The core never names anything here.
 
 #[cfg(feature = "hf-tokenizers")]
+#[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub mod hf_tokenizers;
 #[cfg(feature = "openai-types")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub mod openai;

@@ -9,7 +9,7 @@ use crate::state::schema::FieldClass;
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
 use crate::transcript::conversation::Transcript;
-use crate::transcript::layout::TranscriptPolicy;
+use crate::transcript::policy::TranscriptPolicy;
 use std::borrow::Cow;
 
 /// A state's fields as its traversal handed them over, checked against its schema.
@@ -57,11 +57,17 @@ impl Collection<'_> {
 /// only the `*_summarizable` visitor methods create one.
 pub(crate) trait SummaryText {
     fn summary_text(&self) -> Cow<'_, str>;
+    /// Whether the text is the value's compact JSON (the default source), known without
+    /// comparing.
+    fn text_is_json(&self) -> bool;
 }
 
 impl<T: Summarizable> SummaryText for T {
     fn summary_text(&self) -> Cow<'_, str> {
         self.summary_source()
+    }
+    fn text_is_json(&self) -> bool {
+        self.summary_source_is_json()
     }
 }
 

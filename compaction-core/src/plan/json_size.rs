@@ -76,6 +76,33 @@ pub(crate) fn json_within(value: &dyn JsonValue, cap: usize) -> Option<String> {
     String::from_utf8(buffer.bytes?).ok()
 }
 
+/// A `Write` that compares what it is given with `expected`, failing at the first difference.
+struct SameAs<'e> {
+    rest: &'e [u8],
+}
+
+impl io::Write for SameAs<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.rest.strip_prefix(buf) {
+            Some(rest) => {
+                self.rest = rest;
+                Ok(buf.len())
+            }
+            None => Err(io::Error::other("differs")),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Whether the compact JSON of `value` is exactly `expected`, found while serializing it:
+/// nothing is buffered, and a difference stops the serialization where it starts.
+pub(crate) fn json_is(value: &dyn JsonValue, expected: &[u8]) -> bool {
+    let mut same = SameAs { rest: expected };
+    value.write_json(&mut same).is_ok() && same.rest.is_empty()
+}
+
 /// Whether the compact JSON of `value` is certainly longer than `cap` bytes.
 pub(crate) fn exceeds<T: Serialize + ?Sized>(value: &T, cap: usize) -> bool {
     let mut walk = LowerBound { len: 0, cap };

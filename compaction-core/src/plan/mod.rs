@@ -41,11 +41,11 @@ use crate::plan::slot::{
     spill_kept, spill_kept_payloads, spill_payloads, spill_records, FloorForm, Movable, Payloads,
     Slot, SlotBody, Stage, ValueFromSource, ValuePlan,
 };
-use crate::render::{Entry, IndexedRecord, KeptPayload, Section};
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::state::schema::FieldClass;
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::window::{Entry, IndexedRecord, KeptPayload, Section};
 use std::collections::BTreeMap;
 
 /// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
@@ -83,6 +83,14 @@ impl Plan {
     /// fits is never refused nor cut, whatever the per-line estimates say (the floor's
     /// "left the window" line, tokens merging across lines).
     pub fn all_verbatim(collection: &Collection<'_>, budget: usize) -> Option<Plan> {
+        // Values ruled out by their bytes first, in a few steps each: building the floor's slots
+        // serializes and hashes every settled effect record, which a state with one large value
+        // (the usual case when compacting) must not pay twice.
+        let cap = budget.saturating_mul(MAX_BYTES_PER_TOKEN);
+        let too_big = |field: &CollectedField<'_>| matches!(&field.value, Collected::Value { value, .. } if value.json_exceeds(cap));
+        if collection.fields.iter().any(too_big) {
+            return None;
+        }
         let mut slots = floor_slots(&collection.fields);
         for (slot, field) in slots.iter_mut().zip(&collection.fields) {
             let kept = match (&slot.body, &field.value) {
@@ -519,6 +527,7 @@ fn plan_value(
         slot,
         ValuePlan::Summarize {
             source: String::new(),
+            source_hash: ContentHash::of(b""),
             target: 0,
             done: Some((String::new(), Pointer::for_hash(ContentHash::of(b"")), 0)),
             value: None,
@@ -535,14 +544,20 @@ fn plan_value(
     source.shrink_to_fit();
     // The source goes to the store verbatim; rehydration restores the value from it (or from
     // a copy of its JSON stored beside it, when the source is not the value).
-    let Some(value) = ValueFromSource::of(*value, &source) else {
+    let from_source = match summary.text_is_json() {
+        true => Some(ValueFromSource::Json),
+        false => ValueFromSource::of(*value, &source),
+    };
+    let Some(value) = from_source else {
         set_value_plan(slot, ValuePlan::Evict);
         return remaining;
     };
+    let source_hash = ContentHash::of(source.as_bytes());
     set_value_plan(
         slot,
         ValuePlan::Summarize {
             source,
+            source_hash,
             target,
             done: None,
             value: Some(value),

@@ -126,7 +126,7 @@ mod tests {
     use super::*;
     use crate::effects::record::Effect;
     use crate::plan::slot::{spill_kept_payloads, spill_payloads};
-    use crate::render::KeptPayload;
+    use crate::window::KeptPayload;
 
     #[test]
     fn spilled_payloads_read_back_as_kept_payloads_under_their_pointer() {

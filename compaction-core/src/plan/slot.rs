@@ -4,13 +4,12 @@
 //! ever looks at a form.
 
 use crate::effects::record::{Effect, EffectStatus};
-use crate::plan::json_size::JsonValue;
-use crate::render::{
-    render_field, Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords,
-    SummaryValue,
-};
+use crate::plan::json_size::{json_is, JsonValue};
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
+use crate::window::{
+    Entry, FieldView, Form, IndexedRecord, KeptPayload, Section, SpilledRecords, SummaryValue,
+};
 use serde::Serialize;
 
 /// Keep priority: lower stages come back into the window first and leave it last.
@@ -32,6 +31,8 @@ pub(crate) enum ValuePlan {
     },
     Summarize {
         source: String,
+        /// The source's SHA-256, computed once: its store address and its summary cache key.
+        source_hash: ContentHash,
         target: usize,
         done: Option<(String, Pointer, usize)>,
         /// How rehydration restores the value from the store.
@@ -101,15 +102,17 @@ pub(crate) enum ValueFromSource {
 impl ValueFromSource {
     /// How `value` comes back given its summary's `source`; `None` when it does not serialize.
     pub fn of(value: &dyn JsonValue, source: &str) -> Option<ValueFromSource> {
+        // Compared while serializing: the value's JSON is only built when it is stored apart
+        // (a summary source of megabytes is not copied once more to find it is the JSON).
+        if json_is(value, source.as_bytes()) {
+            return Some(ValueFromSource::Json);
+        }
+        if json_is(value, serde_json::to_string(source).ok()?.as_bytes()) {
+            return Some(ValueFromSource::Text);
+        }
         let mut bytes = Vec::new();
         value.write_json(&mut bytes).ok()?;
         let json = String::from_utf8(bytes).ok()?;
-        if json == source {
-            return Some(ValueFromSource::Json);
-        }
-        if serde_json::to_string(source).ok()? == json {
-            return Some(ValueFromSource::Text);
-        }
         let pointer = Pointer::for_hash(ContentHash::of(json.as_bytes()));
         Some(ValueFromSource::Stored { json, pointer })
     }
@@ -387,10 +390,7 @@ impl Slot {
 
     /// This slot's line(s) in the default format, as the window shows its current plan.
     pub fn line(&self) -> String {
-        let entry = self.entry();
-        let mut line = String::new();
-        render_field(&mut line, &FieldView::of(&entry.for_window()));
-        line
+        FieldView::of(&self.entry().for_window()).default_lines()
     }
 
     /// Tokens of [`line`](Self::line): the planning estimate.
@@ -417,19 +417,21 @@ impl Slot {
         }
     }
 
-    /// The summary this slot still waits for: its source text and its target in tokens.
-    pub fn pending_summary(&self) -> Option<(&str, usize)> {
+    /// The summary this slot still waits for: its source text, the source's hash and its
+    /// target in tokens.
+    pub fn pending_summary(&self) -> Option<(&str, ContentHash, usize)> {
         match &self.body {
             SlotBody::Value {
                 plan:
                     ValuePlan::Summarize {
                         source,
+                        source_hash,
                         target,
                         done: None,
                         ..
                     },
                 ..
-            } => Some((source, *target)),
+            } => Some((source, *source_hash, *target)),
             _ => None,
         }
     }
@@ -441,6 +443,7 @@ impl Slot {
             plan:
                 ValuePlan::Summarize {
                     source,
+                    source_hash,
                     target,
                     done,
                     ..
@@ -455,7 +458,7 @@ impl Slot {
                 .count_till_limit(source, *target)
                 .unwrap_or(*target + 1)
                 .max(whole_at_least);
-            let pointer = Pointer::for_hash(ContentHash::of(source.as_bytes()));
+            let pointer = Pointer::for_hash(*source_hash);
             *done = Some((summary, pointer, from_tokens));
         }
     }

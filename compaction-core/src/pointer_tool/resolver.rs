@@ -1,14 +1,15 @@
 //! The `resolve_pointer` handler: answers a model's call with the verified bytes behind a
 //! pointer this agent's compactions issued, cut to a size limit, or with a clear error.
 
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
 use crate::compactor::Compactor;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::pointer_tool::definition::RESOLVE_POINTER;
 use crate::store::Pointer;
-use crate::transcript::conversation::{Message, ToolCall};
 use crate::transcript::marker::{escape, MARKER_PREFIX};
+use crate::transcript::message::ToolArguments;
+use crate::transcript::message::{Message, ToolCall};
 use serde_json::Value;
 use std::collections::HashSet;
 
@@ -264,7 +265,14 @@ impl PointerResolver {
                 name: echo(&call.name),
             });
         }
-        let (text, offset) = parse_arguments(&call.arguments)?;
+        // A repeated key (`{"pointer":"a","pointer":"b"}`) is refused, never collapsed.
+        let arguments = call
+            .arguments
+            .value()
+            .map_err(|e| PointerToolError::BadArguments {
+                reason: echo(&e.to_string()),
+            })?;
+        let (text, offset) = parse_arguments(&arguments)?;
         let pointer = Pointer::parse(&text)
             .map_err(|_| PointerToolError::InvalidPointer { text: echo(&text) })?;
         if !self.is_allowed(&pointer) {
@@ -318,7 +326,8 @@ fn parse_arguments(arguments: &Value) -> Result<(String, usize), PointerToolErro
     let object = match arguments {
         Value::Object(object) => object,
         Value::String(raw) => {
-            parsed = serde_json::from_str::<Value>(raw)
+            parsed = ToolArguments::from_text(raw.as_str())
+                .and_then(|text| text.value())
                 .map_err(|e| bad(format!("the arguments are not valid JSON ({e})")))?;
             parsed.as_object().ok_or_else(|| {
                 bad("the arguments must be a JSON object with a `pointer`".to_owned())

@@ -20,6 +20,24 @@ pub trait Summarizable: Serialize {
     fn summary_source(&self) -> Cow<'_, str> {
         Cow::Owned(serde_json::to_string(self).unwrap_or_default())
     }
+
+    /// Whether [`summary_source`](Self::summary_source) is this default (the value's compact
+    /// JSON): the engine then stores the source as the value itself, without serializing the
+    /// value again to compare. `false` (the default) is always safe: the engine compares.
+    /// Set by `#[derive(Summarizable)]` and the impls here, which never override the source.
+    #[doc(hidden)]
+    fn summary_source_is_json(&self) -> bool {
+        false
+    }
+}
+
+/// The body of an impl that keeps the default source, the value's JSON.
+macro_rules! json_source {
+    () => {
+        fn summary_source_is_json(&self) -> bool {
+            true
+        }
+    };
 }
 
 impl Summarizable for String {
@@ -39,7 +57,7 @@ impl Summarizable for Cow<'_, str> {
 }
 
 macro_rules! summarizable_plain {
-    ($($t:ty),*) => { $(impl Summarizable for $t {})* };
+    ($($t:ty),*) => { $(impl Summarizable for $t { json_source!(); })* };
 }
 summarizable_plain!(
     bool,
@@ -63,15 +81,39 @@ summarizable_plain!(
     std::path::PathBuf
 );
 
-impl<T: Summarizable> Summarizable for Vec<T> {}
-impl<T: Summarizable> Summarizable for VecDeque<T> {}
-impl<T: Summarizable> Summarizable for [T] {}
-impl<T: Summarizable> Summarizable for Option<T> {}
-impl<T: Summarizable + ?Sized> Summarizable for Box<T> {}
-impl<T: Summarizable + ?Sized> Summarizable for &T {}
-impl<T: Summarizable + Ord> Summarizable for BTreeSet<T> {}
-impl<T: Summarizable + Eq + std::hash::Hash, S> Summarizable for HashSet<T, S> {}
-impl<K: Summarizable + Ord, V: Summarizable> Summarizable for BTreeMap<K, V> {}
-impl<K: Summarizable + Eq + std::hash::Hash, V: Summarizable, S> Summarizable for HashMap<K, V, S> {}
-impl<A: Summarizable, B: Summarizable> Summarizable for (A, B) {}
-impl<A: Summarizable, B: Summarizable, C: Summarizable> Summarizable for (A, B, C) {}
+impl<T: Summarizable> Summarizable for Vec<T> {
+    json_source!();
+}
+impl<T: Summarizable> Summarizable for VecDeque<T> {
+    json_source!();
+}
+impl<T: Summarizable> Summarizable for [T] {
+    json_source!();
+}
+impl<T: Summarizable> Summarizable for Option<T> {
+    json_source!();
+}
+impl<T: Summarizable + ?Sized> Summarizable for Box<T> {
+    json_source!();
+}
+impl<T: Summarizable + ?Sized> Summarizable for &T {
+    json_source!();
+}
+impl<T: Summarizable + Ord> Summarizable for BTreeSet<T> {
+    json_source!();
+}
+impl<T: Summarizable + Eq + std::hash::Hash, S> Summarizable for HashSet<T, S> {
+    json_source!();
+}
+impl<K: Summarizable + Ord, V: Summarizable> Summarizable for BTreeMap<K, V> {
+    json_source!();
+}
+impl<K: Summarizable + Eq + std::hash::Hash, V: Summarizable, S> Summarizable for HashMap<K, V, S> {
+    json_source!();
+}
+impl<A: Summarizable, B: Summarizable> Summarizable for (A, B) {
+    json_source!();
+}
+impl<A: Summarizable, B: Summarizable, C: Summarizable> Summarizable for (A, B, C) {
+    json_source!();
+}

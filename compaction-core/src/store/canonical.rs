@@ -14,6 +14,7 @@
 //! - **Round trip.** JSON has no NaN or infinity; `serde_json` writes them as `null`, which does
 //!   not deserialize back into a float. A non-finite float is an error naming where it sits.
 
+use crate::store::finite::round_trips;
 use serde::ser::{self, Serialize};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -62,8 +63,12 @@ pub(crate) fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String,
 }
 
 /// Fails when `value` holds anything that JSON cannot bring back (a non-finite float), without
-/// building its JSON: a walk over its nodes, strings are not copied.
+/// building its JSON. The fast walk (`finite.rs`: no allocation, plain types not walked) answers
+/// almost always; only a value it is unsure of is walked again here, for the error's location.
 pub(crate) fn check_round_trip<T: Serialize + ?Sized>(value: &T) -> Result<(), CanonicalError> {
+    if round_trips(value) {
+        return Ok(());
+    }
     value.serialize(Canonical::of::<T>(Mode::Check)).map(|_| ())
 }
 
@@ -103,6 +108,10 @@ impl Canonical {
     }
 
     fn child<T: Serialize + ?Sized>(&self, value: &T) -> Result<Value, CanonicalError> {
+        #[cfg(test)]
+        if self.mode == Mode::Check {
+            crate::store::count_walked();
+        }
         value.serialize(Canonical::of::<T>(self.mode))
     }
 

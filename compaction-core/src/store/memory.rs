@@ -2,17 +2,30 @@
 
 use crate::store::backend::Store;
 use crate::store::{ContentHash, StoreError};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
 
 /// An in-process store. Fast and simple, but gone when the process exits: use a durable store
 /// (SQLite) for anything an agent must survive a restart with.
 ///
-/// Clones share the same blobs and named entries (the summary cache).
+/// Clones share the same blobs, named entries (the summary cache) and checkpoints (it is a
+/// `CheckpointStore` too, without namespaces).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
     entries: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+    checkpoints: Arc<Mutex<BTreeMap<String, MemoryCheckpoint>>>,
+}
+
+/// One agent's checkpoint as the memory store keeps it: a checkpoint row's stored parts
+/// (`checkpoint/memory.rs` reads and writes them).
+#[derive(Debug, Clone)]
+pub(crate) struct MemoryCheckpoint {
+    pub json: Vec<u8>,
+    pub sha256: Option<String>,
+    pub state_type: String,
+    pub saved_at: SystemTime,
 }
 
 impl MemoryStore {
@@ -58,6 +71,42 @@ impl MemoryStore {
     /// with an entry to prove its reader catches it.
     pub fn overwrite_entry(&self, name: &str, bytes: Vec<u8>) {
         self.lock_entries().insert(name.to_owned(), bytes);
+    }
+
+    /// The stored JSON and checksum of `agent_id`'s checkpoint, as they are: for tests that
+    /// tamper with a checkpoint to prove loading catches it.
+    pub fn raw_checkpoint(&self, agent_id: &str) -> Option<(Vec<u8>, Option<String>)> {
+        let checkpoints = self.checkpoints();
+        let saved = checkpoints.get(agent_id)?;
+        Some((saved.json.clone(), saved.sha256.clone()))
+    }
+
+    /// Overwrites the stored JSON and checksum of `agent_id`'s checkpoint (creating it, with an
+    /// empty state type, when there is none), unchecked: for tests that tamper with a
+    /// checkpoint to prove loading catches it.
+    pub fn overwrite_checkpoint(&self, agent_id: &str, json: Vec<u8>, sha256: Option<String>) {
+        let mut checkpoints = self.checkpoints();
+        let saved = checkpoints
+            .entry(agent_id.to_owned())
+            .or_insert_with(|| MemoryCheckpoint {
+                json: Vec::new(),
+                sha256: None,
+                state_type: String::new(),
+                saved_at: SystemTime::now(),
+            });
+        saved.json = json;
+        saved.sha256 = sha256;
+    }
+
+    /// Whether a blob is stored under `hash` (unverified).
+    pub(crate) fn holds(&self, hash: &ContentHash) -> bool {
+        self.lock().contains_key(hash)
+    }
+
+    /// The checkpoints, by agent id.
+    pub(crate) fn checkpoints(&self) -> MutexGuard<'_, BTreeMap<String, MemoryCheckpoint>> {
+        // Each change is one insert or remove: a panic cannot leave half a checkpoint.
+        self.checkpoints.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContentHash, Vec<u8>>> {

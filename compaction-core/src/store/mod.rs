@@ -5,17 +5,37 @@
 
 mod backend;
 pub(crate) mod canonical;
-mod memory;
-pub(crate) mod seal;
+mod finite;
+pub(crate) mod memory;
 
 pub use backend::Store;
 pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
 pub use memory::MemoryStore;
-pub use seal::{SealKey, SealKeyError};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes hashed on this thread: what the tests count to prove a compaction hashes a value
+    /// once, and never the values it only evicts.
+    static HASHED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Nodes walked by the round-trip check (either walk) on this thread.
+    static WALKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one node walked by the round-trip check (tests only).
+#[cfg(test)]
+pub(crate) fn count_walked() {
+    WALKED.with(|w| w.set(w.get() + 1));
+}
+
+/// The work counted on this thread since the last call: (bytes hashed, nodes walked).
+#[cfg(test)]
+pub(crate) fn take_work() -> (usize, usize) {
+    (HASHED.with(|h| h.replace(0)), WALKED.with(|w| w.replace(0)))
+}
 
 /// SHA-256 of a value's canonical bytes: the fingerprint of protected state and the address of
 /// spilled state.
@@ -25,6 +45,8 @@ pub struct ContentHash([u8; 32]);
 impl ContentHash {
     /// Hashes `bytes`.
     pub fn of(bytes: &[u8]) -> Self {
+        #[cfg(test)]
+        HASHED.with(|h| h.set(h.get() + bytes.len()));
         ContentHash(Sha256::digest(bytes).into())
     }
 

@@ -12,10 +12,10 @@ use crate::transcript::conversation::{Message, Role, ToolCall};
 use crate::transcript::count::message_tokens_with;
 use crate::transcript::layout::anchors;
 use crate::transcript::marker::{self, FoldHeader, Page, FOLD_LISTED_CALLS};
-use crate::transcript::memory::{Block, ChunkRef, Handle, HandleTable, Manifest, Slot, SlotMeta};
+use crate::transcript::memory::{Block, ChunkRef, Handle, Manifest, Slot};
 use crate::transcript::plan::{FoldSummaryRequest, PendingSummary};
 use crate::transcript::span::chunk;
-use crate::transcript::steps::{Point, State, OVER};
+use crate::transcript::steps::{Built, OldSlots, Point, State, OVER};
 use std::collections::HashMap;
 
 /// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
@@ -43,16 +43,6 @@ enum Piece {
         /// (message, call) of the newest calls, oldest first.
         listed: Vec<(usize, usize)>,
     },
-}
-
-/// The messages inside the base blocks that were sent in place (anchors, hoisted users), by
-/// input index: the position of their slot in the base request.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct OldSlots {
-    /// Anchors that are still anchors (an effect settled since lets its unit fold).
-    anchors: HashMap<usize, usize>,
-    /// Every one of them.
-    kept: HashMap<usize, usize>,
 }
 
 fn old_slots(point: &mut Point<'_>) -> OldSlots {
@@ -293,30 +283,14 @@ fn count_kept(point: &Point<'_>, index: usize) -> usize {
     message_tokens_with(message, &content, &mut |t| point.ctx.counter.count(t))
 }
 
-/// The written request of a compaction point.
-pub(crate) struct Built {
-    pub(crate) messages: Vec<Message>,
-    pub(crate) slots: Vec<SlotMeta>,
-    pub(crate) blocks: Vec<Block>,
-    pub(crate) handles: HandleTable,
-    pub(crate) blobs: Vec<(ContentHash, Vec<u8>)>,
-    pub(crate) pending: Vec<PendingSummary>,
-}
-
-impl Built {
-    /// Exact tokens of the request (summaries at their reserve).
-    pub(crate) fn tokens(&self) -> usize {
-        self.slots.iter().map(|s| s.tokens).sum()
-    }
-
-    fn push(&mut self, message: Message, slot: Slot, tokens: usize) {
-        self.messages.push(message);
-        self.slots.push(SlotMeta { slot, tokens });
+impl Point<'_> {
+    /// Writes the decisions of this point.
+    pub(crate) fn build(&mut self) -> Built {
+        build(self)
     }
 }
 
-/// Writes the decisions of `point`.
-pub(crate) fn build(point: &mut Point<'_>) -> Built {
+fn build(point: &mut Point<'_>) -> Built {
     let base = point.base;
     let mut built = Built {
         messages: Vec::new(),
@@ -500,6 +474,9 @@ fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -
             call.effect = None;
             call.effect_scope = None;
         }
+        // Opaque parts (signed thinking, encrypted reasoning) never reach a summarizer; the
+        // stored span keeps them verbatim.
+        message.opaque.clear();
         let line = serde_json::to_string(&message).unwrap_or_default();
         bytes += line.len() + 1;
         if bytes > SUMMARY_SOURCE_BYTES && !lines.is_empty() {
@@ -536,11 +513,13 @@ fn kept_message(message: &Message) -> Message {
     kept
 }
 
-/// A message without its content (what a tombstone or page keeps).
+/// A message without its content (what a tombstone or page keeps). Only tool messages are
+/// tombstoned or paged, and they carry no opaque parts (`validate`): a shell never does.
 fn shell(message: &Message) -> Message {
     Message {
         content: String::new(),
         tool_calls: Vec::new(),
+        opaque: Vec::new(),
         ..message.clone()
     }
 }

@@ -1,184 +1,13 @@
-//! The conversation as values: `Message`, `Role`, `ToolCall`, and `Transcript` with the pairing
-//! rules a chat API enforces, checked before compaction (`Transcript::validate`).
+//! A conversation's pairing rules: `Transcript`, a list of messages checked the way chat APIs
+//! check them (`Transcript::validate`), and `TranscriptError`, which names the message that
+//! breaks a rule. The messages themselves are in `message.rs`.
 
+pub use crate::transcript::message::{Message, Role, ToolCall};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::io::Write;
-
-/// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// The system prompt: pinned, verbatim.
-    System,
-    /// Developer instructions (the newer name for system messages): pinned, verbatim.
-    Developer,
-    /// The user: protected, never summarized.
-    User,
-    /// The model's replies, possibly calling tools.
-    Assistant,
-    /// A tool result, answering one call by its id.
-    Tool,
-}
-
-impl Role {
-    /// The role's wire name (`system`, `developer`, `user`, `assistant`, `tool`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::System => "system",
-            Role::Developer => "developer",
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::Tool => "tool",
-        }
-    }
-
-    /// System and developer messages: kept verbatim in every compaction.
-    pub fn is_pinned(self) -> bool {
-        matches!(self, Role::System | Role::Developer)
-    }
-}
-
-/// One tool call an assistant message makes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The call's id; its result names it in `tool_call_id`.
-    pub id: String,
-    /// The tool's name.
-    pub name: String,
-    /// The arguments, as JSON.
-    pub arguments: serde_json::Value,
-    /// The idempotency key of the `EffectLog` record this call performs, when it has side
-    /// effects. A call whose effect is live (`not_started` or `unknown`) is never folded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effect: Option<String>,
-    /// The ledger scope of that record (an `#[effect]` field's scope: its path, or its
-    /// `#[effect(scope = "...")]`). `None`: the key is looked up in every scope of the state and
-    /// refused when more than one holds it (see [`with_effect`](Self::with_effect)).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effect_scope: Option<String>,
-}
-
-impl ToolCall {
-    /// A call without side effects.
-    pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        arguments: serde_json::Value,
-    ) -> Self {
-        ToolCall {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-            effect: None,
-            effect_scope: None,
-        }
-    }
-
-    /// Links the call to the effect record with this idempotency key, in whichever scope of the
-    /// state's ledgers holds it. When two scopes hold the same key (a committed `order-42` in
-    /// `refunds`, an unknown one in `charges`), compaction refuses the call
-    /// (`CompactionError::AmbiguousEffect`) instead of guessing which one it is: name the scope
-    /// with [`with_effect_in`](Self::with_effect_in). A key no scope holds is treated as live
-    /// (the call is never folded).
-    pub fn with_effect(mut self, key: impl Into<String>) -> Self {
-        self.effect = Some(key.into());
-        self.effect_scope = None;
-        self
-    }
-
-    /// Links the call to the effect record `key` of ledger scope `scope` (the `#[effect]`
-    /// field's path, or its `#[effect(scope = "...")]`): the unambiguous form.
-    ///
-    /// ```
-    /// use compaction::ToolCall;
-    /// use serde_json::json;
-    ///
-    /// let call = ToolCall::new("c1", "charge", json!({"order": 42}))
-    ///     .with_effect_in("charges", "order-42");
-    /// assert_eq!(call.effect_scope.as_deref(), Some("charges"));
-    /// assert_eq!(call.effect.as_deref(), Some("order-42"));
-    /// ```
-    pub fn with_effect_in(mut self, scope: impl Into<String>, key: impl Into<String>) -> Self {
-        self.effect = Some(key.into());
-        self.effect_scope = Some(scope.into());
-        self
-    }
-}
-
-/// One message of a conversation with a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Message {
-    /// Who wrote it.
-    pub role: Role,
-    /// The text.
-    pub content: String,
-    /// Tool calls (assistant messages only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<ToolCall>,
-    /// The call a tool message answers (tool messages only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// An optional participant name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-impl Message {
-    fn of(role: Role, content: impl Into<String>) -> Self {
-        Message {
-            role,
-            content: content.into(),
-            tool_calls: Vec::new(),
-            tool_call_id: None,
-            name: None,
-        }
-    }
-
-    /// A system message.
-    pub fn system(content: impl Into<String>) -> Self {
-        Self::of(Role::System, content)
-    }
-
-    /// A developer message.
-    pub fn developer(content: impl Into<String>) -> Self {
-        Self::of(Role::Developer, content)
-    }
-
-    /// A user message.
-    pub fn user(content: impl Into<String>) -> Self {
-        Self::of(Role::User, content)
-    }
-
-    /// An assistant message without tool calls.
-    pub fn assistant(content: impl Into<String>) -> Self {
-        Self::of(Role::Assistant, content)
-    }
-
-    /// An assistant message that calls tools.
-    pub fn assistant_with_tools(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
-        Message {
-            tool_calls: calls,
-            ..Self::of(Role::Assistant, content)
-        }
-    }
-
-    /// The result of the call `call_id`.
-    pub fn tool_result(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Message {
-            tool_call_id: Some(call_id.into()),
-            ..Self::of(Role::Tool, content)
-        }
-    }
-
-    /// Sets the participant name.
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = Some(name.into());
-        self
-    }
-}
 
 /// Why a transcript is not a valid conversation. Each variant names the message index, so the
 /// author can find the message; compaction refuses such a transcript and never repairs it.
@@ -254,6 +83,35 @@ pub enum TranscriptError {
         /// The tool message.
         index: usize,
     },
+    /// A system or developer message comes after a call and before all of that call's
+    /// results. Chat APIs want the results right after the assistant message that made the
+    /// calls (OpenAI rejects the request, Anthropic has no place for it), so the transcript is
+    /// refused rather than reordered: put the message after the results.
+    #[error(
+        "message {index}: a {role} message between call `{call_id}` (message {call_index}) \
+         and its result"
+    )]
+    BetweenCallAndResult {
+        /// The system or developer message.
+        index: usize,
+        /// Its role.
+        role: &'static str,
+        /// The first call still waiting for its result.
+        call_id: String,
+        /// The assistant message that made it.
+        call_index: usize,
+    },
+    /// A message that is not an assistant message carries provider-opaque parts (thinking,
+    /// encrypted reasoning): providers take them only in the model's own turns.
+    #[error(
+        "message {index}: a {role} message carries opaque parts (only assistant messages may)"
+    )]
+    OpaqueOutsideAssistant {
+        /// The message.
+        index: usize,
+        /// Its role.
+        role: &'static str,
+    },
 }
 
 /// Checks every pairing rule; the first violation, in message order, is the error.
@@ -271,6 +129,12 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
         }
         if message.tool_call_id.is_some() && message.role != Role::Tool {
             return Err(TranscriptError::CallIdOutsideTool {
+                index,
+                role: message.role.as_str(),
+            });
+        }
+        if !message.opaque.is_empty() && message.role != Role::Assistant {
+            return Err(TranscriptError::OpaqueOutsideAssistant {
                 index,
                 role: message.role.as_str(),
             });
@@ -318,7 +182,16 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
                 }
                 waiting.retain(|(id, _)| *id != call_id);
             }
-            Role::System | Role::Developer => {}
+            Role::System | Role::Developer => {
+                if let Some((call_id, call_index)) = waiting.first() {
+                    return Err(TranscriptError::BetweenCallAndResult {
+                        index,
+                        role: message.role.as_str(),
+                        call_id: (*call_id).to_owned(),
+                        call_index: *call_index,
+                    });
+                }
+            }
         }
     }
     // Calls of the last assistant message may still be in flight.
@@ -419,9 +292,15 @@ impl Transcript {
     }
 
     /// Checks the pairing rules chat APIs enforce: every tool result answers an earlier call,
-    /// every call is answered before the next user or assistant message (the calls of the last
-    /// assistant message may still be in flight), call ids are unique, every tool message names
-    /// its call, and only assistant messages call tools.
+    /// every call is answered before the next message of any other role (nothing comes between
+    /// a call and its results, not even a system or developer message), call ids are unique,
+    /// every tool message names its call, only assistant messages call tools or carry opaque
+    /// parts.
+    ///
+    /// The calls of the **last** assistant message may still be in flight (no result yet): the
+    /// transcript is valid, so it can be compacted and checkpointed mid-call, and compaction
+    /// keeps such a call verbatim, never folded. A request built from it then ends with calls
+    /// no result answers, which chat APIs reject: push the results before sending.
     pub fn validate(&self) -> Result<(), TranscriptError> {
         validate_messages(&self.messages)
     }

@@ -9,7 +9,8 @@
 //! message  = 3 + count(role) + count(content)
 //!            + (1 + count(name))        when the message has a name
 //!            + count(tool_call_id)      for tool messages
-//!            + per tool call: 3 + count(id) + count(name) + count(arguments as compact JSON)
+//!            + per tool call: 3 + count(id) + count(name) + count(arguments, the exact text)
+//!            + per opaque part: count(its block, the provider's JSON as received)
 //! request  = sum(message) + 3           (the reply is primed with 3 tokens)
 //! ```
 //!
@@ -67,7 +68,12 @@ pub(crate) fn message_tokens_with(
     }
     for call in &message.tool_calls {
         tokens += TOOL_CALL_OVERHEAD_TOKENS + count(&call.id) + count(&call.name);
-        tokens += count(&call.arguments.to_string());
+        tokens += count(call.arguments_text());
+    }
+    // Provider-opaque parts (thinking, encrypted reasoning) are sent with their turn: counted
+    // as their JSON block, which over-counts what a provider bills (see `OpaquePart`).
+    for part in &message.opaque {
+        tokens += count(part.block());
     }
     tokens
 }

@@ -57,6 +57,12 @@
 //!     blocks, the handles) and recognizes the transcript grown by appends through its hash
 //!     chain; the next plan costs the new messages plus the request sent. A checkpoint carries
 //!     the memory, so a restarted process plans the next request exactly as the warm one.
+//! 13. **Provider-opaque parts** of an assistant turn (thinking, encrypted reasoning) are
+//!     counted, replayed byte-for-byte, never shown to a summarizer, never separated from their
+//!     assistant message (a tombstone or page only replaces a tool result's content), and
+//!     folded only with the whole message, then stored in its block's span (see
+//!     [`OpaquePart`]). Tool-call arguments are the model's exact text ([`ToolArguments`]):
+//!     sent and counted as written.
 //!
 //! The steps of a compaction point run in this order until the request fits: (soft, towards
 //! the low-water mark) tombstone old tool results, or, when even every old result tombstoned
@@ -78,7 +84,7 @@
 //! # Public names
 //!
 //! [`Transcript`], [`Message`], [`Role`], [`ToolCall`] (with [`ToolCall::with_effect_in`]),
-//! [`TranscriptError`]; the planner [`TranscriptPlanner`] with [`TranscriptPolicy`],
+//! [`ToolArguments`], [`OpaquePart`], [`TranscriptError`]; the planner [`TranscriptPlanner`] with [`TranscriptPolicy`],
 //! [`TranscriptBudget`], [`EffectStatuses`], [`TranscriptPlan`], [`FoldSummaryRequest`],
 //! [`PlannedTranscript`], [`MessageOutcome`], [`OutcomeCounts`], [`TranscriptMemory`],
 //! [`TranscriptPlanError`]; [`Handle`] and [`HandleTable`]; the way back
@@ -87,6 +93,7 @@
 //! constants; [`MARKER_PREFIX`], [`VERBATIM_ESCAPE`], [`FOLD_LISTED_CALLS`], [`MAX_BLOCKS`],
 //! [`REMEMBERED`].
 
+pub(crate) mod arguments;
 pub(crate) mod build;
 pub(crate) mod conversation;
 pub(crate) mod count;
@@ -95,8 +102,11 @@ pub(crate) mod error;
 pub(crate) mod layout;
 pub(crate) mod marker;
 pub(crate) mod memory;
+pub(crate) mod message;
+pub(crate) mod opaque;
 pub(crate) mod plan;
 pub(crate) mod planner;
+pub(crate) mod policy;
 pub(crate) mod rehydrate;
 pub(crate) mod span;
 pub(crate) mod steps;
@@ -106,23 +116,27 @@ mod tests_conversation;
 #[cfg(test)]
 mod tests_plan;
 
-pub use conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
+pub use conversation::{Transcript, TranscriptError};
 pub use count::{
     chat_tokens, message_tokens, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
 };
 pub use effects::{AmbiguousKey, EffectStatuses};
 pub use error::TranscriptPlanError;
-pub use layout::TranscriptPolicy;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
 pub use memory::{
     Handle, HandleParseError, HandleTable, HandleTableError, TranscriptMemory, TranscriptPlanner,
     REMEMBERED,
 };
+pub use message::{
+    Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
+    ToolCall,
+};
 pub use plan::{
     FoldSummaryRequest, MessageOutcome, OutcomeCounts, PlannedTranscript, TranscriptBudget,
     TranscriptPlan,
 };
+pub use policy::TranscriptPolicy;
 pub use rehydrate::{
     rehydrate_from_store, rehydrate_transcript, required_blobs, TranscriptRehydrateError,
 };

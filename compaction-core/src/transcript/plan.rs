@@ -6,8 +6,8 @@ use crate::report::PagedResult;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{Message, Role, Transcript};
 use crate::transcript::effects::EffectStatuses;
-use crate::transcript::layout::TranscriptPolicy;
 use crate::transcript::memory::{HandleTable, Slot, TranscriptMemory};
+use crate::transcript::policy::TranscriptPolicy;
 
 /// What became of one input message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

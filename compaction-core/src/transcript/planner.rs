@@ -19,18 +19,18 @@
 //!    final, so the next plan starts from it. A checkpoint carries the same memory;
 //!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
 
-use crate::transcript::build::build;
 use crate::transcript::conversation::{Message, Role, Transcript};
 use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
-use crate::transcript::layout::{zone, TranscriptPolicy};
+use crate::transcript::layout::zone;
 use crate::transcript::marker;
 use crate::transcript::memory::{
     MemoryRecord, Slot, SlotMeta, TranscriptMemory, TranscriptPlanner,
 };
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
-use crate::transcript::steps::{Ctx, Point};
+use crate::transcript::policy::TranscriptPolicy;
+use crate::transcript::steps::{Built, Ctx, Point};
 use std::sync::Arc;
 
 impl TranscriptPlanner {
@@ -226,7 +226,7 @@ impl TranscriptPlanner {
                 // can answer.
                 break;
             }
-            let built = build(&mut point);
+            let built = point.build();
             let tokens = built.tokens();
             if tokens <= budget.limit {
                 return Ok(self.assemble(transcript, base, built));
@@ -246,7 +246,7 @@ impl TranscriptPlanner {
                 let mut point = Point::new(ctx(), base, zone.clone(), 0);
                 point.may_fold = may_fold;
                 point.decide(0);
-                build(&mut point)
+                point.build()
             })
             .min_by_key(|built| built.tokens())
             .expect("two forms");
@@ -264,7 +264,7 @@ impl TranscriptPlanner {
         &self,
         transcript: &Transcript,
         base: &TranscriptMemory,
-        built: crate::transcript::build::Built,
+        built: Built,
     ) -> TranscriptPlan {
         let reused = built
             .messages

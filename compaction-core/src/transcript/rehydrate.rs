@@ -50,6 +50,16 @@ pub enum TranscriptRehydrateError {
     Invalid(#[from] TranscriptError),
 }
 
+impl TranscriptRehydrateError {
+    /// The store's error, when a blob could not be read or did not verify.
+    pub fn into_store_error(self) -> Option<StoreError> {
+        match self {
+            TranscriptRehydrateError::Store { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 type Result<T> = std::result::Result<T, TranscriptRehydrateError>;
 
 /// The handles the markers in `messages` show, with their addresses, in order (each once):

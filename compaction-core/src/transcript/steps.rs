@@ -9,13 +9,27 @@
 //! `build.rs` counts the result exactly and the planner tightens and retries when an estimate
 //! was short.
 
+use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Role};
 use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
-use crate::transcript::layout::{is_cut, TranscriptPolicy, Zone};
+use crate::transcript::layout::{is_cut, Zone};
 use crate::transcript::marker;
-use crate::transcript::memory::{Handle, Slot, TranscriptMemory};
+use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::plan::PendingSummary;
+use crate::transcript::policy::TranscriptPolicy;
+use std::collections::HashMap;
+
+/// The messages inside the base blocks that were sent in place (anchors, hoisted users), by
+/// input index: the position of their slot in the base request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OldSlots {
+    /// Anchors that are still anchors (an effect settled since lets its unit fold).
+    pub(crate) anchors: HashMap<usize, usize>,
+    /// Every one of them.
+    pub(crate) kept: HashMap<usize, usize>,
+}
 
 /// A cost that passed the limit it was counted against.
 pub(crate) const OVER: usize = usize::MAX / 8;
@@ -119,7 +133,7 @@ pub(crate) struct Point<'a> {
     /// The blocks part of `tally`.
     blocks: usize,
     /// The base blocks' messages sent in place, computed when consolidation needs them.
-    pub(crate) old_slots: Option<crate::transcript::build::OldSlots>,
+    pub(crate) old_slots: Option<OldSlots>,
 }
 
 impl<'a> Point<'a> {
@@ -517,5 +531,27 @@ impl<'a> Point<'a> {
                 }
             }
         }
+    }
+}
+
+/// The written request of a compaction point.
+pub(crate) struct Built {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) slots: Vec<SlotMeta>,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) handles: HandleTable,
+    pub(crate) blobs: Vec<(ContentHash, Vec<u8>)>,
+    pub(crate) pending: Vec<PendingSummary>,
+}
+
+impl Built {
+    /// Exact tokens of the request (summaries at their reserve).
+    pub(crate) fn tokens(&self) -> usize {
+        self.slots.iter().map(|s| s.tokens).sum()
+    }
+
+    pub(crate) fn push(&mut self, message: Message, slot: Slot, tokens: usize) {
+        self.messages.push(message);
+        self.slots.push(SlotMeta { slot, tokens });
     }
 }

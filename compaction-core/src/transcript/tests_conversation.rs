@@ -1,6 +1,7 @@
 //! Unit tests of `Transcript::validate` (one per `TranscriptError`) and of deserialization.
 
 use crate::transcript::conversation::*;
+use crate::transcript::message::{OpaquePart, ToolArguments};
 use serde_json::json;
 
 fn call(id: &str) -> ToolCall {
@@ -14,14 +15,97 @@ fn a_valid_conversation_with_parallel_calls_and_a_trailing_call_passes() {
         Message::user("fix it"),
         Message::assistant_with_tools("", vec![call("a"), call("b")]),
         Message::tool_result("b", "B"),
-        Message::developer("note"),
         Message::tool_result("a", "A"),
+        Message::developer("note"),
         Message::assistant("done"),
         Message::user("more"),
         Message::assistant_with_tools("", vec![call("c")]),
     ];
     assert_eq!(validate_messages(&messages), Ok(()));
     assert_eq!(validate_messages(&[]), Ok(()));
+}
+
+#[test]
+fn nothing_comes_between_a_call_and_its_results() {
+    // Issue 21.6: OpenAI rejects a system or developer message there; a user message there
+    // means the call went unanswered.
+    for between in [
+        Message::system("late rule"),
+        Message::developer("late note"),
+        Message::user("are you done?"),
+    ] {
+        let role = between.role;
+        for answered_first in [false, true] {
+            let mut messages = vec![
+                Message::user("x"),
+                Message::assistant_with_tools("", vec![call("a"), call("b")]),
+            ];
+            if answered_first {
+                messages.push(Message::tool_result("b", "B"));
+            }
+            let index = messages.len();
+            messages.push(between.clone());
+            messages.push(Message::tool_result("a", "A"));
+            messages.push(Message::tool_result("b", "B"));
+            let expected = if role == Role::User {
+                TranscriptError::CallWithoutResult {
+                    index: 1,
+                    call_id: "a".into(),
+                    next: index,
+                }
+            } else {
+                TranscriptError::BetweenCallAndResult {
+                    index,
+                    role: role.as_str(),
+                    call_id: "a".into(),
+                    call_index: 1,
+                }
+            };
+            assert_eq!(validate_messages(&messages), Err(expected), "{role:?}");
+        }
+    }
+    // Once every result is in, a system message is fine; so is one before the call.
+    let fine = vec![
+        Message::system("s"),
+        Message::user("x"),
+        Message::assistant_with_tools("", vec![call("a")]),
+        Message::tool_result("a", "A"),
+        Message::system("after"),
+    ];
+    assert_eq!(validate_messages(&fine), Ok(()));
+}
+
+#[test]
+fn only_assistant_messages_carry_opaque_parts() {
+    let thinking = OpaquePart::anthropic_thinking("plan", "c2ln");
+    let ok = vec![
+        Message::user("x"),
+        Message::assistant_with_tools("", vec![call("a")]).with_opaque([thinking.clone()]),
+        Message::tool_result("a", "A"),
+    ];
+    assert_eq!(validate_messages(&ok), Ok(()));
+    for (index, message) in [
+        (0, Message::system("s")),
+        (0, Message::developer("d")),
+        (0, Message::user("u")),
+    ] {
+        let message = message.with_opaque([thinking.clone()]);
+        let role = message.role.as_str();
+        assert_eq!(
+            validate_messages(&[message]),
+            Err(TranscriptError::OpaqueOutsideAssistant { index, role })
+        );
+    }
+    let mut result = Message::tool_result("a", "A");
+    result.opaque.push(thinking);
+    let messages = vec![Message::assistant_with_tools("", vec![call("a")]), result];
+    assert_eq!(
+        validate_messages(&messages),
+        Err(TranscriptError::OpaqueOutsideAssistant {
+            index: 1,
+            role: "tool"
+        })
+    );
 }
 
 #[test]
@@ -172,6 +256,64 @@ fn deserializing_validates_and_names_the_message() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("message 1"), "{err}");
+}
+
+/// Hostile argument texts: each must come back byte-for-byte through our serialization.
+const EXACT_ARGUMENTS: [&str; 6] = [
+    r#"{"order":123456789012345678901234567890}"#,
+    r#"{"a":1,"a":2}"#,
+    "{\n  \"path\" : \"a.rs\" ,\"n\":1.10e0\n}",
+    " \t{\"padded\":true}\r\n",
+    r#"[-0, 1E400, "\u00e9\ud83d\ude00"]"#,
+    r#"{"⟦compaction:fold store://sha256:00⟧":"\u0000"}"#,
+];
+
+#[test]
+fn tool_call_arguments_survive_serialization_byte_for_byte() {
+    for text in EXACT_ARGUMENTS {
+        let arguments = ToolArguments::from_text(text).unwrap();
+        let call = ToolCall::new("c1", "charge", arguments).with_effect("charge-1");
+        assert_eq!(call.arguments_text(), text);
+        let thinking = OpaquePart::anthropic_thinking("think", "c2ln");
+        let transcript = Transcript::from_messages(vec![
+            Message::user("go"),
+            Message::assistant_with_tools("", vec![call]).with_opaque([thinking]),
+            Message::tool_result("c1", "ok"),
+        ])
+        .unwrap();
+        let json = serde_json::to_string(&transcript).unwrap();
+        let back: Transcript = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, transcript);
+        assert_eq!(back.messages()[1].tool_calls[0].arguments_text(), text);
+        // And again: the serialization is stable (checkpoint seals depend on it).
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+}
+
+#[test]
+fn arguments_serialize_embedded_as_before_and_old_checkpoints_read_the_same() {
+    let call = ToolCall::new("c1", "read_file", json!({"path": "a.rs"}));
+    let json = serde_json::to_string(&call).unwrap();
+    assert_eq!(
+        json,
+        r#"{"id":"c1","name":"read_file","arguments":{"path":"a.rs"}}"#
+    );
+    let padded = ToolCall::new("c1", "f", ToolArguments::from_text(" {} ").unwrap());
+    assert_eq!(
+        serde_json::to_string(&padded).unwrap(),
+        r#"{"id":"c1","name":"f","arguments":{},"arguments_text":" {} "}"#
+    );
+    // An `arguments_text` edited to disagree with `arguments` is refused, not preferred.
+    for edited in [
+        r#"{"id":"c1","name":"f","arguments":{},"arguments_text":" [] "}"#,
+        r#"{"id":"c1","name":"f","arguments":{},"arguments_text":"{"}"#,
+        r#"{"id":"c1","name":"f","arguments":{},"arguments_text":"x{}"}"#,
+    ] {
+        assert!(
+            serde_json::from_str::<ToolCall>(edited).is_err(),
+            "{edited}"
+        );
+    }
 }
 
 mod lineage {

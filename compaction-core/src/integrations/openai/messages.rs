@@ -1,11 +1,12 @@
 //! Conversions both ways between our `Message`/`Transcript` and async-openai's chat request
 //! messages; what cannot be represented is a typed error, never dropped.
 
-use crate::compacted::Compacted;
+use crate::checkpoint::Compacted;
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
 use crate::transcript::conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
+use crate::transcript::message::ToolArguments;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,
@@ -37,7 +38,8 @@ pub enum OpenAiMessageError {
         /// What it holds.
         what: &'static str,
     },
-    /// A tool call's `arguments` text is not JSON (ours are JSON values).
+    /// A tool call's `arguments` text is not one JSON value (ours are JSON text, kept byte for
+    /// byte: see [`ToolArguments`]).
     #[error("message {index}: the arguments of call `{call_id}` are not JSON: {reason}")]
     ArgumentsNotJson {
         /// The assistant message.
@@ -61,7 +63,7 @@ pub enum OpenAiMessageError {
         index: usize,
         /// Its role.
         role: &'static str,
-        /// The field (`tool_calls`, `tool_call_id`, `name`).
+        /// The field (`tool_calls`, `tool_call_id`, `name`, `opaque parts`).
         what: &'static str,
     },
     /// The messages break a pairing rule of [`Transcript::validate`].
@@ -71,11 +73,13 @@ pub enum OpenAiMessageError {
 
 /// Our message as an async-openai request message. An assistant message with tool calls and
 /// empty text is sent without content, as the API expects. `ToolCall::effect` is our own
-/// bookkeeping (the effect record a call performs) and is not sent.
+/// bookkeeping (the effect record a call performs) and is not sent. Provider-opaque parts
+/// (Anthropic thinking, Responses reasoning) have no place in a chat completions request: a
+/// message with any is `NotSendable` (`what: "opaque parts"`), never sent without them.
 pub fn to_openai_message(
     message: &Message,
 ) -> Result<ChatCompletionRequestMessage, OpenAiMessageError> {
-    message_to_openai(message, 0)
+    message_to_openai(message, 0, Opaque::Refuse)
 }
 
 /// Our messages as async-openai request messages, one by one (pairing is not checked: use
@@ -86,7 +90,7 @@ pub fn to_openai_messages(
     messages
         .iter()
         .enumerate()
-        .map(|(index, message)| message_to_openai(message, index))
+        .map(|(index, message)| message_to_openai(message, index, Opaque::Refuse))
         .collect()
 }
 
@@ -139,20 +143,22 @@ pub fn from_openai_response_message(
     ))
 }
 
-/// Our tool call as async-openai's (a function call; arguments as JSON text).
+/// Our tool call as async-openai's: a function call whose arguments are the exact text the
+/// model wrote ([`ToolCall::arguments_text`]), byte for byte.
 pub fn tool_call_to_openai(call: &ToolCall) -> ChatCompletionMessageToolCalls {
     ChatCompletionMessageToolCalls::Function(ChatCompletionMessageToolCall {
         id: call.id.clone(),
         function: FunctionCall {
             name: call.name.clone(),
-            arguments: call.arguments.to_string(),
+            arguments: call.arguments_text().to_owned(),
         },
     })
 }
 
-/// async-openai's tool call as ours: a function call whose arguments are JSON. A custom tool
-/// call is `Unsupported`; arguments that are not JSON are `ArgumentsNotJson` (the model's raw
-/// text is in the error).
+/// async-openai's tool call as ours: a function call whose arguments are JSON, kept as the exact
+/// text (see [`ToolArguments`]). A custom tool call is `Unsupported`; arguments that are not
+/// one JSON value (a reply cut at its token limit, say) are `ArgumentsNotJson`: they are never
+/// carried, since no format we send has a place for them.
 pub fn tool_call_from_openai(
     call: &ChatCompletionMessageToolCalls,
 ) -> Result<ToolCall, OpenAiMessageError> {
@@ -191,11 +197,17 @@ impl Transcript {
     }
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 impl<S> Compacted<S> {
     /// [`messages`](Compacted::messages) as async-openai request messages: the window's system
     /// message, then the transcript's kept, stubbed, tombstoned and folded messages. The list
     /// is infallible: a `Compacted`'s messages were checked like [`Transcript::validate`] when
     /// it was made or loaded (no orphaned call or result, no field the wire has no place for).
+    ///
+    /// Provider-opaque parts ([`Message::opaque`]: another API's thinking or encrypted
+    /// reasoning) are left out of this request, since chat completions has no field for them;
+    /// they stay in the checkpoint and the transcript. [`to_openai_messages`] refuses them
+    /// instead.
     ///
     /// ```
     /// use compaction::openai::async_openai::types::chat::ChatCompletionRequestMessage;
@@ -229,7 +241,7 @@ impl<S> Compacted<S> {
         // messages are converted where they are, not through a copy from `messages()`.
         let request: Vec<ChatCompletionRequestMessage> = messages
             .enumerate()
-            .filter_map(|(index, message)| message_to_openai(message, index).ok())
+            .filter_map(|(index, message)| message_to_openai(message, index, Opaque::LeaveOut).ok())
             .collect();
         debug_assert_eq!(
             request.len(),
@@ -256,11 +268,24 @@ fn not_sendable(index: usize, role: Role, what: &'static str) -> OpenAiMessageEr
     }
 }
 
+/// What a conversion does with a message's provider-opaque parts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opaque {
+    /// `NotSendable`: the caller asked for this message as it is.
+    Refuse,
+    /// Not sent (documented on `Compacted::openai_messages`).
+    LeaveOut,
+}
+
 fn message_to_openai(
     message: &Message,
     index: usize,
+    opaque: Opaque,
 ) -> Result<ChatCompletionRequestMessage, OpenAiMessageError> {
     let role = message.role;
+    if opaque == Opaque::Refuse && !message.opaque.is_empty() {
+        return Err(not_sendable(index, role, "opaque parts"));
+    }
     if role != Role::Assistant && !message.tool_calls.is_empty() {
         return Err(not_sendable(index, role, "tool_calls"));
     }
@@ -458,13 +483,16 @@ fn call_from_openai(
 ) -> Result<ToolCall, OpenAiMessageError> {
     match call {
         ChatCompletionMessageToolCalls::Function(call) => {
-            let arguments = serde_json::from_str(&call.function.arguments).map_err(|e| {
-                OpenAiMessageError::ArgumentsNotJson {
-                    index,
-                    call_id: call.id.clone(),
-                    reason: e.to_string(),
-                }
-            })?;
+            // Kept as the model wrote it: no parse-and-print round trip (which turns a huge
+            // integer into a float and collapses a repeated key).
+            let arguments =
+                ToolArguments::from_text(call.function.arguments.as_str()).map_err(|e| {
+                    OpenAiMessageError::ArgumentsNotJson {
+                        index,
+                        call_id: call.id.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
             Ok(ToolCall::new(
                 call.id.clone(),
                 call.function.name.clone(),

@@ -17,6 +17,7 @@ pub use messages::{
     tool_call_to_openai, OpenAiMessageError,
 };
 #[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};
 
 /// The `async-openai` crate these conversions speak, re-exported so your request types are the

@@ -6,7 +6,7 @@ mod transport;
 
 use self::settings::Settings;
 
-use crate::summarize::{Summarizer, SummarizerError, SummaryRequest};
+use crate::summaries::{Summarizer, SummarizerError, SummaryRequest};
 use crate::tokens::{TokenCounter, Tokenizer};
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, OnceLock};

@@ -6,7 +6,7 @@
 //! only one, and the service records each answer's status and `Retry-After` for it.
 
 use super::settings::Settings;
-use crate::summarize::SummarizerError;
+use crate::summaries::SummarizerError;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
 use async_openai::middleware::HttpRequestFactory;

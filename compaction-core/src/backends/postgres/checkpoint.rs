@@ -1,0 +1,219 @@
+//! Checkpoints in PostgreSQL: the latest `Compacted<S>` of each agent of a namespace, so an
+//! agent killed on one machine resumes from it on another. [`PgStore`] is a
+//! [`CheckpointStore`] (its namespace is the handle's); the typed methods here are its
+//! synchronous form.
+
+use super::error::Cause;
+use super::store::PgStore;
+use crate::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+};
+use crate::error::CompactionError;
+use crate::future::{block_on, BoxFuture};
+use crate::store::{ContentHash, StoreError};
+use std::future::Future;
+
+/// How a save ended inside its transaction: done, or refused because a blob is missing.
+enum Saved {
+    Done,
+    MissingBlob(ContentHash),
+}
+
+impl PgStore {
+    /// Saves `compacted` as the latest checkpoint of `agent_id` in this namespace (replacing
+    /// the previous one) in one transaction.
+    ///
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// points at a blob this namespace does not hold (`Store(NotFound)`; a blob another
+    /// namespace holds does not count): such a checkpoint could not be rehydrated after a
+    /// restart, so compact with this store (`Compactor::builder().store(store.clone())`)
+    /// before checkpointing into it.
+    pub fn save_checkpoint<S>(
+        &self,
+        agent_id: &str,
+        compacted: &Compacted<S>,
+    ) -> Result<(), CompactionError> {
+        let row = CheckpointRow::encode(compacted)?;
+        Ok(block_on(self.save_row_task(agent_id, &row))?)
+    }
+
+    /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
+    /// none (also when another namespace has one under the same agent id).
+    ///
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
+    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
+    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`.
+    pub fn load_checkpoint<S>(
+        &self,
+        agent_id: &str,
+    ) -> Result<Option<Compacted<S>>, CompactionError> {
+        match block_on(self.load_row_task(agent_id))? {
+            Some(row) => Ok(Some(row.decode()?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The saved checkpoints of this namespace, by agent id.
+    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        block_on(self.list_task())
+    }
+
+    /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
+    /// The blobs it pointed at stay (other checkpoints may share them).
+    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        block_on(self.delete_task(agent_id))
+    }
+
+    fn save_row_task(
+        &self,
+        agent_id: &str,
+        row: &CheckpointRow,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
+        let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
+        let json = row.json_text().map(str::to_owned);
+        let sha256 = row.sha256().map(str::to_owned);
+        let agent = agent_id.to_string();
+        let state_type = row.state_type().to_owned();
+        let context = format!("saving the checkpoint of agent `{agent_id}`");
+        let saved = self.run(context, move |db| async move {
+            let mut client = db.client().await?;
+            let tx = client.transaction().await?;
+            // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits.
+            let present = tx
+                .query(
+                    "SELECT hash FROM compaction.blobs
+                     WHERE namespace = $1 AND hash = ANY($2) FOR KEY SHARE",
+                    &[&db.namespace(), &hashes],
+                )
+                .await?;
+            let present: Vec<String> = present
+                .iter()
+                .map(|row| row.try_get(0))
+                .collect::<Result<_, _>>()?;
+            if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
+                let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
+                return Ok(Saved::MissingBlob(hash)); // dropping `tx` rolls back
+            }
+            tx.execute(
+                "INSERT INTO compaction.checkpoints
+                     (namespace, agent_id, state_type, json, sha256, saved_at_ms)
+                 VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
+                 ON CONFLICT (namespace, agent_id) DO UPDATE SET
+                     state_type = excluded.state_type, json = excluded.json,
+                     sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+                &[&db.namespace(), &agent, &state_type, &json, &sha256],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Saved::Done)
+        });
+        async move {
+            match saved.await? {
+                Saved::Done => Ok(()),
+                Saved::MissingBlob(hash) => Err(StoreError::NotFound { hash }.into()),
+            }
+        }
+    }
+
+    fn load_row_task(
+        &self,
+        agent_id: &str,
+    ) -> impl Future<Output = Result<Option<CheckpointRow>, CheckpointError>> + Send + 'static {
+        let agent = agent_id.to_string();
+        let context = format!("loading the checkpoint of agent `{agent_id}`");
+        let row = self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT json, sha256 FROM compaction.checkpoints
+                     WHERE namespace = $1 AND agent_id = $2",
+                    &[&db.namespace(), &agent],
+                )
+                .await?;
+            Ok(match row {
+                Some(row) => Some((row.try_get::<_, String>(0)?, row.try_get::<_, String>(1)?)),
+                None => None,
+            })
+        });
+        async move {
+            Ok(row
+                .await?
+                .map(|(json, sha256)| CheckpointRow::stored(json.into_bytes(), Some(sha256))))
+        }
+    }
+
+    fn list_task(
+        &self,
+    ) -> impl Future<Output = Result<Vec<CheckpointInfo>, StoreError>> + Send + 'static {
+        self.run("listing checkpoints".into(), |db| async move {
+            let client = db.client().await?;
+            let rows = client
+                .query(
+                    "SELECT agent_id, state_type, saved_at_ms, octet_length(json)
+                     FROM compaction.checkpoints WHERE namespace = $1 ORDER BY agent_id",
+                    &[&db.namespace()],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| {
+                    Ok(CheckpointInfo::from_row(
+                        row.try_get(0)?,
+                        row.try_get(1)?,
+                        row.try_get(2)?,
+                        row.try_get::<_, i32>(3)?.into(),
+                    ))
+                })
+                .collect::<Result<_, Cause>>()
+        })
+    }
+
+    fn delete_task(
+        &self,
+        agent_id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'static {
+        let agent = agent_id.to_string();
+        let context = format!("deleting the checkpoint of agent `{agent_id}`");
+        self.run(context, move |db| async move {
+            let client = db.client().await?;
+            let n = client
+                .execute(
+                    "DELETE FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2",
+                    &[&db.namespace(), &agent],
+                )
+                .await?;
+            Ok(n > 0)
+        })
+    }
+}
+
+impl CheckpointStore for PgStore {
+    fn namespace(&self) -> &str {
+        PgStore::namespace(self)
+    }
+
+    fn save_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.save_row_task(agent_id, row))
+    }
+
+    fn load_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
+        Box::pin(self.load_row_task(agent_id))
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {
+        let listed = self.list_task();
+        Box::pin(async move { Ok(listed.await?) })
+    }
+
+    fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        let deleted = self.delete_task(agent_id);
+        Box::pin(async move { Ok(deleted.await?) })
+    }
+}

@@ -1,0 +1,163 @@
+//! Checkpoints: the latest `Compacted<S>` of each agent, so a killed agent resumes from it.
+//! [`SqliteStore`] is a [`CheckpointStore`] (no namespaces: one file, one tenant); the typed
+//! methods here are its synchronous form, for sync callers.
+
+use super::now_ms;
+use super::store::{raw_bytes, SqliteStore};
+use crate::checkpoint::{
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+};
+use crate::error::CompactionError;
+use crate::future::BoxFuture;
+use crate::store::StoreError;
+use rusqlite::{OptionalExtension, TransactionBehavior};
+
+impl SqliteStore {
+    /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
+    /// in one transaction.
+    ///
+    /// Refuses, saving nothing, when the checkpoint's seal is broken (`Integrity`) or when it
+    /// points at a blob this store does not hold (`Store(NotFound)`): such a checkpoint could
+    /// not be rehydrated after a restart, so compact with this store
+    /// (`Compactor::builder().store(store.clone())`) before checkpointing into it.
+    pub fn save_checkpoint<S>(
+        &self,
+        agent_id: &str,
+        compacted: &Compacted<S>,
+    ) -> Result<(), CompactionError> {
+        let row = CheckpointRow::encode(compacted)?;
+        Ok(self.save_row_now(agent_id, &row)?)
+    }
+
+    /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
+    ///
+    /// Bytes that no longer parse as a checkpoint give `Integrity { field: "<checkpoint>" }`.
+    /// Bytes that still parse but differ from what was saved (their SHA-256, stored next to
+    /// them, does not match) come back with a broken seal: `verify_seal()` is `false` and
+    /// `rehydrate` returns `Integrity { field: "<checkpoint>" }`. Either way a changed byte is
+    /// never silently accepted.
+    pub fn load_checkpoint<S>(
+        &self,
+        agent_id: &str,
+    ) -> Result<Option<Compacted<S>>, CompactionError> {
+        match self.load_row_now(agent_id)? {
+            Some(row) => Ok(Some(row.decode()?)),
+            None => Ok(None),
+        }
+    }
+
+    fn save_row_now(&self, agent_id: &str, row: &CheckpointRow) -> Result<(), CheckpointError> {
+        let context = || format!("saving the checkpoint of agent `{agent_id}`");
+        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        for hash in row.blobs() {
+            let present = tx
+                .query_row(
+                    "SELECT 1 FROM blobs WHERE hash = ?1",
+                    [hash.to_hex()],
+                    |_| Ok(()),
+                )
+                .optional()
+                .map_err(backend)?
+                .is_some();
+            if !present {
+                return Err(StoreError::NotFound { hash: *hash }.into());
+            }
+        }
+        tx.execute(
+            "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
+                 json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+            rusqlite::params![agent_id, row.state_type(), row.json_text(), row.sha256(), now_ms()],
+        )
+        .map_err(backend)?;
+        tx.commit().map_err(backend)
+    }
+
+    fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
+        let conn = self.db.lock();
+        let row = conn
+            .query_row(
+                "SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1",
+                [agent_id],
+                |row| Ok((raw_bytes(row.get_ref(0)?), raw_bytes(row.get_ref(1)?))),
+            )
+            .optional()
+            .map_err(|e| {
+                self.store_error(format!("loading the checkpoint of agent `{agent_id}`"), e)
+            })?;
+        let Some((json, sha256)) = row else {
+            return Ok(None);
+        };
+        let json = json.ok_or(CheckpointError::Integrity)?;
+        let sha256 = sha256.and_then(|hex| String::from_utf8(hex).ok());
+        Ok(Some(CheckpointRow::stored(json, sha256)))
+    }
+
+    /// The saved checkpoints, by agent id.
+    pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, StoreError> {
+        let conn = self.db.lock();
+        let map = |e| self.store_error("listing checkpoints", e);
+        let mut stmt = conn
+            .prepare(
+                "SELECT agent_id, state_type, saved_at_ms, length(CAST(json AS BLOB))
+                 FROM checkpoints ORDER BY agent_id",
+            )
+            .map_err(map)?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok(CheckpointInfo::from_row(
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                ))
+            })
+            .map_err(map)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(map)
+    }
+
+    /// Deletes the checkpoint of `agent_id`; returns whether there was one. The blobs it
+    /// pointed at stay (other checkpoints may share them).
+    pub fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
+        let conn = self.db.lock();
+        conn.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
+            .map(|n| n > 0)
+            .map_err(|e| {
+                self.store_error(format!("deleting the checkpoint of agent `{agent_id}`"), e)
+            })
+    }
+}
+
+impl CheckpointStore for SqliteStore {
+    fn namespace(&self) -> &str {
+        ""
+    }
+
+    fn save_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move { self.save_row_now(agent_id, row) })
+    }
+
+    fn load_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
+        Box::pin(async move { self.load_row_now(agent_id) })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {
+        Box::pin(async move { Ok(self.list_checkpoints()?) })
+    }
+
+    fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
+        Box::pin(async move { Ok(self.delete_checkpoint(agent_id)?) })
+    }
+}

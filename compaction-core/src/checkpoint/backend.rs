@@ -1,0 +1,109 @@
+//! [`CheckpointStore`]: the trait every checkpoint backend implements (SQLite, PostgreSQL, the
+//! in-memory store), beside [`Store`](crate::store::Store) for blobs and
+//! [`EffectLedger`](crate::effects::EffectLedger) for effects, and its one error type.
+//!
+//! A backend moves [`CheckpointRow`]s: saving one only when it holds every blob the row points
+//! at, in one transaction; loading one back as stored. Encoding, the checksum and the seal are
+//! checked here, once for every backend (`codec.rs`), and `tests/conformance_checkpoint.rs`
+//! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
+
+use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
+use crate::error::{CompactionError, CHECKPOINT_FIELD};
+use crate::future::BoxFuture;
+use crate::store::StoreError;
+
+/// Why a checkpoint could not be saved, loaded, listed or deleted. Converts into
+/// [`CompactionError`] (so `?` works in a function returning it): `Integrity` into
+/// `Integrity { field: "<checkpoint>" }`, the others into `Store` and `Serialize`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A checkpoint whose seal is broken (refused on save), or stored bytes that no longer
+    /// parse as a checkpoint (on load). Bytes that parse but differ from what was saved load
+    /// with a broken seal instead, which every rehydration refuses.
+    #[error("checkpoint integrity: the seal does not match the content, or the stored bytes do not parse")]
+    Integrity,
+    /// The checkpoint could not be serialized.
+    #[error("cannot serialize the checkpoint: {0}")]
+    Serialize(String),
+    /// The backend failed, or (`StoreError::NotFound`) the checkpoint points at a blob this
+    /// store does not hold: such a checkpoint could not be rehydrated after a restart, so it
+    /// is never saved (compact with this store first).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<CheckpointError> for CompactionError {
+    fn from(error: CheckpointError) -> CompactionError {
+        match error {
+            CheckpointError::Integrity => CompactionError::checkpoint_integrity(),
+            CheckpointError::Serialize(message) => CompactionError::Serialize {
+                field: CHECKPOINT_FIELD.into(),
+                message,
+            },
+            CheckpointError::Store(error) => CompactionError::Store(error),
+        }
+    }
+}
+
+/// Where an agent's latest checkpoint is kept, so a killed agent resumes from it: one row per
+/// agent id (per namespace, where the backend has namespaces).
+///
+/// Object-safe and async like [`EffectLedger`](crate::effects::EffectLedger): the methods
+/// return boxed `Send` futures, so callers hold a `dyn CheckpointStore` whatever the backend.
+/// A backend implements the four operations on rows; callers save and load typed checkpoints
+/// with `save` and `load` on the trait object (`&dyn CheckpointStore`, `Arc<dyn
+/// CheckpointStore>`), which encode, check and decode the rows the same way for every backend.
+/// (`SqliteStore` and `PgStore` also keep their synchronous `save_checkpoint` and
+/// `load_checkpoint`.)
+///
+/// ```
+/// use compaction::{Compactable, CheckpointStore, Compactor, MemoryStore};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct State {
+///     #[protected]
+///     step: u32,
+/// }
+///
+/// let store = MemoryStore::new();
+/// let compactor = Compactor::builder().budget(100).store(store.clone()).build()?;
+/// let compacted = compactor.compact_blocking(&State { step: 4 })?;
+///
+/// // Any backend, held as a trait object.
+/// let checkpoints: &dyn CheckpointStore = &store;
+/// compaction::block_on(checkpoints.save("agent-1", &compacted))?;
+/// let loaded = compaction::block_on(checkpoints.load::<State>("agent-1"))?.expect("saved");
+/// assert_eq!(compactor.rehydrate_blocking(&loaded, &compaction::NoReacquire)?, State { step: 4 });
+/// assert_eq!(compaction::block_on(checkpoints.list())?.len(), 1);
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub trait CheckpointStore: Send + Sync {
+    /// The namespace this handle's checkpoints live in; `""` for a backend without namespaces
+    /// (SQLite, memory).
+    fn namespace(&self) -> &str;
+
+    /// Saves `row` as the latest checkpoint of `agent_id` (replacing the previous one), in one
+    /// transaction, only if this store holds every blob in [`CheckpointRow::blobs`]
+    /// (`Store(NotFound)` otherwise, saving nothing).
+    fn save_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>>;
+
+    /// The row saved for `agent_id`, as stored ([`CheckpointRow::stored`]); `None` when there
+    /// is none.
+    fn load_row<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>>;
+
+    /// The saved checkpoints, by agent id.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>>;
+
+    /// Deletes the checkpoint of `agent_id`; whether there was one. The blobs it pointed at
+    /// stay (other checkpoints may share them).
+    fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>>;
+}

@@ -1,0 +1,373 @@
+//! The result of a compaction: the rendered window plus everything needed to rehydrate, as a
+//! sealed checkpoint that another process can load.
+
+use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::seal::{KeyedSeal, SealKeys};
+use crate::report::CompactionReport;
+use crate::state::path::Shape;
+use crate::store::{ContentHash, Pointer};
+use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
+use crate::transcript::memory::{HandleTable, MemoryRecord, TranscriptMemory};
+use crate::window::field::{Entry, Form, SummaryValue};
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+
+/// A compacted state: the window text for the model, and a sealed checkpoint of everything
+/// needed to rehydrate it.
+///
+/// `Compacted` is `Serialize + Deserialize`, so it can be saved and loaded by another process
+/// that shares the store. Every part of it is covered by a seal (SHA-256) and every protected
+/// value by its own fingerprint, checked on rehydrate: a changed byte is an `Integrity` error.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, Compacted, Tokenizer};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default, Debug, PartialEq)]
+/// struct State {
+///     #[protected]
+///     step: u32,
+///     #[redundant]
+///     log: Vec<String>,
+/// }
+///
+/// let compactor = Compactor::builder().budget(200).token_counter(Tokenizer::O200kBase).build()?;
+/// let state = State { step: 3, log: vec!["ok".into()] };
+/// let compacted: Compacted<State> = compactor.compact_blocking(&state)?;
+/// assert!(compacted.tokens() <= 200);
+/// assert!(compacted.render().contains("step = 3"));
+///
+/// // A checkpoint survives a round trip through JSON and rehydrates to the same state.
+/// let json = serde_json::to_string(&compacted).unwrap();
+/// let loaded: Compacted<State> = serde_json::from_str(&json).unwrap();
+/// let restored = compactor.rehydrate_blocking(&loaded, &compaction::NoReacquire)?;
+/// assert_eq!(restored, state);
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub struct Compacted<S> {
+    pub(crate) format: u32,
+    pub(crate) state_type: String,
+    /// Absent from format-1 checkpoints, which are refused by their format number.
+    #[serde(default)]
+    pub(crate) schema: SchemaFingerprint,
+    pub(crate) budget: usize,
+    pub(crate) entries: Vec<Entry>,
+    pub(crate) shapes: Vec<(String, Shape)>,
+    pub(crate) window: String,
+    pub(crate) tokens: usize,
+    pub(crate) report: CompactionReport,
+    /// The `#[transcript]` field's planned messages (absent in checkpoints of states without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) transcript: Option<CompactedTranscript>,
+    pub(crate) seal: ContentHash,
+    /// The HMAC of the same content under the author's key, when the compactor had one
+    /// (`CompactorBuilder::seal_key`). Absent otherwise, so unkeyed checkpoints are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) keyed_seal: Option<KeyedSeal>,
+    #[serde(skip)]
+    pub(crate) _state: PhantomData<fn() -> S>,
+}
+
+/// The checkpoint format this version writes and reads. Format 1 (no schema fingerprint) is
+/// refused with `CheckpointFormat`: without a fingerprint, nothing proves which type wrote it.
+pub(crate) const FORMAT: u32 = 2;
+
+#[derive(Serialize)]
+struct SealInput<'a> {
+    format: u32,
+    state_type: &'a str,
+    schema: &'a SchemaFingerprint,
+    budget: usize,
+    entries: &'a [Entry],
+    shapes: &'a [(String, Shape)],
+    window: &'a str,
+    tokens: usize,
+    report: &'a CompactionReport,
+    // Skipped when absent, so the seals of checkpoints without a transcript do not change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transcript: Option<&'a CompactedTranscript>,
+}
+
+/// A transcript as compacted: the messages to send after the window's system message.
+///
+/// Deserialized through [`validate_messages`]: a checkpoint edited into an orphaned call or
+/// result, or into a shape no chat API takes, is refused on load, so every `Compacted` that
+/// exists holds sendable messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "UncheckedTranscript")]
+pub(crate) struct CompactedTranscript {
+    /// The field's path.
+    pub(crate) path: String,
+    /// Kept, stubbed, tombstoned and folded messages, in order.
+    pub(crate) messages: Vec<Message>,
+    /// Their tokens by the chat formula.
+    pub(crate) tokens: usize,
+    /// Tokens of the whole request `messages()` returns, reply priming included.
+    pub(crate) request_tokens: usize,
+    /// Leading messages of `messages()` identical to the previous request's, for this agent.
+    #[serde(default)]
+    pub(crate) reused: usize,
+    /// The planner's memory of this request: what each message stands for, the compacted
+    /// blocks and their chunks, the handle table. A restarted process installs it to plan the
+    /// next request exactly as this one would have.
+    pub(crate) memory: MemoryRecord,
+}
+
+impl CompactedTranscript {
+    /// The planner memory this checkpoint carries.
+    pub(crate) fn planner_memory(&self) -> TranscriptMemory {
+        TranscriptMemory::from_record(self.memory.clone(), self.messages.clone())
+            .expect("checked when it was made or loaded")
+    }
+}
+
+/// [`CompactedTranscript`] as read, before its messages are checked.
+#[derive(Deserialize)]
+struct UncheckedTranscript {
+    path: String,
+    messages: Vec<Message>,
+    tokens: usize,
+    request_tokens: usize,
+    #[serde(default)]
+    reused: usize,
+    memory: MemoryRecord,
+}
+
+/// Why a stored transcript was refused.
+#[derive(Debug, thiserror::Error)]
+enum StoredTranscriptError {
+    #[error("{0}")]
+    Invalid(#[from] TranscriptError),
+    #[error("{0}")]
+    Memory(String),
+}
+
+impl TryFrom<UncheckedTranscript> for CompactedTranscript {
+    type Error = StoredTranscriptError;
+
+    fn try_from(read: UncheckedTranscript) -> Result<Self, StoredTranscriptError> {
+        validate_messages(&read.messages)?;
+        read.memory
+            .check(read.messages.len())
+            .map_err(StoredTranscriptError::Memory)?;
+        Ok(CompactedTranscript {
+            path: read.path,
+            messages: read.messages,
+            tokens: read.tokens,
+            request_tokens: read.request_tokens,
+            reused: read.reused,
+            memory: read.memory,
+        })
+    }
+}
+
+impl<S> Compacted<S> {
+    /// The window text to put into the model's context.
+    pub fn render(&self) -> &str {
+        &self.window
+    }
+
+    /// What an author sends to a chat API: one system message holding the rendered window of
+    /// the state's other fields, then the `#[transcript]` field's messages (kept, stubbed,
+    /// tombstoned and folded, in order; they always pass
+    /// [`Transcript::validate`](crate::Transcript::validate)). With a transcript, the budget
+    /// covers this whole list counted the chat way
+    /// ([`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
+    /// window and the budget covers its text.
+    ///
+    /// A call still in flight (the last assistant message's calls without results, which
+    /// `validate` allows so a state can be compacted and checkpointed mid-call) is kept
+    /// verbatim at the end of this list, never folded: the list is then not a request a chat
+    /// API accepts until the results are pushed and the state compacted again.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut out = vec![Message::system(self.window.clone())];
+        out.extend(self.transcript_messages().iter().cloned());
+        out
+    }
+
+    /// The transcript's kept, stubbed, tombstoned and folded messages, borrowed (empty without a
+    /// transcript): [`messages`](Self::messages) after its system message, for adapters that
+    /// convert them without a copy.
+    pub(crate) fn transcript_messages(&self) -> &[Message] {
+        self.transcript.as_ref().map_or(&[], |t| &t.messages)
+    }
+
+    /// Tokens of [`messages`](Self::messages) by the chat formula, when the state has a
+    /// transcript (then at most the budget).
+    pub fn request_tokens(&self) -> Option<usize> {
+        self.transcript.as_ref().map(|t| t.request_tokens)
+    }
+
+    /// Tokens of [`render`](Self::render) with the compactor's counter; never above the budget.
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// The budget this window was made for.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// What the compaction did.
+    pub fn report(&self) -> &CompactionReport {
+        &self.report
+    }
+
+    /// Every store pointer this window references (spilled values, spilled effect records and
+    /// payloads, summary sources and the summarized values).
+    pub fn pointers(&self) -> Vec<Pointer> {
+        let mut out = Vec::new();
+        for entry in &self.entries {
+            match &entry.form {
+                Form::ProtectedSpilled { pointer } => out.push(pointer.clone()),
+                Form::Summary { source, value, .. } => {
+                    out.push(source.clone());
+                    if let Some(SummaryValue::Stored(pointer)) = value {
+                        out.push(pointer.clone());
+                    }
+                }
+                Form::Effects {
+                    spilled,
+                    payloads_spilled,
+                    ..
+                } => {
+                    out.extend(spilled.iter().map(|s| s.pointer.clone()));
+                    out.extend(payloads_spilled.iter().cloned());
+                }
+                _ => {}
+            }
+        }
+        if let Some(transcript) = &self.transcript {
+            out.extend(transcript.memory.pointers());
+        }
+        out
+    }
+
+    /// The short handles the transcript's markers show (`p17`), with the full address of each
+    /// (`None` without a transcript). The pointer tool resolves a handle through it.
+    pub fn handles(&self) -> Option<&HandleTable> {
+        self.transcript.as_ref().map(|t| &t.memory.handles)
+    }
+
+    /// The full address of the stored span (a user run's and its fold's) that holds input
+    /// message `index` of the transcript, when that message is in a compacted block: read it
+    /// back with [`Compactor::resolve_message`](crate::Compactor::resolve_message).
+    pub fn span_of(&self, index: usize) -> Option<Pointer> {
+        let blocks = &self.transcript.as_ref()?.memory.blocks;
+        let at = blocks.partition_point(|b| b.end <= index);
+        blocks
+            .get(at)
+            .filter(|b| b.first <= index)
+            .map(|b| Pointer::for_hash(b.manifest))
+    }
+
+    /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across
+    /// compaction points as far as it can: the window's stable part and the compacted blocks
+    /// (they change only when the state's stable fields change or blocks are consolidated).
+    /// Everything after them stays identical until the next compaction point. Put a cache
+    /// breakpoint (Anthropic's `cache_control`) after this many messages, and another on the
+    /// last message.
+    pub fn stable_prefix_len(&self) -> usize {
+        1 + self
+            .transcript
+            .as_ref()
+            .map_or(0, |t| t.memory.block_slots())
+    }
+
+    /// How many leading [`messages`](Self::messages) are byte-identical to the previous request
+    /// of this agent (what a provider's prompt cache can serve): all of the previous request's
+    /// when this one only appended.
+    pub fn reused_prefix_len(&self) -> usize {
+        self.transcript.as_ref().map_or(0, |t| t.reused)
+    }
+
+    /// Whether this request was a compaction point; `false` when it only appended to the last
+    /// request (or the state has no transcript).
+    pub fn is_compaction_point(&self) -> bool {
+        self.transcript.as_ref().is_some_and(|t| t.memory.compacted)
+    }
+
+    /// The bytes both seals cover: every field but the seals themselves.
+    pub(crate) fn seal_input(&self) -> Vec<u8> {
+        let input = SealInput {
+            format: self.format,
+            state_type: &self.state_type,
+            schema: &self.schema,
+            budget: self.budget,
+            entries: &self.entries,
+            shapes: &self.shapes,
+            window: &self.window,
+            tokens: self.tokens,
+            report: &self.report,
+            transcript: self.transcript.as_ref(),
+        };
+        // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
+        serde_json::to_vec(&input).unwrap_or_default()
+    }
+
+    pub(crate) fn compute_seal(&self) -> ContentHash {
+        ContentHash::of(&self.seal_input())
+    }
+
+    /// Whether the checkpoint is intact (its plain seal, a SHA-256, matches its content).
+    ///
+    /// This detects damage, not forgery: whoever can write the checkpoint can recompute a
+    /// plain hash. A compactor built with a [`SealKey`](crate::SealKey) also checks the keyed
+    /// seal ([`Compactor::verify_checkpoint`](crate::Compactor::verify_checkpoint)).
+    pub fn verify_seal(&self) -> bool {
+        self.format == FORMAT && self.compute_seal() == self.seal
+    }
+
+    /// The id of the key whose keyed seal this checkpoint carries; `None` when it was sealed
+    /// without a key. Only the key itself proves the seal valid.
+    pub fn seal_key_id(&self) -> Option<&str> {
+        self.keyed_seal.as_ref().map(|seal| seal.key.as_str())
+    }
+
+    /// Seals the content: the plain seal, and the keyed one when `keys` has a signing key.
+    pub(crate) fn seal_with(&mut self, keys: &SealKeys) {
+        let input = self.seal_input();
+        self.seal = ContentHash::of(&input);
+        self.keyed_seal = keys.sign(&input);
+    }
+
+    /// Whether both seals verify: the plain one, and the keyed one under `keys` (see
+    /// `SealKeys::verify` for a missing keyed seal or an empty key set).
+    pub(crate) fn seals_verify(&self, keys: &SealKeys) -> bool {
+        let input = self.seal_input();
+        ContentHash::of(&input) == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
+    }
+}
+
+impl<S> Clone for Compacted<S> {
+    fn clone(&self) -> Self {
+        Compacted {
+            format: self.format,
+            state_type: self.state_type.clone(),
+            schema: self.schema.clone(),
+            budget: self.budget,
+            entries: self.entries.clone(),
+            shapes: self.shapes.clone(),
+            window: self.window.clone(),
+            tokens: self.tokens,
+            report: self.report.clone(),
+            transcript: self.transcript.clone(),
+            seal: self.seal,
+            keyed_seal: self.keyed_seal.clone(),
+            _state: PhantomData,
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Compacted<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compacted")
+            .field("state_type", &self.state_type)
+            .field("tokens", &self.tokens)
+            .field("budget", &self.budget)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}

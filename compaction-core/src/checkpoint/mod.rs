@@ -1,0 +1,24 @@
+//! The checkpoint: the [`Compacted`] a compaction returns (the window and everything needed to
+//! rehydrate it), the schema fingerprint that ties it to its state type, its seals (plain and
+//! keyed), the checks it passes before use, and where it is kept: the [`CheckpointStore`]
+//! every backend implements, over the [`CheckpointRow`] they store.
+
+mod backend;
+mod codec;
+mod compacted;
+mod fields;
+mod fingerprint;
+mod memory;
+mod row;
+mod seal;
+mod typed;
+mod verify;
+
+pub use backend::{CheckpointError, CheckpointStore};
+pub use compacted::Compacted;
+pub(crate) use compacted::{CompactedTranscript, FORMAT};
+pub(crate) use fingerprint::SchemaFingerprint;
+pub use row::{CheckpointInfo, CheckpointRow};
+pub(crate) use seal::SealKeys;
+pub use seal::{SealKey, SealKeyError};
+pub(crate) use verify::{check_checkpoint, check_restorable};

@@ -1,0 +1,89 @@
+//! What every checkpoint backend moves: the row a checkpoint is saved as ([`CheckpointRow`]:
+//! its JSON, that JSON's own SHA-256, its state type and the blobs it points at) and what a
+//! listing says about one ([`CheckpointInfo`]). Making a row from a `Compacted` and back is
+//! `codec.rs`; the backends (`backends/*/checkpoint.rs`, `memory.rs`) only store rows.
+
+use crate::store::ContentHash;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What is known about a saved checkpoint without loading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The agent id it was saved under.
+    pub agent_id: String,
+    /// The Rust type of the compacted state.
+    pub state_type: String,
+    /// When it was saved (the database's clock).
+    pub saved_at: SystemTime,
+    /// Size of its JSON, in bytes.
+    pub size: usize,
+}
+
+impl CheckpointInfo {
+    /// A listing row: `saved_at_ms` in milliseconds since the Unix epoch, `size` in bytes
+    /// (negative values, which no backend writes, read as 0).
+    pub fn from_row(agent_id: String, state_type: String, saved_at_ms: i64, size: i64) -> Self {
+        CheckpointInfo {
+            agent_id,
+            state_type,
+            saved_at: UNIX_EPOCH + Duration::from_millis(saved_at_ms.max(0) as u64),
+            size: size.max(0) as usize,
+        }
+    }
+}
+
+/// A checkpoint as a backend stores it: the JSON of a [`Compacted`](crate::Compacted), the
+/// SHA-256 of exactly those bytes, the state type (for listings) and the blobs it points at
+/// (which a backend must hold before it saves the row, or a restart could not rehydrate it).
+///
+/// Rows are made by `save` on a [`CheckpointStore`](crate::checkpoint::CheckpointStore) from a
+/// sealed `Compacted`; a backend reads one back with [`stored`](Self::stored), unchecked:
+/// loading checks its bytes, its checksum and then its seal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRow {
+    pub(crate) json: Vec<u8>,
+    pub(crate) sha256: Option<String>,
+    pub(crate) state_type: String,
+    pub(crate) blobs: Vec<ContentHash>,
+}
+
+impl CheckpointRow {
+    /// A row as a backend read it back: the stored bytes and the stored checksum (`None` when
+    /// it is missing), as they are. A row read back carries no state type or blob list.
+    pub fn stored(json: Vec<u8>, sha256: Option<String>) -> CheckpointRow {
+        CheckpointRow {
+            json,
+            sha256,
+            state_type: String::new(),
+            blobs: Vec::new(),
+        }
+    }
+
+    /// The checkpoint's JSON, the bytes to store.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// The JSON as text: always for a row made from a `Compacted` (it is UTF-8), `None` for
+    /// stored bytes that are not.
+    pub fn json_text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.json).ok()
+    }
+
+    /// The SHA-256 of [`json`](Self::json), lowercase hex (for a row read back: what was
+    /// stored beside it, if anything).
+    pub fn sha256(&self) -> Option<&str> {
+        self.sha256.as_deref()
+    }
+
+    /// The Rust type of the compacted state (empty for a row read back).
+    pub fn state_type(&self) -> &str {
+        &self.state_type
+    }
+
+    /// The blobs the checkpoint points at, sorted and without repeats (empty for a row read
+    /// back): a backend refuses to save the row unless it holds every one.
+    pub fn blobs(&self) -> &[ContentHash] {
+        &self.blobs
+    }
+}

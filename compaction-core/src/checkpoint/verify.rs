@@ -1,0 +1,67 @@
+//! The checks a checkpoint passes before its window or state is used: its format, its plain
+//! seal, and its keyed seal under the compactor's keys (`Compactor::verify_checkpoint`, run
+//! first by every rehydration).
+
+use crate::checkpoint::compacted::{Compacted, FORMAT};
+use crate::checkpoint::fingerprint::SchemaFingerprint;
+use crate::checkpoint::seal::{SealKeyError, SealKeys};
+use crate::error::CompactionError;
+use crate::state::compactable::Compactable;
+
+/// Format, plain seal, then keyed seal under `keys` (what `Compactor::verify_checkpoint`
+/// runs): `CheckpointFormat` for another format, `Integrity { field: "<checkpoint>" }` for any
+/// seal that does not verify.
+pub(crate) fn check_checkpoint<S>(
+    compacted: &Compacted<S>,
+    keys: &SealKeys,
+) -> Result<(), CompactionError> {
+    if compacted.format != FORMAT {
+        return Err(CompactionError::CheckpointFormat {
+            found: compacted.format,
+            supported: FORMAT,
+        });
+    }
+    if !compacted.seals_verify(keys) {
+        return Err(CompactionError::checkpoint_integrity());
+    }
+    Ok(())
+}
+
+/// Everything [`check_checkpoint`] checks, then that the checkpoint was written by `S` as this
+/// build defines it (what every rehydration runs first): `WrongStateType` for another type
+/// (name, module or generic arguments), `SchemaChanged` for `S` with other fields.
+pub(crate) fn check_restorable<S: Compactable>(
+    compacted: &Compacted<S>,
+    keys: &SealKeys,
+) -> Result<(), CompactionError> {
+    check_checkpoint(compacted, keys)?;
+    let schema = S::schema();
+    if compacted.state_type != schema.type_name() {
+        return Err(CompactionError::WrongStateType {
+            expected: schema.type_name().into(),
+            found: compacted.state_type.clone(),
+        });
+    }
+    let expected = SchemaFingerprint::of::<S>(schema);
+    let found = &compacted.schema;
+    if found.concrete_type != expected.concrete_type {
+        return Err(CompactionError::WrongStateType {
+            expected: expected.concrete_type,
+            found: found.concrete_type.clone(),
+        });
+    }
+    match found.field_difference(&expected) {
+        None => Ok(()),
+        Some(difference) => Err(CompactionError::SchemaChanged {
+            state_type: expected.concrete_type,
+            difference,
+        }),
+    }
+}
+
+/// An unusable seal key is a configuration error.
+impl From<SealKeyError> for CompactionError {
+    fn from(e: SealKeyError) -> Self {
+        CompactionError::Config(e.to_string())
+    }
+}

@@ -1,0 +1,392 @@
+//! One field of the window: what became of it (an [`Entry`] and its [`Form`], the model a
+//! checkpoint keeps and rehydration reads back), how a renderer sees it ([`FieldView`], built
+//! from the entry escaped by [`Entry::for_window`]), and its lines in the default format.
+
+use crate::effects::record::Effect;
+use crate::store::{Fingerprint, Pointer};
+use crate::window::escape::{escape_inline, escape_key, escape_pointer};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// An effect record with its position in its log, so window and spilled records merge back in
+/// their original order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IndexedRecord {
+    pub index: usize,
+    pub record: Effect,
+}
+
+/// Effect records that moved to the store, with the engine's own count of their statuses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SpilledRecords {
+    pub pointer: Pointer,
+    pub count: usize,
+    pub committed: usize,
+    pub not_started: usize,
+    pub unknown: usize,
+}
+
+/// A payload kept in the window, tied to its record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct KeptPayload {
+    pub index: usize,
+    pub key: String,
+    pub value: serde_json::Value,
+}
+
+/// How one field is preserved.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub(crate) enum Form {
+    /// A protected value, verbatim in the window.
+    Protected {
+        pin: bool,
+        json: String,
+        fingerprint: Fingerprint,
+    },
+    /// A protected value in the store; its pointer's hash is its fingerprint.
+    ProtectedSpilled { pointer: Pointer },
+    /// A derivable or redundant value, verbatim.
+    Value { json: String },
+    /// A summary standing in for a derivable or redundant value.
+    Summary {
+        text: String,
+        source: Pointer,
+        origin: Option<String>,
+        from_tokens: usize,
+        /// How rehydration restores the value from the store. Absent in checkpoints written
+        /// before summarized values were restored.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<SummaryValue>,
+    },
+    /// A derivable value evicted behind its pointer.
+    Evicted { pointer: String },
+    /// A redundant value evicted for good.
+    Tombstone,
+    /// An effect ledger.
+    Effects {
+        idempotent: bool,
+        total: usize,
+        records: Vec<IndexedRecord>,
+        spilled: Option<SpilledRecords>,
+        payloads: Vec<KeptPayload>,
+        /// Payloads not in the window.
+        payloads_evicted: usize,
+        /// Where those payloads are, verbatim (absent in older checkpoints, which dropped them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payloads_spilled: Option<Pointer>,
+    },
+}
+
+/// Where a summarized value is in the store, so rehydration restores it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SummaryValue {
+    /// The source is the value's compact JSON (anything but text).
+    Source,
+    /// The source is the value's text: its JSON is the source as a JSON string.
+    SourceText,
+    /// Stored apart (a summary source of the author's own making).
+    Stored(Pointer),
+}
+
+/// The class a preserved field belongs to, which decides its section in the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    /// `#[protected]` fields.
+    Protected,
+    /// `#[effect]` ledgers.
+    Effects,
+    /// `#[derivable]` fields.
+    Derivable,
+    /// `#[redundant]` fields.
+    Redundant,
+}
+
+/// One preserved field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub path: String,
+    pub section: Section,
+    pub form: Form,
+}
+
+impl Entry {
+    /// The entry as renderers see it: its path, pointers and payload keys escaped, so no value
+    /// can start a line of the window. The checkpoint keeps the raw entry (rehydration
+    /// re-acquires through the raw pointer); borrowed when nothing needs escaping.
+    pub(crate) fn for_window(&self) -> Cow<'_, Entry> {
+        let path = escape_inline(&self.path);
+        let form = match &self.form {
+            Form::Evicted { pointer } => match escape_pointer(pointer) {
+                Cow::Owned(pointer) => Some(Form::Evicted { pointer }),
+                Cow::Borrowed(_) => None,
+            },
+            Form::Summary {
+                text,
+                source,
+                origin: Some(origin),
+                from_tokens,
+                value,
+            } => match escape_pointer(origin) {
+                Cow::Owned(origin) => Some(Form::Summary {
+                    text: text.clone(),
+                    source: source.clone(),
+                    origin: Some(origin),
+                    from_tokens: *from_tokens,
+                    value: value.clone(),
+                }),
+                Cow::Borrowed(_) => None,
+            },
+            Form::Effects { payloads, .. }
+                if payloads
+                    .iter()
+                    .any(|p| matches!(escape_key(&p.key), Cow::Owned(_))) =>
+            {
+                let mut form = self.form.clone();
+                if let Form::Effects { payloads, .. } = &mut form {
+                    for payload in payloads {
+                        payload.key = escape_key(&payload.key).into_owned();
+                    }
+                }
+                Some(form)
+            }
+            _ => None,
+        };
+        if matches!(path, Cow::Borrowed(_)) && form.is_none() {
+            return Cow::Borrowed(self);
+        }
+        Cow::Owned(Entry {
+            path: path.into_owned(),
+            section: self.section,
+            form: form.unwrap_or_else(|| self.form.clone()),
+        })
+    }
+}
+
+/// One field as the renderer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldView<'a> {
+    /// Concrete path.
+    pub path: &'a str,
+    /// The field's section.
+    pub section: Section,
+    /// How it is preserved.
+    pub form: FormView<'a>,
+}
+
+/// How a field is preserved, for rendering.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum FormView<'a> {
+    /// Verbatim JSON (protected, derivable or redundant).
+    Verbatim {
+        /// Compact JSON.
+        json: &'a str,
+        /// A pinned protected field.
+        pinned: bool,
+    },
+    /// Protected value moved to the store.
+    Spilled {
+        /// Where.
+        pointer: &'a Pointer,
+    },
+    /// A summary standing in for the value.
+    Summary {
+        /// The summary.
+        text: &'a str,
+        /// The stored source.
+        source: &'a Pointer,
+        /// The field's own pointer, when derivable.
+        origin: Option<&'a str>,
+    },
+    /// A derivable value evicted behind its pointer.
+    Evicted {
+        /// Where to re-acquire it.
+        pointer: &'a str,
+    },
+    /// A redundant value evicted for good.
+    Tombstone,
+    /// An effect ledger.
+    Effects(EffectsView<'a>),
+}
+
+/// An effect ledger, for rendering.
+#[derive(Debug, Clone, Copy)]
+pub struct EffectsView<'a> {
+    /// Whether re-running is harmless.
+    pub idempotent: bool,
+    /// Number of records in the log.
+    pub total: usize,
+    records: &'a [IndexedRecord],
+    spilled: Option<&'a SpilledRecords>,
+    payloads: &'a [KeptPayload],
+    /// Number of payloads not in the window.
+    pub payloads_evicted: usize,
+    payloads_spilled: Option<&'a Pointer>,
+}
+
+impl<'a> EffectsView<'a> {
+    /// Records kept in the window, in log order.
+    pub fn records(&self) -> impl Iterator<Item = &'a Effect> + 'a {
+        self.records.iter().map(|r| &r.record)
+    }
+
+    /// For spilled records: (pointer, count, committed, not_started, unknown).
+    pub fn spilled(&self) -> Option<(&'a Pointer, usize, usize, usize, usize)> {
+        self.spilled
+            .map(|s| (&s.pointer, s.count, s.committed, s.not_started, s.unknown))
+    }
+
+    /// Where the payloads not in the window are, verbatim, when they were spilled.
+    pub fn payloads_spilled(&self) -> Option<&'a Pointer> {
+        self.payloads_spilled
+    }
+
+    /// Payloads kept in the window, by idempotency key.
+    pub fn payloads(&self) -> impl Iterator<Item = (&'a str, &'a serde_json::Value)> + 'a {
+        self.payloads.iter().map(|p| (p.key.as_str(), &p.value))
+    }
+}
+
+impl<'a> FieldView<'a> {
+    pub(crate) fn of(entry: &'a Entry) -> Self {
+        let form = match &entry.form {
+            Form::Protected { pin, json, .. } => FormView::Verbatim { json, pinned: *pin },
+            Form::ProtectedSpilled { pointer } => FormView::Spilled { pointer },
+            Form::Value { json } => FormView::Verbatim {
+                json,
+                pinned: false,
+            },
+            Form::Summary {
+                text,
+                source,
+                origin,
+                ..
+            } => FormView::Summary {
+                text,
+                source,
+                origin: origin.as_deref(),
+            },
+            Form::Evicted { pointer } => FormView::Evicted { pointer },
+            Form::Tombstone => FormView::Tombstone,
+            Form::Effects {
+                idempotent,
+                total,
+                records,
+                spilled,
+                payloads,
+                payloads_evicted,
+                payloads_spilled,
+            } => FormView::Effects(EffectsView {
+                idempotent: *idempotent,
+                total: *total,
+                records,
+                spilled: spilled.as_ref(),
+                payloads,
+                payloads_evicted: *payloads_evicted,
+                payloads_spilled: payloads_spilled.as_ref(),
+            }),
+        };
+        FieldView {
+            path: &entry.path,
+            section: entry.section,
+            form,
+        }
+    }
+
+    /// Whether the field left the window (anything but verbatim).
+    pub fn left_window(&self) -> Option<&'static str> {
+        match self.form {
+            FormView::Verbatim { .. } => None,
+            FormView::Spilled { .. } => Some("spilled"),
+            FormView::Summary { .. } => Some("summary"),
+            FormView::Evicted { .. } => Some("pointer"),
+            FormView::Tombstone => Some("evicted"),
+            FormView::Effects(e) => match (e.spilled.is_some(), e.payloads_evicted > 0) {
+                (true, _) => Some("records spilled"),
+                (false, true) if e.payloads_spilled.is_some() => Some("payloads spilled"),
+                (false, true) => Some("payloads evicted"),
+                (false, false) => None,
+            },
+        }
+    }
+
+    /// The field's lines in the default window format (see [`DefaultRenderer`](crate::window::DefaultRenderer)), ending
+    /// with a newline. With the default renderer this is exactly the text the field
+    /// contributes to the window, so counting its tokens tells what the field costs; with a
+    /// custom renderer it is an estimate.
+    pub fn default_lines(&self) -> String {
+        let mut out = String::new();
+        render_field(&mut out, self);
+        out
+    }
+}
+
+/// Appends one field in the default format.
+pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
+    let path = field.path;
+    let _ = match field.form {
+        FormView::Verbatim { json, pinned } => {
+            let pin = if pinned { " [pinned]" } else { "" };
+            writeln!(out, "{path}{pin} = {json}")
+        }
+        FormView::Spilled { pointer } => writeln!(out, "{path} = [SPILLED verbatim -> {pointer}]"),
+        FormView::Summary {
+            text,
+            source,
+            origin,
+        } => {
+            // Quoted like every value, so a summary can never pass for another line.
+            let text = serde_json::Value::from(text);
+            match origin {
+                Some(origin) => writeln!(
+                    out,
+                    "{path} = [SUMMARY not authoritative; source={source} origin={origin}] {text}"
+                ),
+                None => {
+                    writeln!(
+                        out,
+                        "{path} = [SUMMARY not authoritative; source={source}] {text}"
+                    )
+                }
+            }
+        }
+        FormView::Evicted { pointer } => {
+            writeln!(out, "[EVICTED {path} recover=reacquire pointer={pointer}]")
+        }
+        FormView::Tombstone => writeln!(out, "[EVICTED {path} recover=no]"),
+        FormView::Effects(effects) => {
+            let _ = writeln!(
+                out,
+                "{path} (idempotent={}, {} records):",
+                effects.idempotent, effects.total
+            );
+            for record in effects.records() {
+                let json = serde_json::to_string(record).unwrap_or_default();
+                let _ = writeln!(out, "  {json}");
+            }
+            if let Some((pointer, count, committed, not_started, unknown)) = effects.spilled() {
+                let _ = writeln!(
+                    out,
+                    "  [SPILLED {count} records: {committed} committed, {not_started} not_started, {unknown} unknown -> {pointer}]"
+                );
+            }
+            for (key, payload) in effects.payloads() {
+                let _ = writeln!(out, "  payload {key} = {payload}");
+            }
+            match (effects.payloads_evicted, effects.payloads_spilled) {
+                (0, _) => {}
+                (count, Some(pointer)) => {
+                    let _ = writeln!(out, "  [SPILLED payloads of {count} records -> {pointer}]");
+                }
+                (count, None) => {
+                    let _ = writeln!(out, "  [EVICTED payloads of {count} records recover=no]");
+                }
+            }
+            Ok(())
+        }
+    };
+}

@@ -1,0 +1,214 @@
+//! The window: what became of each field (the entries a checkpoint keeps), the views a
+//! renderer reads, and the documented default text format (or the author's own renderer).
+//!
+//! # The default format
+//!
+//! ```text
+//! <<< COMPACTED STATE: compaction #2 of MigrationState >>>
+//! left the window: tool_output (evicted), config_contents (pointer), ci_log (summary), migrations (records spilled)
+//! Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.
+//! ## protected (verbatim)
+//! constraints [pinned] = ["never touch /etc/prod"]
+//! plan_step = 6
+//! notes = [SPILLED verbatim -> store://sha256:…]
+//! ## effects (exact status)
+//! migrations (idempotent=false, 5000 records):
+//!   {"action":"apply_migration","target":"db://users","idempotency_key":"mig-5000","status":"unknown","depends_on":["mig-4999"]}
+//!   [SPILLED 4999 records: 4999 committed, 0 not_started, 0 unknown -> store://sha256:…]
+//!   [SPILLED payloads of 12 records -> store://sha256:…]
+//! ## derivable
+//! [EVICTED config_contents recover=reacquire pointer=file:///srv/app/config.toml]
+//! ci_log = [SUMMARY not authoritative; source=store://sha256:… origin=https://ci.example/runs/6] "…summary…"
+//! ## redundant
+//! [EVICTED tool_output recover=no]
+//! <<< END COMPACTED STATE >>>
+//! ```
+//!
+//! Values are compact JSON (strings quoted and escaped), so what the model reads is exactly what
+//! rehydration restores. Sections appear only when they have fields; the "left the window" line
+//! only when something left.
+//!
+//! # The compact form
+//!
+//! Below a budget of [`COMPACT_FORM_BELOW`] tokens, the fixed text shrinks: no "left the window"
+//! line (every field's own line says where it went), the short [`COMPACT_NOTICE`] instead of
+//! [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there is no
+//! effect ledger (nothing to re-verify). The markers, section titles and field lines are
+//! those of the full form, so everything said above about escaping holds for both.
+//!
+//! ```text
+//! <<< COMPACTED STATE: compaction #1 of Counter >>>
+//! ## protected (verbatim)
+//! step = 3
+//! <<< END COMPACTED STATE >>>
+//! ```
+
+use crate::window::field::{render_field, Entry, FieldView, FormView, Section};
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// Renders the window. The engine counts the renderer's output and enforces the budget on it,
+/// evicting more when a custom format is longer than planned.
+///
+/// ```
+/// use compaction::{Compactable, Compactor, DefaultRenderer, Renderer, Tokenizer, WindowView};
+/// use serde::{Deserialize, Serialize};
+///
+/// /// The default format, under a line of your own.
+/// struct WithPreamble;
+/// impl Renderer for WithPreamble {
+///     fn render(&self, view: &WindowView<'_>) -> String {
+///         let window = DefaultRenderer.render(view);
+///         format!("Your saved state follows; trust it over your memory.\n{window}")
+///     }
+/// }
+///
+/// #[derive(Compactable, Serialize, Deserialize, Default)]
+/// struct State {
+///     #[protected]
+///     plan_step: u32,
+/// }
+///
+/// let compactor = Compactor::builder()
+///     .budget(500)
+///     .token_counter(Tokenizer::O200kBase)
+///     .renderer(WithPreamble)
+///     .build()?;
+/// let compacted = compactor.compact_blocking(&State { plan_step: 3 })?;
+/// assert!(compacted.render().starts_with("Your saved state follows"));
+/// assert!(compacted.render().contains("plan_step = 3"));
+/// assert!(compacted.tokens() <= 500); // counted on the renderer's output
+/// # Ok::<(), compaction::CompactionError>(())
+/// ```
+pub trait Renderer: Send + Sync {
+    /// Renders `view` as the text the model reads.
+    fn render(&self, view: &WindowView<'_>) -> String;
+}
+
+/// Everything a renderer may show.
+#[derive(Debug)]
+pub struct WindowView<'a> {
+    pub(crate) compaction: u64,
+    pub(crate) state_type: &'a str,
+    /// Entries as renderers see them ([`Entry::for_window`]).
+    pub(crate) entries: &'a [Cow<'a, Entry>],
+    /// The compactor's budget.
+    pub(crate) budget: usize,
+}
+
+impl<'a> WindowView<'a> {
+    /// The compaction's number.
+    pub fn compaction(&self) -> u64 {
+        self.compaction
+    }
+
+    /// The state's type name.
+    pub fn state_type(&self) -> &'a str {
+        self.state_type
+    }
+
+    /// The compactor's budget in tokens (the default renderer writes its compact form below
+    /// [`COMPACT_FORM_BELOW`]).
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Every field, in traversal order.
+    pub fn fields(&self) -> impl Iterator<Item = FieldView<'a>> + 'a {
+        self.entries.iter().map(|entry| FieldView::of(entry))
+    }
+}
+
+/// The documented default format (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultRenderer;
+
+/// The instruction every compacted window in the full form carries.
+pub const REVERIFY_NOTICE: &str = "Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.";
+
+/// Budgets below this many tokens get the default renderer's compact form (see the module
+/// docs): there, the full notice alone would take a fifth of the window or more.
+pub const COMPACT_FORM_BELOW: usize = 256;
+
+/// The compact form's instruction, when something left the window or the state has effects.
+pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values are facts; resolve a pointer before relying on it. Never re-run a committed effect; reconcile an unknown one first.";
+
+impl Renderer for DefaultRenderer {
+    fn render(&self, view: &WindowView<'_>) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "<<< COMPACTED STATE: compaction #{} of {} >>>",
+            view.compaction, view.state_type
+        );
+        let left: Vec<String> = view
+            .fields()
+            .filter_map(|f| f.left_window().map(|how| format!("{} ({how})", f.path)))
+            .collect();
+        if view.budget < COMPACT_FORM_BELOW {
+            let effects = view.fields().any(|f| f.section == Section::Effects);
+            if !left.is_empty() || effects {
+                out.push_str(COMPACT_NOTICE);
+                out.push('\n');
+            }
+        } else {
+            if !left.is_empty() {
+                let _ = writeln!(out, "left the window: {}", left.join(", "));
+            }
+            out.push_str(REVERIFY_NOTICE);
+            out.push('\n');
+        }
+        let sections = [
+            (Section::Protected, "## protected (verbatim)"),
+            (Section::Effects, "## effects (exact status)"),
+            (Section::Derivable, "## derivable"),
+            (Section::Redundant, "## redundant"),
+        ];
+        for (section, title) in sections {
+            let mut fields: Vec<FieldView<'_>> =
+                view.fields().filter(|f| f.section == section).collect();
+            if fields.is_empty() {
+                continue;
+            }
+            // Pinned protected fields first: they are the ones the author said must never move.
+            fields.sort_by_key(|f| !matches!(f.form, FormView::Verbatim { pinned: true, .. }));
+            out.push_str(title);
+            out.push('\n');
+            for field in fields {
+                render_field(&mut out, &field);
+            }
+        }
+        out.push_str("<<< END COMPACTED STATE >>>");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DefaultRenderer, Renderer, WindowView};
+    use crate::checkpoint::Compacted;
+
+    #[test]
+    fn default_lines_of_every_field_appear_in_the_default_window() {
+        let json = r#"{"format":1,"state_type":"T","budget":100,"entries":[
+            {"path":"a","section":"protected","form":{"form":"protected","pin":true,"json":"1","fingerprint":"6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b"}},
+            {"path":"b","section":"redundant","form":{"form":"tombstone"}}],
+            "shapes":[],"window":"","tokens":0,
+            "report":{"compaction":1,"budget":100,"tokens_after":0,"tokens_before":0,
+                "tokens_before_exact":true,"counter":"heuristic","fields":[],"fingerprints":{}},
+            "seal":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
+        let compacted: Compacted<()> = serde_json::from_str(json).expect("parses");
+        let entries: Vec<_> = compacted.entries.iter().map(|e| e.for_window()).collect();
+        let window = DefaultRenderer.render(&WindowView {
+            compaction: 1,
+            state_type: "T",
+            entries: &entries,
+            budget: 100,
+        });
+        let lines: Vec<String> = compacted.fields().map(|f| f.default_lines()).collect();
+        assert_eq!(lines, ["a [pinned] = 1\n", "[EVICTED b recover=no]\n"]);
+        for line in &lines {
+            assert!(window.contains(line.as_str()), "{line:?} not in {window}");
+        }
+    }
+}
