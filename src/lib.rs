@@ -18,8 +18,10 @@ pub use compaction_core::{
 // Compacting, and what a compaction reports or refuses.
 pub use compaction_core::{block_on, BoxFuture};
 pub use compaction_core::{CompactionError, FieldCost};
-pub use compaction_core::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
-pub use compaction_core::{Compactor, CompactorBuilder};
+pub use compaction_core::{
+    CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport,
+};
+pub use compaction_core::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 pub use compaction_core::{TokenCounter, Tokenizer};
 
 // The window a model reads, and custom formats (`render` has the default format's constants).

@@ -43,7 +43,7 @@ pub use backends::sqlite::{
 pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
-pub use compactor::{Compactor, CompactorBuilder};
+pub use compactor::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 pub use effects::{
     Effect, EffectError, EffectLedger, EffectLog, EffectRecords, EffectStatus, MemoryLedger,
     SyncSummary, Transition,
@@ -61,7 +61,7 @@ pub use rehydrate::{
     DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
     Rehydrated,
 };
-pub use report::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
+pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
 pub use state::{
     Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
     SchemaBuilder, Segment, Shape, Summarizable, Visitor,

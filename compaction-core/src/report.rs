@@ -88,14 +88,39 @@ pub struct TranscriptReport {
     pub stubbed: usize,
     /// Tool results whose content was replaced by a tombstone (the content is in the store).
     pub tombstoned: usize,
-    /// Assistant and tool messages folded into a run (the run is in the store).
+    /// Tool results sent as a head and a tail excerpt (the content is in the store), each by
+    /// name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paged: Vec<PagedResult>,
+    /// Assistant and tool messages folded (their ranges are in the store).
     pub folded: usize,
-    /// Fold messages the compaction added (one per folded run).
+    /// Fold messages in the request (one per folded range between anchors).
     pub fold_messages: usize,
-    /// Of those, the ones that carry a summary.
+    /// User-run markers in the request (the user messages that left, byte-exact in the store).
+    #[serde(default)]
+    pub user_runs: usize,
+    /// Of the folds, the ones that carry a summary.
     pub summarized_folds: usize,
     /// Tokens of the transcript's messages as sent (chat formula, without the reply priming).
     pub tokens: usize,
+    /// Whether this request was a compaction point (`false`: it only appended to the last
+    /// request of this transcript, which is an exact prefix of it).
+    #[serde(default)]
+    pub compaction_point: bool,
+    /// Leading transcript messages identical to the last request's.
+    #[serde(default)]
+    pub reused_messages: usize,
+}
+
+/// A tool result sent in excerpts because it did not fit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagedResult {
+    /// Its index in the transcript.
+    pub index: usize,
+    /// The call it answers.
+    pub tool_call_id: String,
+    /// Its size in bytes (all in the store).
+    pub bytes: usize,
 }
 
 impl TranscriptReport {
@@ -154,13 +179,15 @@ impl fmt::Display for CompactionReport {
         if let Some(t) = &self.transcript {
             write!(
                 f,
-                "; {}: {} messages -> {} kept, {} stubbed, {} tombstoned, {} folded into {} \
-                 ({} summarized)",
+                "; {}: {} messages -> {} kept, {} in {} user runs, {} tombstoned, {} paged, {} \
+                 folded into {} ({} summarized)",
                 t.field,
                 t.messages_in,
                 t.kept,
                 t.stubbed,
+                t.user_runs,
                 t.tombstoned,
+                t.paged.len(),
                 t.folded,
                 t.fold_messages,
                 t.summarized_folds

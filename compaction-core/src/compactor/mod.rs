@@ -11,7 +11,7 @@ mod tests_work;
 mod trace;
 mod transcript;
 
-pub use builder::CompactorBuilder;
+pub use builder::{CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 
 use crate::checkpoint::{check_restorable, Owner, SealKeys};
 use crate::checkpoint::{Compacted, SchemaFingerprint, FORMAT};
@@ -22,6 +22,7 @@ use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
 use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions, Rehydrated};
+use crate::report::PagedResult;
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
@@ -29,8 +30,8 @@ use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
 use crate::summaries::cache::{lookup, CacheKey, CacheUse, Lookup};
 use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::tokens::TokenCounter;
-use crate::transcript::count::TranscriptPlanner;
-use crate::transcript::plan::TranscriptPlan;
+use crate::transcript::memory::TranscriptPlanner;
+use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
 use crate::window::escape_inline;
 use crate::window::{Entry, Renderer, WindowView, COMPACT_FORM_BELOW};
 use std::borrow::Cow;
@@ -39,6 +40,23 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument;
+
+/// A planned transcript waiting for its summaries, with what its report needs of the input
+/// (see `transcript.rs`).
+struct PendingTranscript {
+    path: String,
+    plan: TranscriptPlan,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
+
+/// A transcript whose request is final, waiting for its blobs to be stored.
+struct FinishedTranscript {
+    planned: PlannedTranscript,
+    path: String,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
 
 /// A plan with nothing borrowed from the state: what crosses the `await`s.
 struct Prepared {
@@ -49,8 +67,8 @@ struct Prepared {
     /// What the window text may take: the budget, less the transcript's messages and the
     /// request overhead when the state has a transcript.
     window_budget: usize,
-    /// The `#[transcript]` field's path and plan, waiting for its summaries.
-    transcript: Option<(String, TranscriptPlan)>,
+    /// The `#[transcript]` field's plan, waiting for its summaries.
+    transcript: Option<PendingTranscript>,
 }
 
 /// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
@@ -105,8 +123,11 @@ pub struct Compactor {
     evict_on_summarizer_error: bool,
     max_summary_tokens: usize,
     compactions: AtomicU64,
-    /// Remembers the counts of the last transcript planned, so the next (one message longer)
-    /// is planned without recounting it.
+    /// Hysteresis marks, as shares of the budget (see `CompactorBuilder::high_water_mark`).
+    high_water: f64,
+    low_water: f64,
+    /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
+    /// the next request of one only appends to it.
     transcript_planner: TranscriptPlanner,
     /// The keys checkpoints are sealed and verified with (none by default).
     seal_keys: SealKeys,
@@ -137,6 +158,12 @@ impl Compactor {
     /// The token counter.
     pub fn counter(&self) -> &dyn TokenCounter {
         &*self.counter
+    }
+
+    /// The hysteresis marks `(high, low)` as shares of the budget (see
+    /// [`CompactorBuilder::high_water_mark`]).
+    pub fn water_marks(&self) -> (f64, f64) {
+        (self.high_water, self.low_water)
     }
 
     /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly
@@ -326,8 +353,10 @@ impl Compactor {
         }
         .instrument(span.clone())
         .await;
-        if let Err(error) = &rehydrated {
-            trace::refused(&span, error);
+        match &rehydrated {
+            // The checkpoint verified: the next compaction of its transcript continues it.
+            Ok(_) => self.install_memory(compacted),
+            Err(error) => trace::refused(&span, error),
         }
         rehydrated
     }
@@ -404,7 +433,8 @@ impl Compactor {
             }
             return Err(smallest.over_budget(tokens, self.budget, &*self.counter));
         }
-        let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
+        let (window_budget, transcript) =
+            self.plan_transcript(&collection, schema, floor_tokens)?;
         if floor_tokens > window_budget {
             return Err(plan.over_budget(floor_tokens, window_budget, &*self.counter));
         }
@@ -453,16 +483,23 @@ impl Compactor {
                 ));
             }
         };
-        let (transcript, transcript_blobs, transcript_report) = match prepared.transcript.take() {
-            Some((path, plan)) => {
-                let (transcript, blobs, report) =
-                    self.finish_transcript(path, plan, tokens).await?;
-                (Some(transcript), blobs, Some(report))
+        let planned = match prepared.transcript.take() {
+            Some(pending) => {
+                let planned = self.finish_transcript(&pending.path, pending.plan).await?;
+                Some(FinishedTranscript {
+                    planned,
+                    path: pending.path,
+                    messages_in: pending.messages_in,
+                    paged: pending.paged,
+                })
             }
-            None => (None, Vec::new(), None),
+            None => None,
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
+        let transcript_blobs: &[(ContentHash, Vec<u8>)] = planned
+            .as_ref()
+            .map_or(&[], |finished| finished.planned.blobs());
         let transcript_spills = transcript_blobs.iter().map(|(h, b)| (*h, b.as_slice()));
         for (hash, bytes) in prepared.plan.spills().chain(transcript_spills) {
             self.store
@@ -473,7 +510,8 @@ impl Compactor {
         let mut report = prepared
             .plan
             .report(prepared.number, self.budget, tokens, &*self.counter);
-        report.transcript = transcript_report;
+        let transcript =
+            planned.map(|finished| self.complete_transcript(finished, tokens, &mut report));
         cache.mark(&mut report);
         cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {
