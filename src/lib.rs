@@ -11,8 +11,8 @@
 // Classifying a state (what `#[derive(Compactable)]` implements, for hand-written impls too).
 pub use compaction_core::state::PointerFn;
 pub use compaction_core::{
-    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
-    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
+    Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,
+    Schema, SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
 
 // Compacting, and what a compaction reports or refuses.

@@ -63,8 +63,8 @@ pub use rehydrate::{
 };
 pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
 pub use state::{
-    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
-    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
+    Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,
+    Schema, SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summaries::{Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest};
