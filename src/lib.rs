@@ -74,6 +74,12 @@ pub use compaction_core::{
     resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply,
 };
 
+// Sessions: an agent's loop (compact, checkpoint, resume, its tools under the ledger).
+pub use compaction_core::session;
+pub use compaction_core::{
+    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError, SessionRequest,
+};
+
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]

@@ -25,6 +25,7 @@ pub mod plan;
 pub mod pointer_tool;
 pub mod rehydrate;
 pub mod report;
+pub mod session;
 pub mod state;
 pub mod store;
 pub mod summaries;
@@ -62,6 +63,9 @@ pub use rehydrate::{
     Rehydrated,
 };
 pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
+pub use session::{
+    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError, SessionRequest,
+};
 pub use state::{
     Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,
     Schema, SchemaBuilder, Segment, Shape, Summarizable, Visitor,

@@ -3,12 +3,14 @@
 //!
 //! - feature `openai-types` (types only, no HTTP client): conversions between our messages and
 //!   async-openai's chat request messages, `Compacted::openai_messages()`, and the pointer tool
-//!   as its tool type;
+//!   as its tool type; a session's turn in its types (`Session::push_response` takes a chat
+//!   completion or its message, `SessionRequest::openai_messages()`);
 //! - feature `openai` (implies `openai-types`): [`OpenAiSummarizer`], summaries from a chat
 //!   completions server (async-openai's request and response types, sent through the crate's
 //!   own HTTPS transport: rustls on `ring`, nothing unified into your own async-openai client).
 
 mod messages;
+mod session;
 #[cfg(feature = "openai")]
 mod summarizer;
 
