@@ -64,7 +64,8 @@ pub use rehydrate::{
 };
 pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
 pub use session::{
-    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError, SessionRequest,
+    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
+    SessionRequest, ToolFailure,
 };
 pub use state::{
     Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,

@@ -34,6 +34,65 @@ impl EffectCall {
     }
 }
 
+/// Why a side-effecting tool did not succeed: what its closure in
+/// [`run_effect`](crate::session::Session::run_effect) returns as its error. Most errors
+/// (`String`, `&str`, `std::io::Error`, a boxed error) convert into [`Failed`](Self::Failed);
+/// say [`ToolFailure::unknown`] when the tool cannot tell whether the effect happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolFailure {
+    /// It certainly did not happen (refused before it started, validation failed): recorded
+    /// with `fail`, so it may be tried again.
+    Failed(String),
+    /// Nobody knows whether it happened (a timeout after the request went out, a connection
+    /// lost mid-call): the effect stays `unknown` until an operator reconciles it, and is never
+    /// run again before.
+    Unknown(String),
+}
+
+impl ToolFailure {
+    /// It certainly did not happen.
+    pub fn failed(error: impl Display) -> Self {
+        ToolFailure::Failed(error.to_string())
+    }
+
+    /// Whether it happened is unknown.
+    pub fn unknown(error: impl Display) -> Self {
+        ToolFailure::Unknown(error.to_string())
+    }
+}
+
+impl Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolFailure::Failed(error) | ToolFailure::Unknown(error) => f.write_str(error),
+        }
+    }
+}
+
+impl From<String> for ToolFailure {
+    fn from(error: String) -> Self {
+        ToolFailure::Failed(error)
+    }
+}
+
+impl From<&str> for ToolFailure {
+    fn from(error: &str) -> Self {
+        ToolFailure::Failed(error.to_owned())
+    }
+}
+
+impl From<std::io::Error> for ToolFailure {
+    fn from(error: std::io::Error) -> Self {
+        ToolFailure::failed(error)
+    }
+}
+
+impl From<Box<dyn std::error::Error + Send + Sync>> for ToolFailure {
+    fn from(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        ToolFailure::failed(error)
+    }
+}
+
 /// What [`run_effect`](crate::session::Session::run_effect) did. In every case a tool result for the call was
 /// pushed.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +103,13 @@ pub enum EffectOutcome {
     /// The tool ran and returned an error: the effect is recorded as not started (`fail`), so
     /// it may be tried again; the error is in the tool result.
     Failed {
+        /// The tool's error, as text.
+        error: String,
+    },
+    /// The tool ran and could not tell whether the effect happened
+    /// ([`ToolFailure::Unknown`]): it stays `unknown` in the ledger for an operator to
+    /// reconcile, and the tool result tells the model not to retry it.
+    LeftUnknown {
         /// The tool's error, as text.
         error: String,
     },
@@ -85,7 +151,7 @@ pub(crate) async fn run_effect<F, Fut, E>(
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<String, E>>,
-    E: Display,
+    E: Into<ToolFailure>,
 {
     if !pending_calls(transcript.messages())
         .iter()
@@ -137,9 +203,16 @@ where
                 Err(ledger_error(scope, key, failure))
             }
         },
-        Err(error) => {
-            let error = error.to_string();
-            match guard.fail(&scope, &key).await {
+        Err(error) => match error.into() {
+            ToolFailure::Unknown(error) => {
+                answer(format!(
+                    "Outcome unknown: {error}\nEffect `{key}` may or may not have happened. It \
+                     stays unknown until an operator checks and reconciles it; do not run it \
+                     again, and tell the user."
+                ));
+                Ok(EffectOutcome::LeftUnknown { error })
+            }
+            ToolFailure::Failed(error) => match guard.fail(&scope, &key).await {
                 Ok(()) => {
                     answer(format!(
                         "Failed: {error}\nEffect `{key}` did not happen (recorded as not \
@@ -154,8 +227,8 @@ where
                     ));
                     Err(ledger_error(scope, key, failure))
                 }
-            }
-        }
+            },
+        },
     }
 }
 

@@ -22,7 +22,7 @@ mod reacquire;
 pub(crate) mod request;
 pub(crate) mod turn;
 
-pub use effect::{EffectCall, EffectOutcome};
+pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::SessionError;
 pub use request::SessionRequest;
 pub use turn::ModelResponse;
@@ -41,7 +41,6 @@ use crate::transcript::conversation::Transcript;
 use crate::transcript::message::{Message, Role, ToolCall};
 use ledger::SessionLedger;
 use reacquire::ErasedReacquire;
-use std::fmt::Display;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -316,7 +315,8 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// Runs the side-effecting tool of `call` under the ledger: records its effect (the
     /// [`effect_calls`](SessionBuilder::effect_calls) mapping says which), claims its key,
     /// runs `run`, then commits, or records that it did not happen (`fail`) when `run` returns
-    /// an error. A key already committed, or whose outcome is unknown, is not run. The tool
+    /// an error; an error that says the outcome is unknown ([`ToolFailure::unknown`]) leaves
+    /// the key `unknown` for an operator. A key already committed, or whose outcome is unknown, is not run. The tool
     /// result is pushed in every case: `run`'s output, or words that tell the model what
     /// happened and what not to do ([`EffectOutcome`] says which, for your code).
     ///
@@ -333,7 +333,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<String, E>>,
-        E: Display,
+        E: Into<ToolFailure>,
     {
         let effect_call = self.effect_calls.as_ref().and_then(|map| map(call));
         let guard = self.ledger.guard();
@@ -350,7 +350,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<String, E>>,
-        E: Display,
+        E: Into<ToolFailure>,
     {
         block_on(self.run_effect(call, run))
     }
