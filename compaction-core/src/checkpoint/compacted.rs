@@ -263,6 +263,19 @@ impl<S> Compacted<S> {
             .map(|b| Pointer::for_hash(b.manifest))
     }
 
+    /// Every compacted range of the transcript: the full address of its stored span, and the
+    /// input messages `first..end` it holds (read one back with
+    /// [`Compactor::resolve_message`](crate::Compactor::resolve_message)).
+    pub fn spans(&self) -> Vec<(Pointer, (usize, usize))> {
+        self.transcript.as_ref().map_or_else(Vec::new, |t| {
+            t.memory
+                .blocks
+                .iter()
+                .map(|b| (Pointer::for_hash(b.manifest), (b.first, b.end)))
+                .collect()
+        })
+    }
+
     /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across
     /// compaction points as far as it can: the window's stable part and the compacted blocks
     /// (they change only when the state's stable fields change or blocks are consolidated).

@@ -112,14 +112,10 @@ pub(super) fn plan_error(
             budget,
         },
         TranscriptPlanError::AmbiguousEffect {
-            index,
-            call_id,
-            key,
-            scopes,
+            index, key, scopes, ..
         } => CompactionError::AmbiguousEffect {
             field,
             index,
-            call_id,
             key,
             scopes,
         },

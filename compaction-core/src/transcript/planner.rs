@@ -188,8 +188,7 @@ impl TranscriptPlanner {
         Some(PlannedTranscript {
             memory,
             blobs: Vec::new(),
-            summarized_folds: 0,
-            update_sent: request.update.is_some() && !(in_flight.is_some_and(|u| u < planned_len)),
+            update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
         })
     }
 
@@ -290,7 +289,6 @@ impl TranscriptPlanner {
             planned: PlannedTranscript {
                 memory,
                 blobs: built.blobs,
-                summarized_folds: 0,
                 update_sent: false,
             },
             pending: built.pending,
@@ -342,7 +340,6 @@ impl TranscriptPlanner {
             if tokens <= pending.reserved {
                 message.content = content;
                 slot.tokens = tokens;
-                planned.summarized_folds += 1;
                 memory.record.blocks[pending.block].summary = Some(summary);
             } else {
                 slot.tokens = pending.plain;
