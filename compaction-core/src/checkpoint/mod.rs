@@ -16,7 +16,7 @@ mod verify;
 
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
-pub(crate) use compacted::{CompactedTranscript, FORMAT};
+pub(crate) use compacted::{CompactedTranscript, WindowRecord, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;
 pub use row::{CheckpointInfo, CheckpointRow};
 pub(crate) use seal::SealKeys;

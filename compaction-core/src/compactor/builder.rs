@@ -251,6 +251,7 @@ impl CompactorBuilder {
             seal_keys: self.seal_keys,
             high_water: self.high_water,
             low_water: self.low_water,
+            windows: Default::default(),
         })
     }
 }
