@@ -43,7 +43,11 @@ fn a_completion_is_pushed_and_the_request_converts() {
     }));
     session.push_response(&reply).unwrap();
     let calls = session.pending_calls();
-    assert_eq!(calls[0].arguments_text(), arguments, "arguments byte for byte");
+    assert_eq!(
+        calls[0].arguments_text(),
+        arguments,
+        "arguments byte for byte"
+    );
     session.answer(&calls[0], "fn main() {}").unwrap();
     let request = session.next_request_blocking().unwrap();
     assert!(matches!(
@@ -55,7 +59,10 @@ fn a_completion_is_pushed_and_the_request_converts() {
     let message: ChatCompletionResponseMessage =
         serde_json::from_value(json!({"role": "assistant", "content": "done"})).unwrap();
     session.push_response(message).unwrap();
-    assert_eq!(session.transcript().messages().last().unwrap().content, "done");
+    assert_eq!(
+        session.transcript().messages().last().unwrap().content,
+        "done"
+    );
 }
 
 #[test]
@@ -65,11 +72,17 @@ fn what_our_messages_cannot_carry_is_refused_and_nothing_is_pushed() {
         .open_blocking(Agent::default)
         .unwrap();
     let refusal = completion(json!({"role": "assistant", "content": null, "refusal": "no"}));
-    assert!(matches!(session.push_response(&refusal), Err(SessionError::Response(_))));
+    assert!(matches!(
+        session.push_response(&refusal),
+        Err(SessionError::Response(_))
+    ));
     let empty: CreateChatCompletionResponse = serde_json::from_value(json!({
         "id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": []
     }))
     .unwrap();
-    assert!(matches!(session.push_response(empty), Err(SessionError::Response(_))));
+    assert!(matches!(
+        session.push_response(empty),
+        Err(SessionError::Response(_))
+    ));
     assert!(session.transcript().is_empty());
 }

@@ -208,10 +208,20 @@ fn a_failed_effect_may_run_again_and_an_unknown_one_never() {
     assert_eq!(outcome, EffectOutcome::OutcomeUnknown);
     assert!(last_content(&s).contains("outcome is unknown"));
     // The unknown effect is in the window, in words and status.
+    // The unknown effect is in the request, in its status: effect statuses change from turn to
+    // turn, so they come late in the request, as a state update after the stable window.
     let request = s.next_request_blocking().unwrap();
-    assert!(request.messages()[0]
-        .content
-        .contains(r#""status":"unknown""#));
+    let update = request
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.content.contains("## effects"))
+        .expect("the effect's status is in the request");
+    assert!(
+        update.content.contains(r#""status":"unknown""#),
+        "{}",
+        update.content
+    );
 }
 
 #[test]
@@ -264,9 +274,22 @@ fn hostile_keys_targets_and_outputs_are_carried_as_data() {
     // Rehydrated byte for byte; sent escaped, never as a marker of ours.
     assert_eq!(last_content(&s), output);
     let request = s.next_request_blocking().unwrap();
-    let sent = &request.messages().last().unwrap().content;
+    let sent = &request
+        .messages()
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("d1"))
+        .expect("the tool result is sent")
+        .content;
     assert!(!sent.starts_with("⟦compaction:"), "{sent}");
     assert!(sent.ends_with(&output));
+    // The status update carries the key as data: JSON-escaped, no raw control character.
+    let update = request.messages().last().unwrap();
+    assert!(
+        update.content.contains(r#""status":"committed""#),
+        "{}",
+        update.content
+    );
+    assert!(!update.content.contains('\u{1b}') && !update.content.contains('\r'));
 }
 
 #[test]
@@ -294,11 +317,13 @@ fn pointer_calls_are_answered_only_for_this_agents_pointers() {
         s.push_response(Message::assistant("read it")).unwrap();
     }
     let checkpoint = s.last_checkpoint().unwrap();
+    // A tool output that left the window (a folded span answers with an index hint instead).
+    let spans: Vec<_> = checkpoint.spans().into_iter().map(|(p, _)| p).collect();
     let pointer = checkpoint
         .pointers()
         .into_iter()
-        .next()
-        .expect("something left the window");
+        .find(|p| !spans.contains(p))
+        .expect("a tool output left the window");
     let made_up = format!("store://sha256:{}", "ab".repeat(32));
     s.push(Message::user("show me"));
     s.next_request_blocking().unwrap();

@@ -45,12 +45,15 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
+/// One call: (arguments text, effect (scope, live?), result, order of its result).
+type Call = (String, Option<(u8, bool)>, String, u8);
+
 #[derive(Debug, Clone)]
 enum Step {
     User(String, bool),
     System(String),
     /// Assistant text, then per call: (arguments text, effect (scope, live?), result, order).
-    Assistant(String, Vec<(String, Option<(u8, bool)>, String, u8)>),
+    Assistant(String, Vec<Call>),
 }
 
 fn step() -> impl Strategy<Value = Step> {

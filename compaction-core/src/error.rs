@@ -206,8 +206,8 @@ pub enum CompactionError {
     /// ambiguous, so compaction refuses rather than guess (name the scope with
     /// `ToolCall::with_effect_in`).
     #[error(
-        "transcript `{field}`, message {index}: call `{call_id}` names effect key `{key}` \
-         without a scope, and the scopes {scopes:?} all hold it; name the scope with \
+        "transcript `{field}`, message {index}: a call names effect key `{key}` without a \
+         scope, and the scopes {scopes:?} all hold it; name the scope with \
          ToolCall::with_effect_in"
     )]
     AmbiguousEffect {
@@ -215,8 +215,6 @@ pub enum CompactionError {
         field: String,
         /// The assistant message making the call.
         index: usize,
-        /// The call.
-        call_id: String,
         /// The key.
         key: String,
         /// Every scope holding it.

@@ -84,7 +84,7 @@ impl Script {
 
     /// Whether attempt `attempt` of the deploy of turn `turn` fails (never the third).
     pub fn deploy_fails(&self, turn: usize, attempt: usize) -> bool {
-        attempt < 2 && self.pick(1, turn as u64, attempt as u64) % 3 == 0
+        attempt < 2 && self.pick(1, turn as u64, attempt as u64).is_multiple_of(3)
     }
 
     /// The output of reading the file of turn `turn`: 20 to 120 lines.
@@ -149,7 +149,9 @@ pub fn model(script: &Script, request: &SessionRequest) -> Message {
                     .find("store://sha256:")
                     .map(|at| &m.content[at..at + 79])
             });
-            if let Some(pointer) = pointer.filter(|_| script.pick(3, turn as u64, 0) % 3 == 0) {
+            if let Some(pointer) =
+                pointer.filter(|_| script.pick(3, turn as u64, 0).is_multiple_of(3))
+            {
                 calls.push(ToolCall::new(
                     id(1),
                     "resolve_pointer",
@@ -173,7 +175,9 @@ pub fn model(script: &Script, request: &SessionRequest) -> Message {
                 .take_while(|m| m.role != Role::User)
                 .filter(|m| m.tool_calls.iter().any(|c| c.name == "deploy"))
                 .count();
-            if (!deployed && script.pick(4, turn as u64, 0) % 4 != 0) || (failed && attempts < 3) {
+            if (!deployed && !script.pick(4, turn as u64, 0).is_multiple_of(4))
+                || (failed && attempts < 3)
+            {
                 Message::assistant_with_tools("", vec![deploy(0)])
             } else {
                 Message::assistant(format!(

@@ -122,6 +122,25 @@ pub(crate) struct CompactedTranscript {
     /// blocks and their chunks, the handle table. A restarted process installs it to plan the
     /// next request exactly as this one would have.
     pub(crate) memory: MemoryRecord,
+    /// How the window at the front was planned, so the next request keeps it (absent: the next
+    /// request renders the window again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) window: Option<WindowRecord>,
+}
+
+/// How the window at the front of a transcript's request was planned (see
+/// `compactor/request.rs`): the next request plans its fields the same way, so an unchanged
+/// state renders the same bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WindowRecord {
+    /// The window text's budget.
+    pub(crate) budget: usize,
+    /// Whether the window is in the compact form.
+    pub(crate) compact: bool,
+    /// The fields as the model was last shown them, when that is not `entries` (a state update
+    /// was held back behind a call still in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) shown: Option<Vec<Entry>>,
 }
 
 impl CompactedTranscript {
@@ -142,6 +161,8 @@ struct UncheckedTranscript {
     #[serde(default)]
     reused: usize,
     memory: MemoryRecord,
+    #[serde(default)]
+    window: Option<WindowRecord>,
 }
 
 /// Why a stored transcript was refused.
@@ -168,6 +189,7 @@ impl TryFrom<UncheckedTranscript> for CompactedTranscript {
             request_tokens: read.request_tokens,
             reused: read.reused,
             memory: read.memory,
+            window: read.window,
         })
     }
 }
@@ -270,6 +292,19 @@ impl<S> Compacted<S> {
             .get(at)
             .filter(|b| b.first <= index)
             .map(|b| Pointer::for_hash(b.manifest))
+    }
+
+    /// Every compacted range of the transcript: the full address of its stored span, and the
+    /// input messages `first..end` it holds (read one back with
+    /// [`Compactor::resolve_message`](crate::Compactor::resolve_message)).
+    pub fn spans(&self) -> Vec<(Pointer, (usize, usize))> {
+        self.transcript.as_ref().map_or_else(Vec::new, |t| {
+            t.memory
+                .blocks
+                .iter()
+                .map(|b| (Pointer::for_hash(b.manifest), (b.first, b.end)))
+                .collect()
+        })
     }
 
     /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across

@@ -287,6 +287,7 @@ impl CompactorBuilder {
             owner: self.owner,
             high_water: self.high_water,
             low_water: self.low_water,
+            windows: Default::default(),
         })
     }
 }

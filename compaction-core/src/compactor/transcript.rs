@@ -8,64 +8,36 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::checkpoint::{Compacted, CompactedTranscript};
+use crate::checkpoint::{Compacted, CompactedTranscript, WindowRecord};
+use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::trace;
-use crate::compactor::{Compactor, FinishedTranscript, PendingTranscript};
-use crate::effects::record::EffectStatus;
+use crate::compactor::{
+    Compactor, FinishedTranscript, NextRequest, PendingTranscript, RequestParts,
+};
 use crate::error::CompactionError;
 use crate::future::block_on;
-use crate::plan::{CollectedTranscript, Collection};
+use crate::plan::CollectedTranscript;
 use crate::report::{CompactionReport, PagedResult, TranscriptReport};
 use crate::state::schema::Schema;
 use crate::store::AsPointer;
 use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Message;
+use crate::transcript::conversation::{Message, Transcript};
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
+use crate::transcript::policy::TranscriptPolicy;
 use crate::transcript::rehydrate::{span_message, SpanReadError};
+use crate::window::Entry;
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the system message's
 /// overhead and the reply priming.
 pub(super) fn request_overhead(counter: &dyn TokenCounter) -> usize {
     message_tokens(&Message::system(""), counter) + REPLY_PRIMING_TOKENS
-}
-
-/// What the state's ledgers say about each effect, by scope and key: a transcript call whose
-/// effect no scope shows committed is never folded, and a key-only call that two scopes hold
-/// is refused (issue 21.4).
-pub(super) fn effect_statuses(collection: &Collection<'_>, schema: &Schema) -> EffectStatuses {
-    let mut effects = EffectStatuses::new();
-    for (path, log) in collection.effect_logs() {
-        let scope = schema
-            .field_for_instance(path)
-            .map_or_else(|| path.to_owned(), |field| field.ledger_scope(path));
-        for effect in log.iter() {
-            let settled = effect.status == EffectStatus::Committed;
-            effects.insert(scope.clone(), effect.idempotency_key.clone(), settled);
-        }
-    }
-    effects
-}
-
-/// The state's one `#[transcript]` field, if any.
-pub(super) fn the_transcript<'c, 'a>(
-    collection: &'c Collection<'a>,
-) -> Result<Option<&'c CollectedTranscript<'a>>, CompactionError> {
-    match collection.transcripts.as_slice() {
-        [] => Ok(None),
-        [field] => Ok(Some(field)),
-        [_, second, ..] => Err(CompactionError::SchemaMismatch {
-            field: second.path.clone(),
-            reason: "a state holds at most one #[transcript] field (its messages are the \
-                     request's); this is a second one"
-                .into(),
-        }),
-    }
 }
 
 /// One summary per fold request `(source, target)`, each held to its contract (none when no
@@ -112,14 +84,10 @@ pub(super) fn plan_error(
             budget,
         },
         TranscriptPlanError::AmbiguousEffect {
-            index,
-            call_id,
-            key,
-            scopes,
+            index, key, scopes, ..
         } => CompactionError::AmbiguousEffect {
             field,
             index,
-            call_id,
             key,
             scopes,
         },
@@ -181,29 +149,18 @@ pub(super) fn transcript_budget(compactor: &Compactor, taken: usize) -> Transcri
 }
 
 impl Compactor {
-    /// Plans the state's transcript, if it has one, into what the budget leaves after the
-    /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
+    /// Plans the state's transcript into what the budget leaves after a window of
+    /// `floor_tokens` (a request from nothing, or a compaction point); returns the window
+    /// text's budget and the plan waiting for its summaries.
     pub(super) fn plan_transcript(
         &self,
-        collection: &Collection<'_>,
-        schema: &Schema,
+        field: &CollectedTranscript<'_>,
+        effects: &EffectStatuses,
         floor_tokens: usize,
-    ) -> Result<(usize, Option<PendingTranscript>), CompactionError> {
-        let Some(field) = the_transcript(collection)? else {
-            return Ok((self.budget, None));
-        };
+    ) -> Result<(usize, PendingTranscript), CompactionError> {
         let overhead = request_overhead(&*self.counter);
         let budget = transcript_budget(self, overhead + floor_tokens);
-        let effects = effect_statuses(collection, schema);
-        let summary_tokens = self.summarizer.is_some().then_some(self.max_summary_tokens);
-        let request = Request {
-            policy: field.policy,
-            budget,
-            effects: &effects,
-            summary_tokens,
-            update: None,
-            compact: false,
-        };
+        let request = self.request(field.policy, budget, effects, None, false);
         let plan = self
             .transcript_planner
             .plan_request(field.transcript, &request)
@@ -224,17 +181,161 @@ impl Compactor {
             paged: plan.planned.paged_results(field.transcript),
             plan,
         };
-        Ok((window_budget, Some(pending)))
+        Ok((window_budget, pending))
+    }
+
+    fn request<'a>(
+        &self,
+        policy: TranscriptPolicy,
+        budget: TranscriptBudget,
+        effects: &'a EffectStatuses,
+        update: Option<&'a str>,
+        compact: bool,
+    ) -> Request<'a> {
+        Request {
+            policy,
+            budget,
+            effects,
+            summary_tokens: self.summarizer.is_some().then_some(self.max_summary_tokens),
+            update,
+            compact,
+        }
+    }
+
+    /// The window the last request of `transcript` showed, when this compactor remembers that
+    /// request and `transcript` grew from it.
+    pub(super) fn remembered_window(&self, transcript: &Transcript) -> Option<Arc<WindowMemory>> {
+        let base = self.transcript_planner.memory_for(transcript);
+        if base.planned_len() == 0 {
+            return None;
+        }
+        self.windows.get(base.key())
+    }
+
+    /// A request planned from nothing, or at a compaction point with a window planned again:
+    /// its summaries, and this window at the front.
+    pub(super) async fn first_request(
+        &self,
+        pending: PendingTranscript,
+        entries: &[Entry],
+        window: &str,
+        tokens: usize,
+    ) -> Result<RequestParts, CompactionError> {
+        let PendingTranscript {
+            path,
+            plan,
+            messages_in,
+            paged,
+        } = pending;
+        let planned = self.finish_transcript(&path, plan).await?;
+        let same_front = false;
+        Ok(RequestParts {
+            front: window.to_owned(),
+            front_tokens: tokens,
+            finished: FinishedTranscript {
+                planned,
+                path,
+                messages_in,
+                paged,
+            },
+            shown: entries.to_vec(),
+            same_front,
+        })
+    }
+
+    /// The next request of a transcript whose last one this compactor remembers, once the
+    /// window's fields are final (`current`: the entries, the window rendered from them, its
+    /// tokens): the same front window and an append (with a state update for the fields that
+    /// changed) while that stays under the high-water mark; else a compaction point with this
+    /// window at the front. `None` when even that leaves the transcript no room: the window is
+    /// planned again from its floor.
+    pub(super) async fn next_request(
+        &self,
+        next: NextRequest<'_>,
+        schema: &'static Schema,
+        number: u64,
+        compact: bool,
+        current: (&[Entry], &str, usize),
+    ) -> Result<Option<RequestParts>, CompactionError> {
+        let (entries, window, tokens) = current;
+        let overhead = request_overhead(&*self.counter);
+        let remembered = &next.window;
+        let finished = |planned, path: &str| FinishedTranscript {
+            planned,
+            path: path.to_owned(),
+            messages_in: next.transcript.len(),
+            paged: Vec::new(),
+        };
+        if let Some(changed) = request::changed(&remembered.shown, entries) {
+            let update = (!changed.is_empty())
+                .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
+            let budget = transcript_budget(self, overhead + remembered.stable_tokens);
+            let request =
+                self.request(next.policy, budget, &next.effects, update.as_deref(), false);
+            let appended = self
+                .transcript_planner
+                .plan_append(next.transcript, &request)
+                .map_err(|e| plan_error(&next.path, budget.limit, self.budget, e))?;
+            if let Some(plan) = appended {
+                let shown = if plan.planned.update_sent() {
+                    entries.to_vec()
+                } else {
+                    remembered.shown.clone()
+                };
+                let paged = plan.planned.paged_results(next.transcript);
+                let planned = self.finish_transcript(&next.path, plan).await?;
+                let mut finished = finished(planned, &next.path);
+                finished.paged = paged;
+                return Ok(Some(RequestParts {
+                    front: remembered.stable.clone(),
+                    front_tokens: remembered.stable_tokens,
+                    finished,
+                    shown,
+                    same_front: true,
+                }));
+            }
+        }
+        // A compaction point, this window at the front (the same text when no field changed).
+        let budget = transcript_budget(self, overhead + tokens);
+        let request = self.request(next.policy, budget, &next.effects, None, true);
+        let plan = match self
+            .transcript_planner
+            .plan_request(next.transcript, &request)
+        {
+            Ok(plan) => plan,
+            Err(TranscriptPlanError::OverBudget { .. }) => return Ok(None),
+            Err(e) => return Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        };
+        let paged = plan.planned.paged_results(next.transcript);
+        let planned = self.finish_transcript(&next.path, plan).await?;
+        let mut finished = finished(planned, &next.path);
+        finished.paged = paged;
+        Ok(Some(RequestParts {
+            front: window.to_owned(),
+            front_tokens: tokens,
+            finished,
+            shown: entries.to_vec(),
+            same_front: window == remembered.stable,
+        }))
     }
 
     /// The transcript part of a checkpoint whose blobs are stored: reports it, and makes it the
-    /// request the next plan of this transcript starts from.
+    /// request the next plan of this transcript starts from (the window install follows the
+    /// seal, in `finish`).
     pub(super) fn complete_transcript(
         &self,
-        finished: FinishedTranscript,
-        window_tokens: usize,
+        parts: RequestParts,
+        entries: &[Entry],
+        mut window: WindowRecord,
         report: &mut CompactionReport,
     ) -> CompactedTranscript {
+        let RequestParts {
+            front_tokens,
+            finished,
+            shown,
+            same_front,
+            ..
+        } = parts;
         let FinishedTranscript {
             planned,
             path,
@@ -243,8 +344,15 @@ impl Compactor {
         } = finished;
         report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
         self.transcript_planner.commit(&planned);
-        let request_tokens = window_tokens + request_overhead(&*self.counter) + planned.tokens();
-        let reused = 1 + planned.reused_prefix();
+        let request_tokens = front_tokens + request_overhead(&*self.counter) + planned.tokens();
+        let reused = if same_front {
+            1 + planned.reused_prefix()
+        } else {
+            0
+        };
+        if shown != entries {
+            window.shown = Some(shown);
+        }
         let tokens = planned.tokens();
         let memory = planned.memory;
         CompactedTranscript {
@@ -254,6 +362,7 @@ impl Compactor {
             request_tokens,
             reused,
             memory: memory.record,
+            window: Some(window),
         }
     }
 
@@ -378,6 +487,21 @@ impl Compactor {
     pub(super) fn install_memory<S>(&self, compacted: &Compacted<S>) {
         if let Some(transcript) = &compacted.transcript {
             self.transcript_planner.resume(transcript.planner_memory());
+            self.install_window(compacted);
         }
+    }
+
+    /// Remembers the window a checkpoint shows at its front, for the transcript memory it
+    /// carries (see `request.rs`).
+    pub(super) fn install_window<S>(&self, compacted: &Compacted<S>) {
+        let Some(transcript) = &compacted.transcript else {
+            return;
+        };
+        let Some(record) = &transcript.window else {
+            return;
+        };
+        let key = (transcript.memory.len, transcript.memory.link);
+        self.windows
+            .put(key, request::window_memory(compacted, record));
     }
 }

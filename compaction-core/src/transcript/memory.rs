@@ -458,6 +458,12 @@ impl TranscriptMemory {
         self.record.len
     }
 
+    /// What identifies it: the input messages planned and the transcript's chain link after
+    /// them.
+    pub(crate) fn key(&self) -> (usize, Link) {
+        (self.record.len, self.record.link)
+    }
+
     /// Tokens of its messages (chat formula, without the reply priming).
     pub fn tokens(&self) -> usize {
         self.record.slots.iter().map(|s| s.tokens).sum()

@@ -160,7 +160,6 @@ impl TranscriptPlan {
 pub struct PlannedTranscript {
     pub(crate) memory: TranscriptMemory,
     pub(crate) blobs: Vec<(ContentHash, Vec<u8>)>,
-    pub(crate) summarized_folds: usize,
     /// Whether the state update asked for is in the messages (it waits when the request ends
     /// inside a unit already sent whose calls are still in flight).
     pub(crate) update_sent: bool,
@@ -284,10 +283,16 @@ impl PlannedTranscript {
         self.count_slots(|s| matches!(s, Slot::Users { .. }))
     }
 
-    /// Fold messages that carry a summary (a summary that did not fit its reserve fell back to
-    /// the fold without one).
+    /// Fold messages in the request that carry a summary (made now or at an earlier
+    /// compaction point; a summary that did not fit its reserve fell back to the fold without
+    /// one).
     pub fn summarized_folds(&self) -> usize {
-        self.summarized_folds
+        self.memory
+            .record
+            .blocks
+            .iter()
+            .filter(|b| b.summary.is_some())
+            .count()
     }
 
     /// Whether the state update the compactor asked to append is in the messages.

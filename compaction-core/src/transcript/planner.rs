@@ -85,6 +85,41 @@ impl TranscriptPlanner {
         transcript: &Transcript,
         request: &Request<'_>,
     ) -> Result<TranscriptPlan, TranscriptPlanError> {
+        let base = self.checked_base(transcript, request)?;
+        if !request.compact {
+            if let Some(planned) = self.append(transcript, &base, request) {
+                return Ok(TranscriptPlan {
+                    planned,
+                    pending: Vec::new(),
+                });
+            }
+        }
+        self.compaction_point(transcript, &base, request)
+    }
+
+    /// The previous request plus the new messages and the state update, when that stays within
+    /// the high-water mark; `None` when a compaction point is needed.
+    pub(crate) fn plan_append(
+        &self,
+        transcript: &Transcript,
+        request: &Request<'_>,
+    ) -> Result<Option<TranscriptPlan>, TranscriptPlanError> {
+        let base = self.checked_base(transcript, request)?;
+        Ok(self
+            .append(transcript, &base, request)
+            .map(|planned| TranscriptPlan {
+                planned,
+                pending: Vec::new(),
+            }))
+    }
+
+    /// The memory `transcript` grew from, once its new messages are checked: the pairing rules
+    /// from the last unit on, and every new call's effect key.
+    fn checked_base(
+        &self,
+        transcript: &Transcript,
+        request: &Request<'_>,
+    ) -> Result<Arc<TranscriptMemory>, TranscriptPlanError> {
         let base = self.memory_for(transcript);
         let planned_len = base.record.len;
         if planned_len == 0 {
@@ -105,15 +140,7 @@ impl TranscriptPlanner {
                 }
             }
         }
-        if !request.compact {
-            if let Some(planned) = self.append(transcript, &base, request) {
-                return Ok(TranscriptPlan {
-                    planned,
-                    pending: Vec::new(),
-                });
-            }
-        }
-        self.compaction_point(transcript, &base, request)
+        Ok(base)
     }
 
     /// The previous request, the new messages kept and the state update: `None` when that
@@ -188,8 +215,7 @@ impl TranscriptPlanner {
         Some(PlannedTranscript {
             memory,
             blobs: Vec::new(),
-            summarized_folds: 0,
-            update_sent: request.update.is_some() && !(in_flight.is_some_and(|u| u < planned_len)),
+            update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
         })
     }
 
@@ -290,7 +316,6 @@ impl TranscriptPlanner {
             planned: PlannedTranscript {
                 memory,
                 blobs: built.blobs,
-                summarized_folds: 0,
                 update_sent: false,
             },
             pending: built.pending,
@@ -342,7 +367,6 @@ impl TranscriptPlanner {
             if tokens <= pending.reserved {
                 message.content = content;
                 slot.tokens = tokens;
-                planned.summarized_folds += 1;
                 memory.record.blocks[pending.block].summary = Some(summary);
             } else {
                 slot.tokens = pending.plain;

@@ -133,9 +133,9 @@ async fn rehydrate_dyn(
             continue; // reported with its message below
         };
         for chunk in manifest.chunk_pointers() {
-            if !blobs.contains_key(&chunk.hash()) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(chunk.hash()) {
                 if let Some(bytes) = fetch(store, &chunk, index).await? {
-                    blobs.insert(chunk.hash(), bytes);
+                    slot.insert(bytes);
                 }
             }
         }
