@@ -1,12 +1,15 @@
 //! The engine, [`Compactor`]: state -> plan -> (summarize / spill) -> render -> report, and the
-//! way back. Its settings are in `builder.rs`, the ledger's views of a state in `ledger.rs`,
-//! what it does with its agent's checkpoints (verify, number, advance) in `checkpoints.rs`,
-//! its `#[transcript]` side in `transcript.rs`, its spans in `trace.rs`.
+//! way back (`rehydrate.rs`). Its settings are in `builder.rs`, the ledger's views of a state in
+//! `ledger.rs`, what it does with its agent's checkpoints (verify, number, advance) in
+//! `checkpoints.rs`, its summaries in `summarize.rs`, its `#[transcript]` side in
+//! `transcript.rs`, its spans in `trace.rs`.
 
 mod builder;
 mod checkpoints;
 mod ledger;
+mod rehydrate;
 mod request;
+mod summarize;
 #[cfg(test)]
 mod tests_work;
 mod trace;
@@ -14,22 +17,21 @@ mod transcript;
 
 pub use builder::{CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 
-use crate::checkpoint::{check_restorable, Owner, SealKeys};
 use crate::checkpoint::{Compacted, SchemaFingerprint, WindowRecord, FORMAT};
+use crate::checkpoint::{Owner, SealKeys};
 use crate::compactor::ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions, Rehydrated};
 use crate::report::PagedResult;
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
-use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
-use crate::summaries::cache::{lookup, CacheKey, CacheUse, Lookup};
-use crate::summaries::contract::{checked_summary, DynSummarizer};
+use crate::store::{ContentHash, DynStore};
+use crate::summaries::cache::CacheUse;
+use crate::summaries::contract::DynSummarizer;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;
 use crate::transcript::effects::EffectStatuses;
@@ -334,95 +336,6 @@ impl Compactor {
         block_on(self.compact_with_ledger(state, ledger))
     }
 
-    /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
-    /// tool an agent calls to look at spilled state.
-    pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        let span = trace::resolve_span();
-        let resolved = async {
-            let pointer = pointer.to_pointer()?;
-            get_verified(&*self.store, &pointer.hash())
-                .await
-                .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
-        }
-        .instrument(span.clone())
-        .await;
-        match &resolved {
-            Ok(bytes) => {
-                span.record("bytes", bytes.len());
-            }
-            Err(error) => trace::refused(&span, error),
-        }
-        resolved
-    }
-
-    /// [`resolve`](Self::resolve) for synchronous callers.
-    pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        block_on(self.resolve(pointer))
-    }
-
-    /// Rebuilds the full state from a compacted one: everything the store holds (spilled
-    /// values, effect records and payloads, summarized values) byte-identical and verified,
-    /// evicted derivable fields through `reacquirer`. Fails with `Integrity` when any preserved
-    /// byte changed or a seal does not verify (see
-    /// [`verify_checkpoint`](Self::verify_checkpoint), run first), `Reacquire` when the author's
-    /// re-acquisition fails (see [`rehydrate_with`](Self::rehydrate_with) to allow `Default`
-    /// instead), and `Store` when a
-    /// spilled value cannot be read.
-    pub async fn rehydrate<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        let strict = RehydrateOptions::default();
-        Ok(self
-            .rehydrate_with(compacted, reacquirer, strict)
-            .await?
-            .state)
-    }
-
-    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
-    pub fn rehydrate_blocking<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        block_on(self.rehydrate(compacted, reacquirer))
-    }
-
-    /// [`rehydrate`](Self::rehydrate) with `options`; the result names every field that came
-    /// back as `Default` because it could not be re-acquired (see [`RehydrateOptions`]).
-    pub async fn rehydrate_with<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-        options: RehydrateOptions,
-    ) -> Result<Rehydrated<S>, CompactionError> {
-        let span = trace::rehydrate_span(S::schema().type_name());
-        let rehydrated = async {
-            check_restorable(compacted, &self.seal_keys, &self.owner)?;
-            self.continue_after_checkpoint(compacted);
-            rehydrate(&*self.store, compacted, reacquirer, options).await
-        }
-        .instrument(span.clone())
-        .await;
-        match &rehydrated {
-            // The checkpoint verified: the next compaction of its transcript continues it.
-            Ok(_) => self.install_memory(compacted),
-            Err(error) => trace::refused(&span, error),
-        }
-        rehydrated
-    }
-
-    /// [`rehydrate_with`](Self::rehydrate_with) for synchronous callers.
-    pub fn rehydrate_with_blocking<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-        options: RehydrateOptions,
-    ) -> Result<Rehydrated<S>, CompactionError> {
-        block_on(self.rehydrate_with(compacted, reacquirer, options))
-    }
-
     /// Collects the state, plans its floor (refusing when even that is over budget), then
     /// brings fields back while they fit. With a transcript, `fresh` plans its window from the
     /// floor even when the request could go on from the last one.
@@ -620,75 +533,6 @@ impl Compactor {
         compacted.seal_with(&self.seal_keys);
         self.install_window(&compacted);
         Ok(Finished::Done(Box::new(compacted)))
-    }
-
-    /// Calls the summarizer for every planned summary not made yet, unless the summary cache
-    /// holds it. Every request is checked against the schema first: only fields declared
-    /// `summarize` may pass, whether the summary is fresh or cached.
-    async fn summarize_pending(
-        &self,
-        schema: &'static Schema,
-        plan: &mut Plan,
-        cache: &mut CacheUse,
-    ) -> Result<(), CompactionError> {
-        let identity = self.summarizer.as_ref().and_then(|s| s.identity_dyn());
-        for slot in plan.pending_summaries() {
-            let allowed = schema
-                .field_for_instance(slot.path())
-                .is_some_and(|f| f.class.may_summarize());
-            if !allowed {
-                return Err(CompactionError::ProtectedToSummarizer {
-                    field: slot.path().to_owned(),
-                });
-            }
-            let Some(summarizer) = &self.summarizer else {
-                continue;
-            };
-            let Some((source, source_hash, target)) = slot.pending_summary() else {
-                continue;
-            };
-            let counter = &*self.counter;
-            let span = trace::summarize_span(slot.path(), target);
-            let key = identity
-                .as_deref()
-                .map(|id| CacheKey::new(id, &source_hash, target));
-            let found = match key {
-                Some(key) => {
-                    lookup(&*self.store, key, slot.path(), target, counter)
-                        .instrument(span.clone())
-                        .await
-                }
-                None => Lookup::Miss,
-            };
-            let summary = match found {
-                Lookup::Hit(summary) => {
-                    cache.hits.insert(slot.path().to_owned());
-                    trace::summarized(&span, true, counter.count(&summary));
-                    Ok(summary)
-                }
-                Lookup::Miss | Lookup::Rejected(_) => {
-                    if let Lookup::Rejected(reason) = found {
-                        trace::cache_entry_rejected(&span, reason);
-                    }
-                    let made = checked_summary(&**summarizer, counter, slot.path(), source, target)
-                        .instrument(span.clone())
-                        .await;
-                    trace::summary_made(&span, &made, counter);
-                    if let (Some(key), Ok(summary)) = (key, &made) {
-                        cache.fresh.push((key, summary.clone()));
-                    }
-                    made
-                }
-            };
-            match summary {
-                Ok(summary) => slot.set_summary(summary, counter),
-                // Only a summarizable field gets here, and its eviction leaves a pointer or a
-                // tombstone: falling back loses nothing the window was guaranteed to hold.
-                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
     }
 
     /// Renders the window in `compact` form or the full one.
