@@ -103,7 +103,7 @@ pub trait World {
 }
 
 /// The user message of turn `turn`.
-fn user_message(turn: usize) -> String {
+pub fn user_message(turn: usize) -> String {
     format!("turn {turn}: read src/svc_{turn}.rs and deploy svc-{turn} if it looks right")
 }
 
@@ -114,7 +114,11 @@ fn turn_of(messages: &[Message]) -> usize {
 
 /// The model: a pure function of the request it receives.
 pub fn model(script: &Script, request: &SessionRequest) -> Message {
-    let messages = request.messages();
+    model_of(script, request.messages())
+}
+
+/// The model of [`model`], on the messages as they arrive (a server's parsed request).
+pub fn model_of(script: &Script, messages: &[Message]) -> Message {
     // The turn, from the newest user message (always verbatim: older ones may have left).
     let turn = messages
         .iter()
