@@ -441,3 +441,42 @@ fn effect_calls_decide_which_calls_are_effects() {
     assert_eq!(calls[0].effect_scope.as_deref(), Some("charges"));
     assert_eq!(calls[1].effect, None);
 }
+
+/// Issue 22.5: the report gives the tokens of the request sent, not only the window's.
+#[test]
+fn the_report_gives_the_requests_tokens() {
+    let (store, ledger) = (MemoryStore::new(), MemoryLedger::new());
+    let mut s = session("agent-1", &store, &ledger).unwrap();
+    for turn in 0..4 {
+        s.push(Message::user(format!(
+            "turn {turn}: {}",
+            "words ".repeat(200)
+        )));
+        s.next_request_blocking().unwrap();
+        s.push_response(Message::assistant("ok")).unwrap();
+    }
+    s.push(Message::user("last"));
+    let request = s.next_request_blocking().unwrap();
+    let report = s.last_checkpoint().unwrap().report();
+    assert_eq!(report.request_tokens, Some(request.tokens()));
+    assert!(request.tokens() > report.tokens_after + 800, "{report}");
+    let shown = report.to_string();
+    assert!(
+        shown.starts_with(&format!(
+            "compaction #{}: request {} tokens (budget 6000,",
+            request.sequence(),
+            request.tokens()
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "window {} -> {} tokens",
+            report.tokens_before, report.tokens_after
+        )) || shown.contains(&format!(
+            "window >={} -> {} tokens",
+            report.tokens_before, report.tokens_after
+        )),
+        "{shown}"
+    );
+}

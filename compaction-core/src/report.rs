@@ -55,8 +55,15 @@ pub struct CompactionReport {
     pub compaction: u64,
     /// The budget, in tokens.
     pub budget: usize,
-    /// Tokens of the rendered window (exact, with the configured counter).
+    /// Tokens of the rendered window (exact, with the configured counter). With a transcript,
+    /// the window is only the request's first message: see [`request_tokens`](Self::request_tokens).
     pub tokens_after: usize,
+    /// Tokens of the whole request sent to the model (the window, the transcript's messages
+    /// as compacted, the chat formula's overhead and reply priming), when the state has a
+    /// `#[transcript]`; `None` without one (the window is then the whole request). Absent from
+    /// the JSON of reports without it, so older checkpoints keep their seals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_tokens: Option<usize>,
     /// Tokens the state would take rendered whole. Exact when nothing left the window; otherwise
     /// a lower bound, because evicted values are measured only until they are known not to fit.
     pub tokens_before: usize,
@@ -171,11 +178,21 @@ impl CompactionReport {
 impl fmt::Display for CompactionReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let before = if self.tokens_before_exact { "" } else { ">=" };
-        write!(
-            f,
-            "compaction #{}: {before}{} -> {} tokens (budget {}, {})",
-            self.compaction, self.tokens_before, self.tokens_after, self.budget, self.counter
-        )?;
+        let (compaction, budget, counter) = (self.compaction, self.budget, &self.counter);
+        // What the budget bounds is the request: lead with it when the window is only a part.
+        match self.request_tokens {
+            Some(request) => write!(
+                f,
+                "compaction #{compaction}: request {request} tokens (budget {budget}, \
+                 {counter}), window {before}{} -> {} tokens",
+                self.tokens_before, self.tokens_after
+            )?,
+            None => write!(
+                f,
+                "compaction #{compaction}: {before}{} -> {} tokens (budget {budget}, {counter})",
+                self.tokens_before, self.tokens_after
+            )?,
+        }
         if let Some(t) = &self.transcript {
             write!(
                 f,

@@ -345,6 +345,7 @@ impl Compactor {
         report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
         self.transcript_planner.commit(&planned);
         let request_tokens = front_tokens + request_overhead(&*self.counter) + planned.tokens();
+        report.request_tokens = Some(request_tokens);
         let reused = if same_front {
             1 + planned.reused_prefix()
         } else {
