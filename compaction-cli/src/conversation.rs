@@ -4,7 +4,7 @@
 //! line, reorder what follows or pass for one of this tool's own header lines.
 
 use crate::backend::AnyCheckpoint;
-use crate::output::printable;
+use compaction::render::escape_inline;
 use compaction::{Message, ToolCall};
 use serde_json::{json, Value};
 
@@ -53,7 +53,7 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
     let report = compacted.report();
     let mut out = format!(
         "{}: compaction #{}, request {} of {} tokens, {} messages sent",
-        printable(agent),
+        terminal_line(agent),
         report.compaction,
         compacted.request_tokens().unwrap_or(compacted.tokens()),
         compacted.budget(),
@@ -77,10 +77,10 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
     for (index, message) in messages.iter().enumerate() {
         out.push_str(&format!("\n#{index} {}", message.role.as_str()));
         if let Some(name) = &message.name {
-            out.push_str(&format!(" [{}]", printable(name)));
+            out.push_str(&format!(" [{}]", terminal_line(name)));
         }
         if let Some(id) = &message.tool_call_id {
-            out.push_str(&format!(" answering {}", printable(id)));
+            out.push_str(&format!(" answering {}", terminal_line(id)));
         }
         if !message.opaque.is_empty() {
             out.push_str(&format!(" (+{} opaque parts)", message.opaque.len()));
@@ -98,8 +98,8 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
         for call in &message.tool_calls {
             out.push_str(&format!(
                 "    -> call {} {} {}\n",
-                printable(&call.id),
-                printable(&call.name),
+                terminal_line(&call.id),
+                terminal_line(&call.name),
                 terminal_line(call.arguments_text())
             ));
         }
@@ -107,32 +107,12 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
     out
 }
 
-/// One line of content, safe on a terminal: control characters (escape sequences, carriage
-/// returns, tabs) and the invisible characters that reorder or hide text (bidi overrides and
-/// isolates, zero-width marks) are shown escaped, `\u{1b}`, the rest as is.
+/// One line of content, safe on a terminal: the window's own escaping for outside text
+/// ([`escape_inline`]): control characters (escape sequences, carriage returns, tabs), line
+/// separators and the invisible characters that reorder or hide text (bidi overrides, zero-width
+/// marks) as `\u{1b}`-style escapes, and a backslash doubled so an escape is never ambiguous.
 fn terminal_line(line: &str) -> String {
-    line.chars()
-        .map(|c| {
-            if c.is_control() || is_invisible_format(c) {
-                c.escape_unicode().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
-/// Unicode format characters that change how the text around them is shown.
-fn is_invisible_format(c: char) -> bool {
-    matches!(
-        c,
-        '\u{061c}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{202a}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
-            | '\u{feff}'
-    )
+    escape_inline(line).into_owned()
 }
 
 #[cfg(test)]
@@ -141,11 +121,11 @@ mod tests {
 
     #[test]
     fn escapes_what_a_terminal_would_act_on() {
-        let hostile = "ok\u{1b}[2K\rdone\u{202e}gnp.exe\u{200b}\u{7f}\u{9b}31m\t|";
+        let hostile = "ok\u{1b}[2K\rdone\u{202e}gnp.exe\u{200b}\u{7f}\u{9b}31m\t|\\u{1b}";
         let shown = terminal_line(hostile);
         assert_eq!(
             shown,
-            "ok\\u{1b}[2K\\u{d}done\\u{202e}gnp.exe\\u{200b}\\u{7f}\\u{9b}31m\\u{9}|"
+            r"ok\u{001b}[2K\rdone\u{202e}gnp.exe\u{200b}\u{007f}\u{009b}31m\t|\\u{1b}"
         );
         assert!(shown.chars().all(|c| !c.is_control()));
         assert_eq!(

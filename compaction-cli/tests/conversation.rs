@@ -79,8 +79,8 @@ fn show_prints_the_messages_the_model_received_terminal_safe() {
         "{stdout}"
     );
     assert!(!stdout.contains('\u{202e}'));
-    assert!(stdout.contains("\\u{1b}[2K\\u{d}"), "{stdout}");
-    assert!(stdout.contains("coder\\u{1b}]0;pwned\\u{7}: compaction #"));
+    assert!(stdout.contains(r"ok\u{001b}[2K\r"), "{stdout}");
+    assert!(stdout.contains(r"coder\u{001b}]0;pwned\u{0007}: compaction #"));
     let headers: Vec<&str> = stdout.lines().filter(|l| l.starts_with('#')).collect();
     let expected: Vec<String> = sent
         .iter()
@@ -107,7 +107,7 @@ fn show_prints_the_messages_the_model_received_terminal_safe() {
         assert!(stdout.contains(marker), "{marker}");
     }
     // The calls, their arguments as the JSON text sent (which escapes control characters).
-    assert!(stdout.contains("\n    -> call call_7 read_log {\"path\":\"log\\u001b[31m\"}\n"));
+    assert!(stdout.contains(r#"    -> call call_7 read_log {"path":"log\\u001b[31m"}"#));
 
     // --json carries the messages raw, byte for byte.
     let (code, json) = run_json(&["show", db, AGENT, "--json"]);
