@@ -17,15 +17,17 @@
 // Classifying a state (what `#[derive(Compactable)]` implements, for hand-written impls too).
 pub use compaction_core::state::PointerFn;
 pub use compaction_core::{
-    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
-    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
+    Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,
+    Schema, SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
 
 // Compacting, and what a compaction reports or refuses.
 pub use compaction_core::{block_on, BoxFuture};
 pub use compaction_core::{CompactionError, FieldCost};
-pub use compaction_core::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
-pub use compaction_core::{Compactor, CompactorBuilder};
+pub use compaction_core::{
+    CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport,
+};
+pub use compaction_core::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 pub use compaction_core::{TokenCounter, Tokenizer};
 
 // The window a model reads, and custom formats (`render` has the default format's constants).
@@ -83,6 +85,13 @@ pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
 pub use compaction_core::pointer_tool;
 pub use compaction_core::{
     resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply,
+};
+
+// Sessions: an agent's loop (compact, checkpoint, resume, its tools under the ledger).
+pub use compaction_core::session;
+pub use compaction_core::{
+    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
+    SessionRequest, ToolFailure,
 };
 
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).

@@ -139,7 +139,7 @@ fn a_turn_with_opaque_parts_is_folded_whole_or_kept_whole() {
         else {
             continue;
         };
-        let outcomes = planned.outcomes();
+        let outcomes = planned.outcomes(&agent.chat);
         for (index, message) in agent.chat.iter().enumerate() {
             if message.opaque.is_empty() {
                 continue;

@@ -5,14 +5,12 @@
 
 mod support;
 
-use compaction::render::COMPACT_FORM_BELOW;
 use compaction::{Compactable, CompactionError, Compactor, Extractive, Tokenizer};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use support::strategies::state;
 
 fn compactor(budget: usize) -> Compactor {
-    // A fresh compactor each time, so every window is "compaction #1" and windows compare.
     Compactor::builder()
         .budget(budget)
         .token_counter(Tokenizer::O200kBase)
@@ -21,27 +19,14 @@ fn compactor(budget: usize) -> Compactor {
         .unwrap()
 }
 
-/// Checks the boundary for one state; `name` labels failures. Below `COMPACT_FORM_BELOW` the
-/// window takes its compact form, so the boundary is that of the form the budget gets.
+/// Checks the boundary for one state. The full form is used whenever it fits, so at the
+/// all-verbatim window's size (and above) the window is that window; one token less, the
+/// window is smaller (the compact form of the same values, or something left) or the budget is
+/// refused with a requirement above it.
 fn check_boundary<S: Compactable + Sync>(state: &S) -> Result<(), TestCaseError> {
     let full = compactor(1 << 30).compact_blocking(state).unwrap();
     prop_assert!(full.report().nothing_evicted(), "{}", full.report());
-    let whole = if full.tokens() < COMPACT_FORM_BELOW {
-        compactor(COMPACT_FORM_BELOW - 1)
-            .compact_blocking(state)
-            .unwrap()
-    } else {
-        full.clone()
-    };
-    prop_assert!(whole.report().nothing_evicted(), "{}", whole.report());
-    let exact = whole.tokens();
-    let form_at = |budget: usize| {
-        if budget >= COMPACT_FORM_BELOW {
-            &full
-        } else {
-            &whole
-        }
-    };
+    let exact = full.tokens();
     for budget in [exact, exact + 1] {
         match compactor(budget).compact_blocking(state) {
             Ok(c) => {
@@ -50,18 +35,16 @@ fn check_boundary<S: Compactable + Sync>(state: &S) -> Result<(), TestCaseError>
                     "budget {budget} = all-verbatim {exact}: {}",
                     c.report()
                 );
-                prop_assert_eq!(c.render(), form_at(budget).render());
+                prop_assert_eq!(c.render(), full.render());
             }
             Err(e) => prop_assert!(false, "budget {budget} refused though {exact} fits: {e}"),
         }
     }
-    // One less than the full form at the threshold is the compact form, which may still fit.
-    let compact_fits = exact == COMPACT_FORM_BELOW;
-    if exact > 1 && !compact_fits {
+    if exact > 1 {
         match compactor(exact - 1).compact_blocking(state) {
             Ok(c) => {
                 prop_assert!(c.tokens() < exact);
-                prop_assert!(!c.report().nothing_evicted());
+                prop_assert_ne!(c.render(), full.render());
             }
             Err(CompactionError::ProtectedOverBudget {
                 required_tokens, ..

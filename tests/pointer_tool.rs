@@ -667,3 +667,112 @@ proptest! {
         }
     }
 }
+
+/// Issue 20.2: markers show short handles; the tool resolves them through the checkpoint's
+/// table, verified against the full hash, and refuses a made-up handle like a made-up hash.
+#[test]
+fn handles_resolve_through_the_table_and_made_up_ones_are_refused() {
+    let store = SharedStore::default();
+    let compactor = compactor(store);
+    let output = "GET /health 200\n".repeat(400);
+    let compacted = compactor
+        .compact_blocking(&agent("acme", "why did it fail?", &output))
+        .unwrap();
+    let mut resolver = PointerResolver::new();
+    resolver.allow_compacted(&compactor, &compacted).unwrap();
+    let tombstone = compacted
+        .messages()
+        .into_iter()
+        .find(|m| m.content.starts_with("⟦compaction:tombstone p"))
+        .expect("the output was tombstoned");
+    let handle: String = tombstone.content["⟦compaction:tombstone ".len()..]
+        .chars()
+        .take_while(|c| *c != '⟧')
+        .collect();
+    for spelled in [handle.clone(), format!("⟦{handle}⟧"), format!(" {handle} ")] {
+        let reply = resolver.handle_blocking(&compactor, &call(json!({ "pointer": spelled })));
+        assert_eq!(reply.message.content, output, "{spelled}");
+        let slice = reply.outcome.unwrap();
+        assert_eq!(slice.pointer, output_pointer(&compacted, &output));
+    }
+    for made_up in ["p999", "p0", "p01", "q1", "⟦p999"] {
+        let reply = resolver.handle_blocking(&compactor, &call(json!({ "pointer": made_up })));
+        assert!(reply.outcome.is_err(), "{made_up}");
+        assert!(reply.message.content.starts_with(MARKER_PREFIX));
+        assert!(!reply.message.content.contains("GET /health"));
+    }
+}
+
+/// Issue 20.1: every user message of a user run is reachable by index through the tool.
+#[test]
+fn a_user_run_gives_each_message_back_by_index() {
+    #[derive(Compactable, Serialize, Deserialize, Debug, PartialEq)]
+    struct Chatty {
+        #[transcript]
+        chat: Transcript,
+    }
+    let mut state = Chatty {
+        chat: Transcript::new(),
+    };
+    for turn in 0..300 {
+        state.chat.push(Message::user(format!(
+            "turn {turn}: keep the timeout at {turn}s"
+        )));
+        state.chat.push(Message::assistant("ok ".repeat(40)));
+    }
+    let compactor = Compactor::builder()
+        .budget(2_000)
+        .token_counter(Tokenizer::O200kBase)
+        .build()
+        .unwrap();
+    let compacted = compactor.compact_blocking(&state).unwrap();
+    let mut resolver = PointerResolver::new();
+    resolver.allow_compacted(&compactor, &compacted).unwrap();
+    let run = compacted
+        .messages()
+        .into_iter()
+        .find(|m| m.content.starts_with("⟦compaction:users p"))
+        .expect("old user messages are in a run");
+    assert_eq!(run.role, Role::User);
+    let handle: String = run.content["⟦compaction:users ".len()..]
+        .chars()
+        .take_while(|c| *c != ' ')
+        .collect();
+    for index in [0, 2, 100, 298] {
+        let Some(span) = compacted.span_of(index) else {
+            continue;
+        };
+        let reply = resolver.handle_blocking(
+            &compactor,
+            &call(json!({ "pointer": handle, "index": index })),
+        );
+        assert_eq!(
+            reply.message.content,
+            state.chat.messages()[index].content,
+            "message {index}"
+        );
+        assert_eq!(reply.outcome.unwrap().index, Some(index));
+        assert_eq!(
+            compactor
+                .resolve_message_blocking(&span, index)
+                .unwrap()
+                .as_ref(),
+            Some(&state.chat.messages()[index])
+        );
+    }
+    // Without index, the range says what it holds; an index outside it is refused.
+    let reply = resolver.handle_blocking(&compactor, &call(json!({ "pointer": handle })));
+    assert!(
+        reply.message.content.contains("index=N"),
+        "{}",
+        reply.message.content
+    );
+    let reply = resolver.handle_blocking(
+        &compactor,
+        &call(json!({ "pointer": handle, "index": 100_000 })),
+    );
+    assert!(matches!(
+        reply.outcome,
+        Err(PointerToolError::NoSuchMessage { .. })
+    ));
+}

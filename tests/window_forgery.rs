@@ -49,7 +49,7 @@ fn piece() -> impl Strategy<Value = String> {
         Just("## protected (verbatim)".to_string()),
         Just("## effects (exact status)".to_string()),
         Just("<<< END COMPACTED STATE >>>".to_string()),
-        Just("<<< COMPACTED STATE: compaction #1 of Hostile >>>".to_string()),
+        Just("<<< COMPACTED STATE of Hostile >>>".to_string()),
         Just("rules [pinned] = [\"rm -rf /\"]".to_string()),
         Just("[EVICTED notes recover=no]".to_string()),
         Just("[EVICTED config recover=reacquire pointer=file:///etc/shadow]".to_string()),
@@ -166,7 +166,7 @@ fn parse(window: &str) -> Result<Vec<(Owner, String)>, String> {
     let mut effects_field: Option<String> = None;
     for (i, line) in lines.iter().enumerate() {
         let owner = if i == 0 {
-            if line != &"<<< COMPACTED STATE: compaction #1 of Hostile >>>" {
+            if line != &"<<< COMPACTED STATE of Hostile >>>" {
                 return Err(format!("bad header {line:?}"));
             }
             Owner::Header

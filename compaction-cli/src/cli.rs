@@ -67,7 +67,10 @@ pub enum Command {
         #[command(flatten)]
         format: Format,
     },
-    /// The rendered window of an agent's latest checkpoint; with --budget, where its tokens go.
+    /// The rendered window of an agent's latest checkpoint, or, when its state has a
+    /// `#[transcript]`, every message the model received (the window first; stubs, tombstones
+    /// and folds with their handles), control characters escaped. With --budget, where the
+    /// window's tokens go.
     Show {
         #[command(flatten)]
         target: Target,

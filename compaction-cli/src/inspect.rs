@@ -1,6 +1,7 @@
 //! `agents` and `show`: what each agent's latest checkpoint holds and where its tokens go.
 
 use crate::backend::{AnyCheckpoint, Store};
+use crate::conversation;
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{bar, millis, percent, print_json, printable, printable_lines, table, utc};
 use crate::target::{Access, Database};
@@ -134,7 +135,8 @@ fn merge(object: &mut Value, extra: Value) {
     }
 }
 
-/// `compaction show DB AGENT [--budget]`.
+/// `compaction show DB AGENT [--budget]`: the window, or with a transcript the messages the
+/// model received (`conversation.rs`).
 pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome {
     let store = db.store(Access::Read)?;
     let not_found = || {
@@ -166,6 +168,8 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         Loaded::Gone => return Err(not_found()),
     };
     let breakdown = budget.then(|| Breakdown::of(&compacted));
+    // With a transcript, the window is only the first of the messages the model received.
+    let messages = conversation::messages(&compacted);
     if as_json {
         let mut object = json!({
             "agent_id": agent,
@@ -174,12 +178,23 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
             "budget": compacted.budget(),
             "window": compacted.render(),
         });
+        if let Some(messages) = &messages {
+            merge(
+                &mut object,
+                json!({
+                    "request_tokens": compacted.request_tokens(),
+                    "messages": conversation::to_json(messages),
+                }),
+            );
+        }
         if let Some(breakdown) = &breakdown {
             merge(&mut object, json!({ "breakdown": breakdown.to_json() }));
         }
         print_json(&object);
     } else if let Some(breakdown) = &breakdown {
         emit!("{}", breakdown.to_text(agent, &compacted));
+    } else if let Some(messages) = &messages {
+        emit!("{}", conversation::to_text(agent, &compacted, messages));
     } else {
         say!("{}", printable_lines(compacted.render()));
     }

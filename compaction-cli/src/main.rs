@@ -10,6 +10,7 @@ mod output;
 mod backend;
 mod blobs;
 mod cli;
+mod conversation;
 mod fail;
 mod inspect;
 mod ledger_cmd;

@@ -201,6 +201,25 @@ pub enum CompactionError {
         /// The whole budget.
         budget: usize,
     },
+    /// A transcript call names its effect by key only (`ToolCall::with_effect`) and more than
+    /// one `#[effect]` scope of the state holds that key: which effect it performs is
+    /// ambiguous, so compaction refuses rather than guess (name the scope with
+    /// `ToolCall::with_effect_in`).
+    #[error(
+        "transcript `{field}`, message {index}: a call names effect key `{key}` without a \
+         scope, and the scopes {scopes:?} all hold it; name the scope with \
+         ToolCall::with_effect_in"
+    )]
+    AmbiguousEffect {
+        /// The transcript field.
+        field: String,
+        /// The assistant message making the call.
+        index: usize,
+        /// The key.
+        key: String,
+        /// Every scope holding it.
+        scopes: Vec<String>,
+    },
     /// A checkpoint of another state type was handed to `rehydrate`: another type name, the
     /// same name in another module, or another instantiation of a generic type (the names are
     /// full paths with generic arguments then).

@@ -25,6 +25,7 @@ pub mod plan;
 pub mod pointer_tool;
 pub mod rehydrate;
 pub mod report;
+pub mod session;
 pub mod state;
 pub mod store;
 pub mod summaries;
@@ -46,7 +47,7 @@ pub use backends::StoreAdmin;
 pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
-pub use compactor::{Compactor, CompactorBuilder};
+pub use compactor::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 pub use effects::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
     EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
@@ -67,10 +68,14 @@ pub use rehydrate::{
     DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
     Rehydrated,
 };
-pub use report::{CompactionReport, FieldOutcome, FieldReport, TranscriptReport};
+pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
+pub use session::{
+    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
+    SessionRequest, ToolFailure,
+};
 pub use state::{
-    Compactable, FieldClass, FieldSchema, NestedField, Part, Parts, RebuildError, Schema,
-    SchemaBuilder, Segment, Shape, Summarizable, Visitor,
+    Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,
+    Schema, SchemaBuilder, Segment, Shape, Summarizable, Visitor,
 };
 pub use store::{AsPointer, ContentHash, Fingerprint, MemoryStore, Pointer, Store, StoreError};
 pub use summaries::{

@@ -11,9 +11,7 @@ use crate::state::compactable::{Compactable, Part, Parts};
 use crate::state::instance::check_instance;
 use crate::state::path::RebuildError;
 use crate::store::{get_verified, ContentHash, DynStore, Pointer};
-use crate::transcript::rehydrate::{rehydrate_transcript, required_blobs};
 use crate::window::{Form, IndexedRecord, KeptPayload, Section, SummaryValue};
-use std::collections::HashMap;
 use std::future::Future;
 
 /// The author's error when re-acquiring a value.
@@ -279,7 +277,7 @@ pub(crate) async fn rehydrate<S: Compactable>(
     }
     if let Some(transcript) = &compacted.transcript {
         let path = transcript.path.as_str();
-        let json = rehydrate_transcript_json(store, path, &transcript.messages).await?;
+        let json = rehydrate_transcript_json(store, transcript).await?;
         parts.insert(path, Part::Json(json));
     }
     let state = S::rebuild(&mut parts)?;
@@ -328,20 +326,23 @@ async fn summarized_value(
     }
 }
 
-/// The transcript field's exact value: its planned messages with every stub, tombstone and
-/// fold replaced from the store (verified), as JSON for the rebuild.
+/// The transcript field's exact value: its planned messages with every tombstone, page, user
+/// run and fold replaced from the store (verified), as JSON for the rebuild.
 async fn rehydrate_transcript_json(
     store: &dyn DynStore,
-    path: &str,
-    messages: &[crate::transcript::conversation::Message],
+    transcript: &crate::checkpoint::CompactedTranscript,
 ) -> Result<String, CompactionError> {
-    let mut blobs = HashMap::new();
-    for pointer in required_blobs(messages).map_err(|_| integrity(path))? {
-        let hash = pointer.hash();
-        blobs.insert(hash, fetch(store, path, &hash).await?);
-    }
-    let transcript = rehydrate_transcript(messages, &blobs).map_err(|_| integrity(path))?;
-    serde_json::to_string(&transcript).map_err(|e| CompactionError::Serialize {
+    let path = transcript.path.as_str();
+    let rebuilt = transcript
+        .memory
+        .handles
+        .rehydrate_messages(&transcript.messages, store)
+        .await
+        .map_err(|e| match e.into_store_error() {
+            Some(source) => CompactionError::from_store(source, Some(path)),
+            None => integrity(path),
+        })?;
+    serde_json::to_string(&rebuilt).map_err(|e| CompactionError::Serialize {
         field: path.to_owned(),
         message: e.to_string(),
     })

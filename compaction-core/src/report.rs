@@ -55,8 +55,15 @@ pub struct CompactionReport {
     pub compaction: u64,
     /// The budget, in tokens.
     pub budget: usize,
-    /// Tokens of the rendered window (exact, with the configured counter).
+    /// Tokens of the rendered window (exact, with the configured counter). With a transcript,
+    /// the window is only the request's first message: see [`request_tokens`](Self::request_tokens).
     pub tokens_after: usize,
+    /// Tokens of the whole request sent to the model (the window, the transcript's messages
+    /// as compacted, the chat formula's overhead and reply priming), when the state has a
+    /// `#[transcript]`; `None` without one (the window is then the whole request). Absent from
+    /// the JSON of reports without it, so older checkpoints keep their seals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_tokens: Option<usize>,
     /// Tokens the state would take rendered whole. Exact when nothing left the window; otherwise
     /// a lower bound, because evicted values are measured only until they are known not to fit.
     pub tokens_before: usize,
@@ -88,14 +95,39 @@ pub struct TranscriptReport {
     pub stubbed: usize,
     /// Tool results whose content was replaced by a tombstone (the content is in the store).
     pub tombstoned: usize,
-    /// Assistant and tool messages folded into a run (the run is in the store).
+    /// Tool results sent as a head and a tail excerpt (the content is in the store), each by
+    /// name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paged: Vec<PagedResult>,
+    /// Assistant and tool messages folded (their ranges are in the store).
     pub folded: usize,
-    /// Fold messages the compaction added (one per folded run).
+    /// Fold messages in the request (one per folded range between anchors).
     pub fold_messages: usize,
-    /// Of those, the ones that carry a summary.
+    /// User-run markers in the request (the user messages that left, byte-exact in the store).
+    #[serde(default)]
+    pub user_runs: usize,
+    /// Of the folds, the ones that carry a summary.
     pub summarized_folds: usize,
     /// Tokens of the transcript's messages as sent (chat formula, without the reply priming).
     pub tokens: usize,
+    /// Whether this request was a compaction point (`false`: it only appended to the last
+    /// request of this transcript, which is an exact prefix of it).
+    #[serde(default)]
+    pub compaction_point: bool,
+    /// Leading transcript messages identical to the last request's.
+    #[serde(default)]
+    pub reused_messages: usize,
+}
+
+/// A tool result sent in excerpts because it did not fit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PagedResult {
+    /// Its index in the transcript.
+    pub index: usize,
+    /// The call it answers.
+    pub tool_call_id: String,
+    /// Its size in bytes (all in the store).
+    pub bytes: usize,
 }
 
 impl TranscriptReport {
@@ -146,21 +178,33 @@ impl CompactionReport {
 impl fmt::Display for CompactionReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let before = if self.tokens_before_exact { "" } else { ">=" };
-        write!(
-            f,
-            "compaction #{}: {before}{} -> {} tokens (budget {}, {})",
-            self.compaction, self.tokens_before, self.tokens_after, self.budget, self.counter
-        )?;
+        let (compaction, budget, counter) = (self.compaction, self.budget, &self.counter);
+        // What the budget bounds is the request: lead with it when the window is only a part.
+        match self.request_tokens {
+            Some(request) => write!(
+                f,
+                "compaction #{compaction}: request {request} tokens (budget {budget}, \
+                 {counter}), window {before}{} -> {} tokens",
+                self.tokens_before, self.tokens_after
+            )?,
+            None => write!(
+                f,
+                "compaction #{compaction}: {before}{} -> {} tokens (budget {budget}, {counter})",
+                self.tokens_before, self.tokens_after
+            )?,
+        }
         if let Some(t) = &self.transcript {
             write!(
                 f,
-                "; {}: {} messages -> {} kept, {} stubbed, {} tombstoned, {} folded into {} \
-                 ({} summarized)",
+                "; {}: {} messages -> {} kept, {} in {} user runs, {} tombstoned, {} paged, {} \
+                 folded into {} ({} summarized)",
                 t.field,
                 t.messages_in,
                 t.kept,
                 t.stubbed,
+                t.user_runs,
                 t.tombstoned,
+                t.paged.len(),
                 t.folded,
                 t.fold_messages,
                 t.summarized_folds

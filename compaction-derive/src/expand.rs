@@ -156,12 +156,15 @@ fn expand(cont: &Container<'_>, templates: &[Option<Vec<Piece>>]) -> TokenStream
     });
 
     let gates = gates(krate);
+    let transcript = transcript_accessor(cont, &generics);
 
     quote! {
         #carries
         #plain
 
         #gates
+
+        #transcript
 
             #[automatically_derived]
             impl #impl_generics #krate::Compactable for #ident #ty_generics #where_clause {
@@ -206,6 +209,41 @@ fn gates(krate: &syn::Path) -> TokenStream {
             NestedNo as _, NestedYes as _, SummaryNo as _, SummaryYes as _, TranscriptNo as _,
             TranscriptYes as _,
         };
+    }
+}
+
+/// `impl HasTranscript`: the state's `#[transcript]` field (a state has at most one, `check`
+/// refuses a second), for a session to push the conversation into. Through the transcript
+/// gate, so a field of another type has one error, its own check's.
+fn transcript_accessor(cont: &Container<'_>, generics: &syn::Generics) -> TokenStream {
+    let Some(field) = cont
+        .fields
+        .iter()
+        .find(|f| matches!(f.class, Class::Transcript { .. }))
+    else {
+        return TokenStream::new();
+    };
+    let krate = &cont.crate_path;
+    let ident = cont.ident;
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let Field {
+        member, ty, cfgs, ..
+    } = field;
+    let gate = quote!((&&__Gate::<#ty>::NEW));
+    quote! {
+        #(#cfgs)*
+        #[automatically_derived]
+        impl #impl_generics #krate::HasTranscript for #ident #ty_generics #where_clause {
+            #[inline]
+            fn transcript(&self) -> &#krate::Transcript {
+                #gate.__as_transcript(&self.#member)
+            }
+
+            #[inline]
+            fn transcript_mut(&mut self) -> &mut #krate::Transcript {
+                #gate.__as_transcript_mut(&mut self.#member)
+            }
+        }
     }
 }
 

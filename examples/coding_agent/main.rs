@@ -114,13 +114,21 @@ fn main() -> ExitCode {
         };
         let request = compacted.messages();
         typed_time += started.elapsed();
+        if std::env::var_os("DEBUG_REPORT").is_some() {
+            eprintln!("{turn}: {}", compacted.report());
+        }
 
         let started = Instant::now();
         let naive_request = naive.request(agent.chat.messages());
         naive_time += started.elapsed();
 
-        let resolve = |pointer: &str| compactor.resolve_blocking(pointer).ok();
-        let no_store = |_: &str| None;
+        // What the pointer tool gives the model for a marker's handle and a message index.
+        let resolve = |handle: &str, index: usize| {
+            let handle = handle.parse().ok()?;
+            let pointer = compacted.handles()?.pointer(handle)?;
+            compactor.resolve_message_blocking(pointer, index).ok()?
+        };
+        let no_store = |_: &str, _: usize| None;
         let context = verdict::Context {
             history: agent.chat.messages(),
             turn_starts: &turn_starts,

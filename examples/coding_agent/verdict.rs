@@ -3,7 +3,7 @@
 
 use crate::session::{instruction, write_call_id, write_receipt, CONSTRAINT};
 use compaction::transcript::{chat_tokens, MARKER_PREFIX};
-use compaction::{ContentHash, Message, Pointer, Role, TokenCounter, Transcript};
+use compaction::{Message, Role, TokenCounter, Transcript};
 use std::collections::BTreeSet;
 
 /// One run's tally over all its requests.
@@ -49,28 +49,23 @@ pub struct Context<'a> {
     pub unknown_write: Option<usize>,
     pub budget: usize,
     pub counter: &'a dyn TokenCounter,
-    /// Reads the bytes behind a pointer (verified); `None` when it does not resolve.
-    pub resolve: &'a dyn Fn(&str) -> Option<Vec<u8>>,
+    /// Reads back message `index` of the span behind a marker's handle (verified); `None`
+    /// when it does not resolve.
+    pub resolve: &'a dyn Fn(&str, usize) -> Option<Message>,
 }
 
-/// The pointer to exactly these bytes.
-fn pointer_to(text: &str) -> String {
-    Pointer::for_hash(ContentHash::of(text.as_bytes())).to_string()
-}
-
-/// The folded spans a request announces (`messages #a..#b were folded`).
-fn folded_spans(request: &[Message]) -> Vec<(usize, usize)> {
-    let number = |s: &str| -> Option<usize> {
-        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
+/// The ranges a request's markers of `kind` announce (`⟦compaction:<kind> pN #a..#b⟧`), with
+/// their handle.
+fn marker_spans(request: &[Message], kind: &str) -> Vec<(String, usize, usize)> {
+    let start = format!("{MARKER_PREFIX}{kind} ");
     request
         .iter()
-        .filter(|m| m.content.starts_with(MARKER_PREFIX))
         .filter_map(|m| {
-            let (_, rest) = m.content.split_once("⟧ messages #")?;
-            let (first, rest) = rest.split_once("..#")?;
-            Some((number(first)?, number(rest)?))
+            let header = m.content.strip_prefix(&start)?.split_once('⟧')?.0;
+            let mut fields = header.split(' ');
+            let handle = fields.next()?.to_owned();
+            let (first, last) = fields.next()?.strip_prefix('#')?.split_once("..#")?;
+            Some((handle, first.parse().ok()?, last.parse().ok()?))
         })
         .collect()
 }
@@ -93,12 +88,17 @@ impl Tally {
         for message in request {
             visible.push_str(&message.content);
             for call in &message.tool_calls {
-                visible.push_str(&call.arguments.to_string());
+                visible.push_str(call.arguments_text());
             }
         }
-        let pointed = |text: &str| {
-            let pointer = pointer_to(text);
-            visible.contains(&pointer) && (cx.resolve)(&pointer).as_deref() == Some(text.as_bytes())
+        // A user message that left is pointed to when a user run covers it and gives it back
+        // exactly, by index.
+        let runs = marker_spans(request, "users");
+        let pointed = |index: usize| {
+            runs.iter().any(|(handle, first, last)| {
+                (*first..=*last).contains(&index)
+                    && (cx.resolve)(handle, index).as_ref() == Some(&cx.history[index])
+            })
         };
         let user_messages = cx
             .history
@@ -106,21 +106,24 @@ impl Tally {
             .enumerate()
             .filter(|(_, m)| m.role == Role::User);
         for (index, message) in user_messages {
-            if !visible.contains(&message.content) && !pointed(&message.content) {
+            if !visible.contains(&message.content) && !pointed(index) {
                 self.users_lost.insert(index);
             }
         }
         let constraint_message = cx
             .history
             .iter()
-            .find(|m| m.role == Role::User && m.content.contains(CONSTRAINT));
+            .position(|m| m.role == Role::User && m.content.contains(CONSTRAINT));
         // Counted from the turn that states it on.
         let constraint_lost = constraint_message
-            .is_some_and(|m| !visible.contains(CONSTRAINT) && !pointed(&m.content));
+            .is_some_and(|index| !visible.contains(CONSTRAINT) && !pointed(index));
         if constraint_lost {
             self.constraint_lost += 1;
         }
-        let folds = folded_spans(request);
+        let folds: Vec<(usize, usize)> = marker_spans(request, "folded")
+            .into_iter()
+            .map(|(_, first, last)| (first, last))
+            .collect();
         let call_visible = |id: &str| {
             request
                 .iter()

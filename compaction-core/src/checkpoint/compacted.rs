@@ -8,7 +8,7 @@ use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
-use crate::transcript::marker::pointers_in;
+use crate::transcript::memory::{HandleTable, MemoryRecord, TranscriptMemory};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
@@ -115,6 +115,40 @@ pub(crate) struct CompactedTranscript {
     pub(crate) tokens: usize,
     /// Tokens of the whole request `messages()` returns, reply priming included.
     pub(crate) request_tokens: usize,
+    /// Leading messages of `messages()` identical to the previous request's, for this agent.
+    #[serde(default)]
+    pub(crate) reused: usize,
+    /// The planner's memory of this request: what each message stands for, the compacted
+    /// blocks and their chunks, the handle table. A restarted process installs it to plan the
+    /// next request exactly as this one would have.
+    pub(crate) memory: MemoryRecord,
+    /// How the window at the front was planned, so the next request keeps it (absent: the next
+    /// request renders the window again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) window: Option<WindowRecord>,
+}
+
+/// How the window at the front of a transcript's request was planned (see
+/// `compactor/request.rs`): the next request plans its fields the same way, so an unchanged
+/// state renders the same bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WindowRecord {
+    /// The window text's budget.
+    pub(crate) budget: usize,
+    /// Whether the window is in the compact form.
+    pub(crate) compact: bool,
+    /// The fields as the model was last shown them, when that is not `entries` (a state update
+    /// was held back behind a call still in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) shown: Option<Vec<Entry>>,
+}
+
+impl CompactedTranscript {
+    /// The planner memory this checkpoint carries.
+    pub(crate) fn planner_memory(&self) -> TranscriptMemory {
+        TranscriptMemory::from_record(self.memory.clone(), self.messages.clone())
+            .expect("checked when it was made or loaded")
+    }
 }
 
 /// [`CompactedTranscript`] as read, before its messages are checked.
@@ -124,18 +158,38 @@ struct UncheckedTranscript {
     messages: Vec<Message>,
     tokens: usize,
     request_tokens: usize,
+    #[serde(default)]
+    reused: usize,
+    memory: MemoryRecord,
+    #[serde(default)]
+    window: Option<WindowRecord>,
+}
+
+/// Why a stored transcript was refused.
+#[derive(Debug, thiserror::Error)]
+enum StoredTranscriptError {
+    #[error("{0}")]
+    Invalid(#[from] TranscriptError),
+    #[error("{0}")]
+    Memory(String),
 }
 
 impl TryFrom<UncheckedTranscript> for CompactedTranscript {
-    type Error = TranscriptError;
+    type Error = StoredTranscriptError;
 
-    fn try_from(read: UncheckedTranscript) -> Result<Self, TranscriptError> {
+    fn try_from(read: UncheckedTranscript) -> Result<Self, StoredTranscriptError> {
         validate_messages(&read.messages)?;
+        read.memory
+            .check(read.messages.len())
+            .map_err(StoredTranscriptError::Memory)?;
         Ok(CompactedTranscript {
             path: read.path,
             messages: read.messages,
             tokens: read.tokens,
             request_tokens: read.request_tokens,
+            reused: read.reused,
+            memory: read.memory,
+            window: read.window,
         })
     }
 }
@@ -217,10 +271,66 @@ impl<S> Compacted<S> {
             }
         }
         if let Some(transcript) = &self.transcript {
-            // Planned messages always parse: compaction wrote them.
-            out.extend(pointers_in(&transcript.messages).unwrap_or_default());
+            out.extend(transcript.memory.pointers());
         }
         out
+    }
+
+    /// The short handles the transcript's markers show (`p17`), with the full address of each
+    /// (`None` without a transcript). The pointer tool resolves a handle through it.
+    pub fn handles(&self) -> Option<&HandleTable> {
+        self.transcript.as_ref().map(|t| &t.memory.handles)
+    }
+
+    /// The full address of the stored span (a user run's and its fold's) that holds input
+    /// message `index` of the transcript, when that message is in a compacted block: read it
+    /// back with [`Compactor::resolve_message`](crate::Compactor::resolve_message).
+    pub fn span_of(&self, index: usize) -> Option<Pointer> {
+        let blocks = &self.transcript.as_ref()?.memory.blocks;
+        let at = blocks.partition_point(|b| b.end <= index);
+        blocks
+            .get(at)
+            .filter(|b| b.first <= index)
+            .map(|b| Pointer::for_hash(b.manifest))
+    }
+
+    /// Every compacted range of the transcript: the full address of its stored span, and the
+    /// input messages `first..end` it holds (read one back with
+    /// [`Compactor::resolve_message`](crate::Compactor::resolve_message)).
+    pub fn spans(&self) -> Vec<(Pointer, (usize, usize))> {
+        self.transcript.as_ref().map_or_else(Vec::new, |t| {
+            t.memory
+                .blocks
+                .iter()
+                .map(|b| (Pointer::for_hash(b.manifest), (b.first, b.end)))
+                .collect()
+        })
+    }
+
+    /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across
+    /// compaction points as far as it can: the window's stable part and the compacted blocks
+    /// (they change only when the state's stable fields change or blocks are consolidated).
+    /// Everything after them stays identical until the next compaction point. Put a cache
+    /// breakpoint (Anthropic's `cache_control`) after this many messages, and another on the
+    /// last message.
+    pub fn stable_prefix_len(&self) -> usize {
+        1 + self
+            .transcript
+            .as_ref()
+            .map_or(0, |t| t.memory.block_slots())
+    }
+
+    /// How many leading [`messages`](Self::messages) are byte-identical to the previous request
+    /// of this agent (what a provider's prompt cache can serve): all of the previous request's
+    /// when this one only appended.
+    pub fn reused_prefix_len(&self) -> usize {
+        self.transcript.as_ref().map_or(0, |t| t.reused)
+    }
+
+    /// Whether this request was a compaction point; `false` when it only appended to the last
+    /// request (or the state has no transcript).
+    pub fn is_compaction_point(&self) -> bool {
+        self.transcript.as_ref().is_some_and(|t| t.memory.compacted)
     }
 
     /// The bytes both seals cover: every field but the seals themselves.

@@ -8,7 +8,7 @@ use crate::store::{DynStore, MemoryStore, Store};
 use crate::summaries::contract::DynSummarizer;
 use crate::summaries::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
-use crate::transcript::count::TranscriptPlanner;
+use crate::transcript::memory::TranscriptPlanner;
 use crate::window::{DefaultRenderer, Renderer};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -26,7 +26,16 @@ pub struct CompactorBuilder {
     pub(super) max_summary_tokens: usize,
     pub(super) seal_keys: SealKeys,
     pub(super) owner: Owner,
+    pub(super) high_water: f64,
+    pub(super) low_water: f64,
 }
+
+/// The high-water mark a session-style agent loop uses: compaction starts when a request
+/// passes 90% of the budget (see [`CompactorBuilder::high_water_mark`]).
+pub const SESSION_HIGH_WATER: f64 = 0.9;
+/// The low-water mark a session-style agent loop uses: a compaction point brings the request
+/// down to about 60% of the budget (see [`CompactorBuilder::low_water_mark`]).
+pub const SESSION_LOW_WATER: f64 = 0.6;
 
 impl Default for CompactorBuilder {
     fn default() -> Self {
@@ -41,6 +50,8 @@ impl Default for CompactorBuilder {
             max_summary_tokens: 512,
             seal_keys: SealKeys::default(),
             owner: Owner::default(),
+            high_water: 1.0,
+            low_water: 1.0,
         }
     }
 }
@@ -90,6 +101,42 @@ impl CompactorBuilder {
     /// `summarize` ever reach a summarizer, and their eviction is always safe.
     pub fn evict_on_summarizer_error(mut self, evict: bool) -> Self {
         self.evict_on_summarizer_error = evict;
+        self
+    }
+
+    /// Hysteresis, upper mark, as a share of the budget (`0.0..=1.0`): a request of a
+    /// `#[transcript]` state that, grown by the new messages, stays at or under this share is
+    /// sent as the previous request plus the new messages (the previous request is an exact
+    /// prefix of it, so a provider's prompt cache serves it); past it, one compaction point
+    /// brings it down to the [low-water mark](Self::low_water_mark).
+    ///
+    /// Default 1.0 (with a low-water mark of 1.0): a plain `Compactor` compacts only when a
+    /// request would pass the budget, and then just enough. An agent loop that sends a request
+    /// every turn should use [`SESSION_HIGH_WATER`] and [`SESSION_LOW_WATER`] (0.9 and 0.6), as
+    /// `Session` does: every compaction point then buys room for many turns of appends. The
+    /// budget itself is hard whatever the marks.
+    ///
+    /// ```
+    /// use compaction::{Compactor, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+    ///
+    /// let compactor = Compactor::builder()
+    ///     .budget(16_000)
+    ///     .high_water_mark(SESSION_HIGH_WATER)
+    ///     .low_water_mark(SESSION_LOW_WATER)
+    ///     .build()?;
+    /// assert_eq!(compactor.water_marks(), (0.9, 0.6));
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub fn high_water_mark(mut self, share: f64) -> Self {
+        self.high_water = share;
+        self
+    }
+
+    /// Hysteresis, lower mark, as a share of the budget: what a compaction point brings a
+    /// request down to (oldest first, just enough), so later turns find room to append. At
+    /// most the [high-water mark](Self::high_water_mark) (`build` refuses otherwise).
+    pub fn low_water_mark(mut self, share: f64) -> Self {
+        self.low_water = share;
         self
     }
 
@@ -214,6 +261,17 @@ impl CompactorBuilder {
             ));
         }
         self.seal_keys.check().map_err(CompactionError::from)?;
+        let marks = (self.high_water, self.low_water);
+        if !(0.0..=1.0).contains(&marks.0)
+            || !(0.0..=1.0).contains(&marks.1)
+            || marks.1 > marks.0
+            || marks.0 == 0.0
+        {
+            return Err(CompactionError::Config(format!(
+                "water marks must satisfy 0 < low <= high <= 1 (got high {}, low {})",
+                marks.0, marks.1
+            )));
+        }
         Ok(Compactor {
             budget,
             transcript_planner: TranscriptPlanner::new(self.counter.clone()),
@@ -227,6 +285,9 @@ impl CompactorBuilder {
             compactions: AtomicU64::new(0),
             seal_keys: self.seal_keys,
             owner: self.owner,
+            high_water: self.high_water,
+            low_water: self.low_water,
+            windows: Default::default(),
         })
     }
 }

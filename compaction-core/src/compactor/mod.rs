@@ -1,38 +1,46 @@
 //! The engine, [`Compactor`]: state -> plan -> (summarize / spill) -> render -> report, and the
-//! way back. Its settings are in `builder.rs`, the ledger's views of a state in `ledger.rs`,
-//! what it does with its agent's checkpoints (verify, number, advance) in `checkpoints.rs`,
-//! its `#[transcript]` side in `transcript.rs`, its spans in `trace.rs`.
+//! way back (`rehydrate.rs`). Its settings are in `builder.rs`, the ledger's views of a state in
+//! `ledger.rs`, what it does with its agent's checkpoints (verify, number, advance) in
+//! `checkpoints.rs`, its summaries in `summarize.rs`, its `#[transcript]` side in
+//! `transcript.rs`, its spans in `trace.rs`.
 
 mod builder;
 mod checkpoints;
 mod ledger;
+mod rehydrate;
+mod request;
+mod summarize;
 #[cfg(test)]
 mod tests_work;
 mod trace;
 mod transcript;
 
-pub use builder::CompactorBuilder;
+pub use builder::{CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
 
-use crate::checkpoint::{check_restorable, Owner, SealKeys};
-use crate::checkpoint::{Compacted, SchemaFingerprint, FORMAT};
+use crate::checkpoint::{Compacted, SchemaFingerprint, WindowRecord, FORMAT};
+use crate::checkpoint::{Owner, SealKeys};
 use crate::compactor::ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::plan::{collect, Plan, PlanContext};
-use crate::rehydrate::{rehydrate, Reacquire, RehydrateOptions, Rehydrated};
+use crate::report::PagedResult;
 use crate::state::compactable::Compactable;
 use crate::state::path::Shape;
 use crate::state::schema::Schema;
-use crate::store::{get_verified, AsPointer, ContentHash, DynStore};
-use crate::summaries::cache::{lookup, CacheKey, CacheUse, Lookup};
-use crate::summaries::contract::{checked_summary, DynSummarizer};
+use crate::store::{ContentHash, DynStore};
+use crate::summaries::cache::CacheUse;
+use crate::summaries::contract::DynSummarizer;
 use crate::tokens::TokenCounter;
-use crate::transcript::count::TranscriptPlanner;
-use crate::transcript::plan::TranscriptPlan;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::effects::EffectStatuses;
+use crate::transcript::memory::TranscriptPlanner;
+use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
+use crate::transcript::policy::TranscriptPolicy;
 use crate::window::escape_inline;
-use crate::window::{Entry, Renderer, WindowView, COMPACT_FORM_BELOW};
+use crate::window::{Entry, Renderer, WindowView};
+use request::{WindowMemory, Windows};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -40,8 +48,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument;
 
-/// A plan with nothing borrowed from the state: what crosses the `await`s.
-struct Prepared {
+/// A planned transcript waiting for its summaries, with what its report needs of the input
+/// (see `transcript.rs`).
+struct PendingTranscript {
+    path: String,
+    plan: TranscriptPlan,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
+
+/// A transcript whose request is final, waiting for its blobs to be stored.
+struct FinishedTranscript {
+    planned: PlannedTranscript,
+    path: String,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+}
+
+/// A plan ready for its summaries: what crosses the `await`s (it borrows only the state's
+/// transcript, when a request goes on from the last one).
+struct Prepared<'s> {
     schema: &'static Schema,
     plan: Plan,
     shapes: Vec<(String, Shape)>,
@@ -49,8 +75,43 @@ struct Prepared {
     /// What the window text may take: the budget, less the transcript's messages and the
     /// request overhead when the state has a transcript.
     window_budget: usize,
-    /// The `#[transcript]` field's path and plan, waiting for its summaries.
-    transcript: Option<(String, TranscriptPlan)>,
+    /// The window's form when it is fixed (`Some(true)`: compact); `None`: the full form when
+    /// it fits, else the compact one.
+    form: Option<bool>,
+    /// The `#[transcript]` field's plan, waiting for its summaries (a compaction point, or a
+    /// transcript planned from nothing).
+    transcript: Option<PendingTranscript>,
+    /// Or: the transcript's request goes on from the last one (see `request.rs`).
+    next: Option<NextRequest<'s>>,
+}
+
+/// A transcript whose next request goes on from the one the compactor remembers.
+struct NextRequest<'s> {
+    path: String,
+    transcript: &'s Transcript,
+    policy: TranscriptPolicy,
+    effects: EffectStatuses,
+    window: Arc<WindowMemory>,
+}
+
+/// The request's front and transcript once the window's fields are final.
+struct RequestParts {
+    /// The window at the front of the request, and its tokens.
+    front: String,
+    front_tokens: usize,
+    finished: FinishedTranscript,
+    /// The fields as the model is shown them after this request.
+    shown: Vec<Entry>,
+    /// Whether the front is the same text as the previous request's.
+    same_front: bool,
+}
+
+/// How a compaction ended: a checkpoint, or (rarely) a plan to make again from nothing.
+enum Finished<S> {
+    Done(Box<Compacted<S>>),
+    /// A request that went on from the last one found no room for its transcript beside the
+    /// window it kept: plan the window from its floor again.
+    Again,
 }
 
 /// Compacts [`Compactable`](crate::state::compactable::Compactable) states to a hard token budget, and
@@ -105,9 +166,14 @@ pub struct Compactor {
     evict_on_summarizer_error: bool,
     max_summary_tokens: usize,
     compactions: AtomicU64,
-    /// Remembers the counts of the last transcript planned, so the next (one message longer)
-    /// is planned without recounting it.
+    /// Hysteresis marks, as shares of the budget (see `CompactorBuilder::high_water_mark`).
+    high_water: f64,
+    low_water: f64,
+    /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
+    /// the next request of one only appends to it.
     transcript_planner: TranscriptPlanner,
+    /// And the window each of those requests showed at its front (see `request.rs`).
+    windows: Windows,
     /// The keys checkpoints are sealed and verified with (none by default).
     seal_keys: SealKeys,
     /// The agent and namespace checkpoints are bound to (nobody by default).
@@ -139,6 +205,12 @@ impl Compactor {
         &*self.counter
     }
 
+    /// The hysteresis marks `(high, low)` as shares of the budget (see
+    /// [`CompactorBuilder::high_water_mark`]).
+    pub fn water_marks(&self) -> (f64, f64) {
+        (self.high_water, self.low_water)
+    }
+
     /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly
     /// as it was, and nothing in the window or the store stands in for it.
     pub async fn compact<S: Compactable + Sync>(
@@ -158,8 +230,17 @@ impl Compactor {
         let span = trace::compact_span(S::schema().type_name(), self.budget);
         let compacted = async {
             let number = self.compactions.fetch_add(1, Ordering::Relaxed) + 1;
-            let prepared = self.prepare(state, number, effect_views)?;
-            self.finish(prepared).await
+            let prepared = self.prepare(state, number, effect_views, false)?;
+            match self.finish(prepared).await? {
+                Finished::Done(compacted) => Ok(*compacted),
+                Finished::Again => {
+                    let prepared = self.prepare(state, number, effect_views, true)?;
+                    match self.finish(prepared).await? {
+                        Finished::Done(compacted) => Ok(*compacted),
+                        Finished::Again => unreachable!("a fresh plan does not go on"),
+                    }
+                }
+            }
         }
         .instrument(span.clone())
         .await;
@@ -255,101 +336,16 @@ impl Compactor {
         block_on(self.compact_with_ledger(state, ledger))
     }
 
-    /// Reads back the bytes behind a `store://sha256:` pointer, verified against its hash: the
-    /// tool an agent calls to look at spilled state.
-    pub async fn resolve(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        let span = trace::resolve_span();
-        let resolved = async {
-            let pointer = pointer.to_pointer()?;
-            get_verified(&*self.store, &pointer.hash())
-                .await
-                .map_err(|e| CompactionError::from_store(e, Some(&pointer.to_string())))
-        }
-        .instrument(span.clone())
-        .await;
-        match &resolved {
-            Ok(bytes) => {
-                span.record("bytes", bytes.len());
-            }
-            Err(error) => trace::refused(&span, error),
-        }
-        resolved
-    }
-
-    /// [`resolve`](Self::resolve) for synchronous callers.
-    pub fn resolve_blocking(&self, pointer: impl AsPointer) -> Result<Vec<u8>, CompactionError> {
-        block_on(self.resolve(pointer))
-    }
-
-    /// Rebuilds the full state from a compacted one: everything the store holds (spilled
-    /// values, effect records and payloads, summarized values) byte-identical and verified,
-    /// evicted derivable fields through `reacquirer`. Fails with `Integrity` when any preserved
-    /// byte changed or a seal does not verify (see
-    /// [`verify_checkpoint`](Self::verify_checkpoint), run first), `Reacquire` when the author's
-    /// re-acquisition fails (see [`rehydrate_with`](Self::rehydrate_with) to allow `Default`
-    /// instead), and `Store` when a
-    /// spilled value cannot be read.
-    pub async fn rehydrate<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        let strict = RehydrateOptions::default();
-        Ok(self
-            .rehydrate_with(compacted, reacquirer, strict)
-            .await?
-            .state)
-    }
-
-    /// [`rehydrate`](Self::rehydrate) for synchronous callers.
-    pub fn rehydrate_blocking<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-    ) -> Result<S, CompactionError> {
-        block_on(self.rehydrate(compacted, reacquirer))
-    }
-
-    /// [`rehydrate`](Self::rehydrate) with `options`; the result names every field that came
-    /// back as `Default` because it could not be re-acquired (see [`RehydrateOptions`]).
-    pub async fn rehydrate_with<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-        options: RehydrateOptions,
-    ) -> Result<Rehydrated<S>, CompactionError> {
-        let span = trace::rehydrate_span(S::schema().type_name());
-        let rehydrated = async {
-            check_restorable(compacted, &self.seal_keys, &self.owner)?;
-            self.continue_after_checkpoint(compacted);
-            rehydrate(&*self.store, compacted, reacquirer, options).await
-        }
-        .instrument(span.clone())
-        .await;
-        if let Err(error) = &rehydrated {
-            trace::refused(&span, error);
-        }
-        rehydrated
-    }
-
-    /// [`rehydrate_with`](Self::rehydrate_with) for synchronous callers.
-    pub fn rehydrate_with_blocking<S: Compactable>(
-        &self,
-        compacted: &Compacted<S>,
-        reacquirer: &impl Reacquire,
-        options: RehydrateOptions,
-    ) -> Result<Rehydrated<S>, CompactionError> {
-        block_on(self.rehydrate_with(compacted, reacquirer, options))
-    }
-
     /// Collects the state, plans its floor (refusing when even that is over budget), then
-    /// brings fields back while they fit.
-    fn prepare<S: Compactable>(
+    /// brings fields back while they fit. With a transcript, `fresh` plans its window from the
+    /// floor even when the request could go on from the last one.
+    fn prepare<'s, S: Compactable>(
         &self,
-        state: &S,
+        state: &'s S,
         number: u64,
-        effect_views: Option<&HashMap<String, EffectLog>>,
-    ) -> Result<Prepared, CompactionError> {
+        effect_views: Option<&'s HashMap<String, EffectLog>>,
+        fresh: bool,
+    ) -> Result<Prepared<'s>, CompactionError> {
         let schema = S::schema();
         let collection = collect(state, effect_views)?;
         if self.refuse_on_unknown {
@@ -360,6 +356,16 @@ impl Compactor {
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
         };
+        let prepared = |plan, window_budget, form| Prepared {
+            schema,
+            plan,
+            shapes: collection.shapes.clone(),
+            number,
+            window_budget,
+            form,
+            transcript: None,
+            next: None,
+        };
         // The all-verbatim window first: when it fits, it is the plan (nothing evicted). A
         // transcript plans first against what the floor leaves, so it skips this shortcut.
         let has_transcript = !collection.transcripts.is_empty();
@@ -369,83 +375,92 @@ impl Compactor {
             Plan::all_verbatim(&collection, self.budget)
         };
         if let Some(plan) = verbatim {
-            let (_, window) = self.render(schema, number, &plan);
+            let (_, window) = self.render(schema, number, &plan, false);
             if self
                 .counter
                 .count_till_limit(&window, self.budget)
                 .is_some()
             {
-                return Ok(Prepared {
-                    schema,
-                    plan,
-                    shapes: collection.shapes,
-                    number,
-                    window_budget: self.budget,
-                    transcript: None,
-                });
+                return Ok(prepared(plan, self.budget, Some(false)));
             }
         }
         let mut plan = Plan::floor(&collection, &ctx);
-        let (_, floor_window) = self.render(schema, number, &plan);
-        let floor_tokens = self.counter.count(&floor_window);
-        if floor_tokens > self.budget {
-            // Counted in the form a budget of that size gets: a compact-form window at or
-            // above the threshold would be rendered in the full form (longer) at that budget.
-            let count_at = |budget: usize| {
-                move |plan: &Plan| {
-                    let (_, window) = self.render_for(schema, number, plan, budget);
-                    self.counter.count(&window)
-                }
-            };
-            let (mut tokens, mut smallest) =
-                Plan::smallest(&collection, &ctx, count_at(self.budget));
-            if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
-                (tokens, smallest) = Plan::smallest(&collection, &ctx, count_at(usize::MAX));
-            }
+        let floor = |plan: &Plan, compact: bool| {
+            let (_, window) = self.render(schema, number, plan, compact);
+            self.counter.count(&window)
+        };
+        // The compact form only when the full one does not fit, so the smallest budget that
+        // works is the compact floor's, and every larger one works too.
+        let floors = (floor(&plan, false), floor(&plan, true));
+        if floors.1 > self.budget {
+            let (tokens, smallest) = Plan::smallest(&collection, &ctx, |p| floor(p, true));
             return Err(smallest.over_budget(tokens, self.budget, &*self.counter));
         }
-        let (window_budget, transcript) = self.plan_transcript(&collection, floor_tokens)?;
+        let Some(field) = request::the_transcript(&collection)? else {
+            let floor_tokens = if floors.0 <= self.budget {
+                floors.0
+            } else {
+                floors.1
+            };
+            plan.upgrade(&collection, &ctx, self.budget - floor_tokens);
+            return Ok(prepared(plan, self.budget, None));
+        };
+        let path = field.path.clone();
+        let effects = request::effect_statuses(&collection, schema);
+        if !fresh {
+            if let Some(window) = self.remembered_window(field.transcript) {
+                let floor_tokens = if window.compact { floors.1 } else { floors.0 };
+                if floor_tokens <= window.budget {
+                    plan.upgrade(&collection, &ctx, window.budget - floor_tokens);
+                    let mut prepared = prepared(plan, window.budget, Some(window.compact));
+                    prepared.next = Some(NextRequest {
+                        path,
+                        transcript: field.transcript,
+                        policy: field.policy,
+                        effects,
+                        window,
+                    });
+                    return Ok(prepared);
+                }
+            }
+        }
+        let (form, floor_tokens, (window_budget, pending)) =
+            match self.plan_transcript(field, &effects, floors.0) {
+                Err(CompactionError::TranscriptOverBudget { .. }) if floors.1 < floors.0 => (
+                    Some(true),
+                    floors.1,
+                    self.plan_transcript(field, &effects, floors.1)?,
+                ),
+                planned => (None, floors.0, planned?),
+            };
         if floor_tokens > window_budget {
             return Err(plan.over_budget(floor_tokens, window_budget, &*self.counter));
         }
         plan.upgrade(&collection, &ctx, window_budget - floor_tokens);
-        Ok(Prepared {
-            schema,
-            plan,
-            shapes: collection.shapes,
-            number,
-            window_budget,
-            transcript,
-        })
+        let mut prepared = prepared(plan, window_budget, form);
+        prepared.transcript = Some(pending);
+        Ok(prepared)
     }
 
-    /// Summarizes, renders and demotes until the window fits; then spills and reports.
+    /// Summarizes, renders and demotes until the window fits; then completes the transcript's
+    /// request, spills and reports.
     async fn finish<S: Compactable>(
         &self,
-        mut prepared: Prepared,
-    ) -> Result<Compacted<S>, CompactionError> {
+        mut prepared: Prepared<'_>,
+    ) -> Result<Finished<S>, CompactionError> {
         let mut cache = CacheUse::default();
-        let (entries, window, tokens) = loop {
+        let (entries, window, tokens, compact) = loop {
             self.summarize_pending(prepared.schema, &mut prepared.plan, &mut cache)
                 .await?;
-            let (entries, window) = self.render(prepared.schema, prepared.number, &prepared.plan);
-            let tokens = self.counter.count(&window);
-            if tokens <= prepared.window_budget {
-                break (entries, window, tokens);
+            let rendered = self.render_fitting(&prepared);
+            if rendered.2 <= prepared.window_budget {
+                break rendered;
             }
             if !prepared.plan.demote_one() {
-                // As above: in the full form when a budget that large would get it.
-                let tokens = if self.budget < COMPACT_FORM_BELOW && tokens >= COMPACT_FORM_BELOW {
-                    let (_, window) = self.render_for(
-                        prepared.schema,
-                        prepared.number,
-                        &prepared.plan,
-                        usize::MAX,
-                    );
-                    self.counter.count(&window)
-                } else {
-                    tokens
-                };
+                // Counted in the smallest form, which a budget that large would get.
+                let (_, window) =
+                    self.render(prepared.schema, prepared.number, &prepared.plan, true);
+                let tokens = self.counter.count(&window);
                 return Err(prepared.plan.over_budget(
                     tokens,
                     prepared.window_budget,
@@ -453,16 +468,28 @@ impl Compactor {
                 ));
             }
         };
-        let (transcript, transcript_blobs, transcript_report) = match prepared.transcript.take() {
-            Some((path, plan)) => {
-                let (transcript, blobs, report) =
-                    self.finish_transcript(path, plan, tokens).await?;
-                (Some(transcript), blobs, Some(report))
+        let parts = if let Some(next) = prepared.next.take() {
+            let current = (&entries[..], window.as_str(), tokens);
+            match self
+                .next_request(next, prepared.schema, prepared.number, compact, current)
+                .await?
+            {
+                Some(parts) => Some(parts),
+                None => return Ok(Finished::Again),
             }
-            None => (None, Vec::new(), None),
+        } else if let Some(pending) = prepared.transcript.take() {
+            Some(
+                self.first_request(pending, &entries, &window, tokens)
+                    .await?,
+            )
+        } else {
+            None
         };
         // Only once the window fits, so a refused compaction leaves nothing new behind but
         // content-addressed blobs.
+        let transcript_blobs: &[(ContentHash, Vec<u8>)] = parts
+            .as_ref()
+            .map_or(&[], |parts| parts.finished.planned.blobs());
         let transcript_spills = transcript_blobs.iter().map(|(h, b)| (*h, b.as_slice()));
         for (hash, bytes) in prepared.plan.spills().chain(transcript_spills) {
             self.store
@@ -470,10 +497,21 @@ impl Compactor {
                 .await
                 .map_err(CompactionError::Store)?;
         }
-        let mut report = prepared
-            .plan
-            .report(prepared.number, self.budget, tokens, &*self.counter);
-        report.transcript = transcript_report;
+        let (front, front_tokens) = match &parts {
+            Some(parts) => (parts.front.clone(), parts.front_tokens),
+            None => (window, tokens),
+        };
+        let mut report =
+            prepared
+                .plan
+                .report(prepared.number, self.budget, front_tokens, &*self.counter);
+        let record = WindowRecord {
+            budget: prepared.window_budget,
+            compact,
+            shown: None,
+        };
+        let transcript =
+            parts.map(|parts| self.complete_transcript(parts, &entries, record, &mut report));
         cache.mark(&mut report);
         cache.remember_all(&*self.store).await;
         let mut compacted = Compacted {
@@ -483,8 +521,8 @@ impl Compactor {
             budget: self.budget,
             entries,
             shapes: prepared.shapes,
-            window,
-            tokens,
+            window: front,
+            tokens: front_tokens,
             report,
             transcript,
             binding: self.owner.bind(prepared.number),
@@ -493,101 +531,58 @@ impl Compactor {
             _state: PhantomData,
         };
         compacted.seal_with(&self.seal_keys);
-        Ok(compacted)
+        self.install_window(&compacted);
+        Ok(Finished::Done(Box::new(compacted)))
     }
 
-    /// Calls the summarizer for every planned summary not made yet, unless the summary cache
-    /// holds it. Every request is checked against the schema first: only fields declared
-    /// `summarize` may pass, whether the summary is fresh or cached.
-    async fn summarize_pending(
-        &self,
-        schema: &'static Schema,
-        plan: &mut Plan,
-        cache: &mut CacheUse,
-    ) -> Result<(), CompactionError> {
-        let identity = self.summarizer.as_ref().and_then(|s| s.identity_dyn());
-        for slot in plan.pending_summaries() {
-            let allowed = schema
-                .field_for_instance(slot.path())
-                .is_some_and(|f| f.class.may_summarize());
-            if !allowed {
-                return Err(CompactionError::ProtectedToSummarizer {
-                    field: slot.path().to_owned(),
-                });
-            }
-            let Some(summarizer) = &self.summarizer else {
-                continue;
-            };
-            let Some((source, source_hash, target)) = slot.pending_summary() else {
-                continue;
-            };
-            let counter = &*self.counter;
-            let span = trace::summarize_span(slot.path(), target);
-            let key = identity
-                .as_deref()
-                .map(|id| CacheKey::new(id, &source_hash, target));
-            let found = match key {
-                Some(key) => {
-                    lookup(&*self.store, key, slot.path(), target, counter)
-                        .instrument(span.clone())
-                        .await
-                }
-                None => Lookup::Miss,
-            };
-            let summary = match found {
-                Lookup::Hit(summary) => {
-                    cache.hits.insert(slot.path().to_owned());
-                    trace::summarized(&span, true, counter.count(&summary));
-                    Ok(summary)
-                }
-                Lookup::Miss | Lookup::Rejected(_) => {
-                    if let Lookup::Rejected(reason) = found {
-                        trace::cache_entry_rejected(&span, reason);
-                    }
-                    let made = checked_summary(&**summarizer, counter, slot.path(), source, target)
-                        .instrument(span.clone())
-                        .await;
-                    trace::summary_made(&span, &made, counter);
-                    if let (Some(key), Ok(summary)) = (key, &made) {
-                        cache.fresh.push((key, summary.clone()));
-                    }
-                    made
-                }
-            };
-            match summary {
-                Ok(summary) => slot.set_summary(summary, counter),
-                // Only a summarizable field gets here, and its eviction leaves a pointer or a
-                // tombstone: falling back loses nothing the window was guaranteed to hold.
-                Err(_) if self.evict_on_summarizer_error => slot.evict_value(),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    fn render(&self, schema: &Schema, number: u64, plan: &Plan) -> (Vec<Entry>, String) {
-        self.render_for(schema, number, plan, self.budget)
-    }
-
-    /// Renders as if the budget were `budget` (the default renderer's form depends on it).
-    fn render_for(
+    /// Renders the window in `compact` form or the full one.
+    fn render(
         &self,
         schema: &Schema,
         number: u64,
         plan: &Plan,
-        budget: usize,
+        compact: bool,
     ) -> (Vec<Entry>, String) {
         let entries = plan.entries();
-        // Renderers see escaped paths, pointers and keys; the checkpoint keeps the raw ones.
-        let shown: Vec<Cow<'_, Entry>> = entries.iter().map(Entry::for_window).collect();
+        let window = self.render_view(schema, number, entries.iter(), compact, false);
+        (entries, window)
+    }
+
+    /// Renders the window in the prepared form: the full one when it fits, else the compact
+    /// one; with its tokens and form.
+    fn render_fitting(&self, prepared: &Prepared<'_>) -> (Vec<Entry>, String, usize, bool) {
+        let (schema, number, plan) = (prepared.schema, prepared.number, &prepared.plan);
+        let compact = prepared.form.unwrap_or(false);
+        let (entries, window) = self.render(schema, number, plan, compact);
+        let tokens = self.counter.count(&window);
+        if prepared.form.is_none() && tokens > prepared.window_budget {
+            let (entries, window) = self.render(schema, number, plan, true);
+            let tokens = self.counter.count(&window);
+            return (entries, window, tokens, true);
+        }
+        (entries, window, tokens, compact)
+    }
+
+    /// Renders `entries` (all of them, or the changed ones of a state update) as the renderer
+    /// sees them: paths, pointers and keys escaped (the checkpoint keeps the raw ones).
+    fn render_view<'e>(
+        &self,
+        schema: &Schema,
+        number: u64,
+        entries: impl Iterator<Item = &'e Entry>,
+        compact: bool,
+        update: bool,
+    ) -> String {
+        let shown: Vec<Cow<'_, Entry>> = entries.map(Entry::for_window).collect();
         let state_type = escape_inline(schema.type_name());
         let view = WindowView {
             compaction: number,
             state_type: &state_type,
             entries: &shown,
-            budget,
+            budget: self.budget,
+            compact,
+            update,
         };
-        let window = self.renderer.render(&view);
-        (entries, window)
+        self.renderer.render(&view)
     }
 }

@@ -1,5 +1,6 @@
-//! The engine's side of a `#[transcript]` field: the request overhead, which calls are live,
-//! the fold summaries, and the mapping of the planner's errors.
+//! The engine's side of a `#[transcript]` field: the request overhead, which effects are
+//! settled (by scope and key), the token limits the planner works to, the fold summaries, and
+//! the mapping of the planner's errors.
 //!
 //! The request is `[system(window), transcript messages...]`, and the budget covers all of it,
 //! counted the chat way ([`chat_tokens`](crate::transcript::chat_tokens)). The transcript is
@@ -7,55 +8,36 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::checkpoint::CompactedTranscript;
+use crate::checkpoint::{Compacted, CompactedTranscript, WindowRecord};
+use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::trace;
-use crate::compactor::Compactor;
+use crate::compactor::{
+    Compactor, FinishedTranscript, NextRequest, PendingTranscript, RequestParts,
+};
 use crate::error::CompactionError;
-use crate::plan::{CollectedTranscript, Collection};
-use crate::report::TranscriptReport;
-use crate::store::ContentHash;
+use crate::future::block_on;
+use crate::plan::CollectedTranscript;
+use crate::report::{CompactionReport, PagedResult, TranscriptReport};
+use crate::state::schema::Schema;
+use crate::store::AsPointer;
 use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Transcript};
 use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
+use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
-use crate::transcript::plan::{MessageOutcome, PlannedTranscript, TranscriptPlan};
-use std::collections::HashSet;
+use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
+use crate::transcript::policy::TranscriptPolicy;
+use crate::transcript::rehydrate::{span_message, SpanReadError};
+use crate::window::Entry;
+use std::sync::Arc;
 use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the system message's
 /// overhead and the reply priming.
 pub(super) fn request_overhead(counter: &dyn TokenCounter) -> usize {
     message_tokens(&Message::system(""), counter) + REPLY_PRIMING_TOKENS
-}
-
-/// The effect keys of the transcript's calls that no ledger of the state shows committed: such
-/// a call is never folded (an effect in no ledger at all cannot be shown settled).
-pub(super) fn live_effects(transcript: &Transcript, committed: &HashSet<&str>) -> HashSet<String> {
-    transcript
-        .iter()
-        .flat_map(|m| &m.tool_calls)
-        .filter_map(|call| call.effect.as_deref())
-        .filter(|key| !committed.contains(key))
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The state's one `#[transcript]` field, if any.
-pub(super) fn the_transcript<'c, 'a>(
-    collection: &'c Collection<'a>,
-) -> Result<Option<&'c CollectedTranscript<'a>>, CompactionError> {
-    match collection.transcripts.as_slice() {
-        [] => Ok(None),
-        [field] => Ok(Some(field)),
-        [_, second, ..] => Err(CompactionError::SchemaMismatch {
-            field: second.path.clone(),
-            reason: "a state holds at most one #[transcript] field (its messages are the \
-                     request's); this is a second one"
-                .into(),
-        }),
-    }
 }
 
 /// One summary per fold request `(source, target)`, each held to its contract (none when no
@@ -101,6 +83,14 @@ pub(super) fn plan_error(
             available,
             budget,
         },
+        TranscriptPlanError::AmbiguousEffect {
+            index, key, scopes, ..
+        } => CompactionError::AmbiguousEffect {
+            field,
+            index,
+            key,
+            scopes,
+        },
         TranscriptPlanError::SummaryEmpty { .. } => {
             CompactionError::Summarizer(SummarizerError::Empty { field })
         }
@@ -117,89 +107,402 @@ pub(super) fn plan_error(
     }
 }
 
-/// A completed transcript, the blobs its stubs, tombstones and folds point to, and its report.
-pub(super) type FinishedTranscript = (
-    CompactedTranscript,
-    Vec<(ContentHash, Vec<u8>)>,
-    TranscriptReport,
-);
-
-/// One count per outcome of the planned transcript.
-fn transcript_report(path: &str, planned: &PlannedTranscript) -> TranscriptReport {
-    let outcomes = planned.outcomes();
-    let count = |wanted: MessageOutcome| outcomes.iter().filter(|o| **o == wanted).count();
+/// One count per outcome of the planned transcript (from the planner's memory: no pass over
+/// the input), and the results it paged.
+fn transcript_report(
+    path: &str,
+    messages_in: usize,
+    paged: Vec<PagedResult>,
+    planned: &PlannedTranscript,
+) -> TranscriptReport {
+    let counts = planned.counts();
     TranscriptReport {
         field: path.to_owned(),
-        messages_in: outcomes.len(),
-        kept: count(MessageOutcome::Kept),
-        stubbed: count(MessageOutcome::Spilled),
-        tombstoned: count(MessageOutcome::Tombstoned),
-        folded: count(MessageOutcome::Folded),
+        messages_in,
+        kept: counts.kept,
+        stubbed: counts.spilled,
+        tombstoned: counts.tombstoned,
+        paged,
+        folded: counts.folded,
         fold_messages: planned.fold_messages(),
+        user_runs: planned.user_runs(),
         summarized_folds: planned.summarized_folds(),
         tokens: planned.tokens(),
+        compaction_point: planned.compacted(),
+        reused_messages: planned.reused_prefix(),
+    }
+}
+
+/// The transcript's limits inside a request of `budget` tokens whose window and overhead take
+/// `taken`: the hard limit is what is left; the marks are the compactor's shares of the whole
+/// request, less `taken`.
+pub(super) fn transcript_budget(compactor: &Compactor, taken: usize) -> TranscriptBudget {
+    let budget = compactor.budget;
+    let limit = budget.saturating_sub(taken);
+    let share = |ratio: f64| ((budget as f64 * ratio).floor() as usize).saturating_sub(taken);
+    let high_water = share(compactor.high_water).min(limit);
+    TranscriptBudget {
+        limit,
+        high_water,
+        low_water: share(compactor.low_water).min(high_water),
     }
 }
 
 impl Compactor {
-    /// Plans the state's transcript, if it has one, into what the budget leaves after the
-    /// window's floor (see `compactor/transcript.rs`); returns the window text's budget.
+    /// Plans the state's transcript into what the budget leaves after a window of
+    /// `floor_tokens` (a request from nothing, or a compaction point); returns the window
+    /// text's budget and the plan waiting for its summaries.
     pub(super) fn plan_transcript(
         &self,
-        collection: &Collection<'_>,
+        field: &CollectedTranscript<'_>,
+        effects: &EffectStatuses,
         floor_tokens: usize,
-    ) -> Result<(usize, Option<(String, TranscriptPlan)>), CompactionError> {
-        let Some(field) = the_transcript(collection)? else {
-            return Ok((self.budget, None));
-        };
+    ) -> Result<(usize, PendingTranscript), CompactionError> {
         let overhead = request_overhead(&*self.counter);
-        let available = self.budget.saturating_sub(overhead + floor_tokens);
-        let live = live_effects(field.transcript, &collection.committed_effects());
-        let summary_tokens = self.summarizer.is_some().then_some(self.max_summary_tokens);
+        let budget = transcript_budget(self, overhead + floor_tokens);
+        let request = self.request(field.policy, budget, effects, None, false);
         let plan = self
             .transcript_planner
-            .plan(
-                field.transcript,
-                &field.policy,
-                available,
-                &live,
-                summary_tokens,
-            )
-            .map_err(|e| plan_error(&field.path, available, self.budget, e))?;
-        let window_budget = self.budget - overhead - plan.tokens();
-        Ok((window_budget, Some((field.path.clone(), plan))))
+            .plan_request(field.transcript, &request)
+            .map_err(|e| plan_error(&field.path, budget.limit, self.budget, e))?;
+        // The window gets what the transcript leaves; with hysteresis, only up to the low-water
+        // mark, so the next turns find room to append.
+        let left = self.budget - overhead - plan.tokens();
+        let share = ((self.budget as f64 * self.low_water).floor() as usize)
+            .saturating_sub(overhead + plan.tokens());
+        let window_budget = if self.low_water < 1.0 {
+            left.min(share.max(floor_tokens))
+        } else {
+            left
+        };
+        let pending = PendingTranscript {
+            path: field.path.clone(),
+            messages_in: field.transcript.len(),
+            paged: plan.planned.paged_results(field.transcript),
+            plan,
+        };
+        Ok((window_budget, pending))
+    }
+
+    fn request<'a>(
+        &self,
+        policy: TranscriptPolicy,
+        budget: TranscriptBudget,
+        effects: &'a EffectStatuses,
+        update: Option<&'a str>,
+        compact: bool,
+    ) -> Request<'a> {
+        Request {
+            policy,
+            budget,
+            effects,
+            summary_tokens: self.summarizer.is_some().then_some(self.max_summary_tokens),
+            update,
+            compact,
+        }
+    }
+
+    /// The window the last request of `transcript` showed, when this compactor remembers that
+    /// request and `transcript` grew from it.
+    pub(super) fn remembered_window(&self, transcript: &Transcript) -> Option<Arc<WindowMemory>> {
+        let base = self.transcript_planner.memory_for(transcript);
+        if base.planned_len() == 0 {
+            return None;
+        }
+        self.windows.get(base.key())
+    }
+
+    /// A request planned from nothing, or at a compaction point with a window planned again:
+    /// its summaries, and this window at the front.
+    pub(super) async fn first_request(
+        &self,
+        pending: PendingTranscript,
+        entries: &[Entry],
+        window: &str,
+        tokens: usize,
+    ) -> Result<RequestParts, CompactionError> {
+        let PendingTranscript {
+            path,
+            plan,
+            messages_in,
+            paged,
+        } = pending;
+        let planned = self.finish_transcript(&path, plan).await?;
+        let same_front = false;
+        Ok(RequestParts {
+            front: window.to_owned(),
+            front_tokens: tokens,
+            finished: FinishedTranscript {
+                planned,
+                path,
+                messages_in,
+                paged,
+            },
+            shown: entries.to_vec(),
+            same_front,
+        })
+    }
+
+    /// The next request of a transcript whose last one this compactor remembers, once the
+    /// window's fields are final (`current`: the entries, the window rendered from them, its
+    /// tokens): the same front window and an append (with a state update for the fields that
+    /// changed) while that stays under the high-water mark; else a compaction point with this
+    /// window at the front. `None` when even that leaves the transcript no room: the window is
+    /// planned again from its floor.
+    pub(super) async fn next_request(
+        &self,
+        next: NextRequest<'_>,
+        schema: &'static Schema,
+        number: u64,
+        compact: bool,
+        current: (&[Entry], &str, usize),
+    ) -> Result<Option<RequestParts>, CompactionError> {
+        let (entries, window, tokens) = current;
+        let overhead = request_overhead(&*self.counter);
+        let remembered = &next.window;
+        let finished = |planned, path: &str| FinishedTranscript {
+            planned,
+            path: path.to_owned(),
+            messages_in: next.transcript.len(),
+            paged: Vec::new(),
+        };
+        if let Some(changed) = request::changed(&remembered.shown, entries) {
+            let update = (!changed.is_empty())
+                .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
+            let budget = transcript_budget(self, overhead + remembered.stable_tokens);
+            let request =
+                self.request(next.policy, budget, &next.effects, update.as_deref(), false);
+            let appended = self
+                .transcript_planner
+                .plan_append(next.transcript, &request)
+                .map_err(|e| plan_error(&next.path, budget.limit, self.budget, e))?;
+            if let Some(plan) = appended {
+                let shown = if plan.planned.update_sent() {
+                    entries.to_vec()
+                } else {
+                    remembered.shown.clone()
+                };
+                let paged = plan.planned.paged_results(next.transcript);
+                let planned = self.finish_transcript(&next.path, plan).await?;
+                let mut finished = finished(planned, &next.path);
+                finished.paged = paged;
+                return Ok(Some(RequestParts {
+                    front: remembered.stable.clone(),
+                    front_tokens: remembered.stable_tokens,
+                    finished,
+                    shown,
+                    same_front: true,
+                }));
+            }
+        }
+        // A compaction point, this window at the front (the same text when no field changed).
+        let budget = transcript_budget(self, overhead + tokens);
+        let request = self.request(next.policy, budget, &next.effects, None, true);
+        let plan = match self
+            .transcript_planner
+            .plan_request(next.transcript, &request)
+        {
+            Ok(plan) => plan,
+            Err(TranscriptPlanError::OverBudget { .. }) => return Ok(None),
+            Err(e) => return Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        };
+        let paged = plan.planned.paged_results(next.transcript);
+        let planned = self.finish_transcript(&next.path, plan).await?;
+        let mut finished = finished(planned, &next.path);
+        finished.paged = paged;
+        Ok(Some(RequestParts {
+            front: window.to_owned(),
+            front_tokens: tokens,
+            finished,
+            shown: entries.to_vec(),
+            same_front: window == remembered.stable,
+        }))
+    }
+
+    /// The transcript part of a checkpoint whose blobs are stored: reports it, and makes it the
+    /// request the next plan of this transcript starts from (the window install follows the
+    /// seal, in `finish`).
+    pub(super) fn complete_transcript(
+        &self,
+        parts: RequestParts,
+        entries: &[Entry],
+        mut window: WindowRecord,
+        report: &mut CompactionReport,
+    ) -> CompactedTranscript {
+        let RequestParts {
+            front_tokens,
+            finished,
+            shown,
+            same_front,
+            ..
+        } = parts;
+        let FinishedTranscript {
+            planned,
+            path,
+            messages_in,
+            paged,
+        } = finished;
+        report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
+        self.transcript_planner.commit(&planned);
+        let request_tokens = front_tokens + request_overhead(&*self.counter) + planned.tokens();
+        report.request_tokens = Some(request_tokens);
+        let reused = if same_front {
+            1 + planned.reused_prefix()
+        } else {
+            0
+        };
+        if shown != entries {
+            window.shown = Some(shown);
+        }
+        let tokens = planned.tokens();
+        let memory = planned.memory;
+        CompactedTranscript {
+            path,
+            messages: memory.messages,
+            tokens,
+            request_tokens,
+            reused,
+            memory: memory.record,
+            window: Some(window),
+        }
     }
 
     /// Summarizes the transcript's folds and completes its plan.
     pub(super) async fn finish_transcript(
         &self,
-        path: String,
+        path: &str,
         plan: TranscriptPlan,
-        window_tokens: usize,
-    ) -> Result<FinishedTranscript, CompactionError> {
+    ) -> Result<PlannedTranscript, CompactionError> {
         let requests: Vec<(String, usize)> = plan
             .summary_requests()
             .map(|r| (r.text.clone(), r.target_tokens))
             .collect();
         let summarizer = self.summarizer.as_deref();
-        let summaries = summarize_folds(summarizer, &*self.counter, &path, requests).await?;
-        let planned = self
-            .transcript_planner
+        let summaries = summarize_folds(summarizer, &*self.counter, path, requests).await?;
+        self.transcript_planner
             .finish(plan, summaries)
-            .map_err(|e| plan_error(&path, 0, self.budget, e))?;
-        let (blobs, tokens) = (planned.blobs().to_vec(), planned.tokens());
-        let request_tokens = window_tokens + request_overhead(&*self.counter) + tokens;
-        let report = transcript_report(&path, &planned);
-        let messages = planned.into_messages();
-        Ok((
-            CompactedTranscript {
-                path,
-                messages,
-                tokens,
-                request_tokens,
-            },
-            blobs,
-            report,
-        ))
+            .map_err(|e| plan_error(path, 0, self.budget, e))
+    }
+
+    /// Reads back, byte-exact and verified, input message `index` of the transcript span
+    /// stored under `pointer`: a user run's or a fold's full address
+    /// ([`Compacted::span_of`] finds the one holding a message;
+    /// [`Compacted::handles`] maps a marker's handle to it). `Ok(None)` when the span does not
+    /// hold that message; `Integrity` when the blob behind `pointer` is not a span or a chunk
+    /// does not verify.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Message, Tokenizer, Transcript};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize)]
+    /// struct Agent {
+    ///     #[transcript]
+    ///     chat: Transcript,
+    /// }
+    ///
+    /// let mut agent = Agent { chat: Transcript::new() };
+    /// for turn in 0..200 {
+    ///     agent.chat.push(Message::user(format!("constraint {turn}: keep numpy below 2.0")));
+    ///     agent.chat.push(Message::assistant("noted ".repeat(30)));
+    /// }
+    /// let compactor = Compactor::builder().budget(2_000).token_counter(Tokenizer::O200kBase).build()?;
+    /// let compacted = compactor.compact_blocking(&agent)?;
+    /// // Message #4 left the window in a user run; it comes back exactly, by index.
+    /// let span = compacted.span_of(4).expect("message 4 is in a compacted span");
+    /// let message = compactor.resolve_message_blocking(&span, 4)?.expect("in the span");
+    /// assert_eq!(message, agent.chat.messages()[4]);
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub async fn resolve_message(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        let pointer = pointer.to_pointer()?;
+        span_message(&*self.store, &pointer, index)
+            .await
+            .map_err(|e| match e {
+                SpanReadError::Store(source) => {
+                    CompactionError::from_store(source, Some(&pointer.to_string()))
+                }
+                SpanReadError::NotASpan(_) => CompactionError::Integrity {
+                    field: pointer.to_string(),
+                },
+            })
+    }
+
+    /// [`resolve_message`](Self::resolve_message) for synchronous callers.
+    pub fn resolve_message_blocking(
+        &self,
+        pointer: impl AsPointer,
+        index: usize,
+    ) -> Result<Option<Message>, CompactionError> {
+        block_on(self.resolve_message(pointer, index))
+    }
+
+    /// Installs the planner memory a checkpoint carries, after checking its seals (as
+    /// [`verify_checkpoint`](Self::verify_checkpoint)): the next compaction of its transcript
+    /// (the same messages, grown by appends, in any process) plans exactly as the compactor
+    /// that wrote the checkpoint would have, with the same blocks, handles and forms, so
+    /// requests keep their prefix and handles their meaning across a restart.
+    /// [`rehydrate`](Self::rehydrate) does it too; call this when the agent keeps its own state
+    /// and only needs the compactor to continue. A checkpoint without a transcript installs
+    /// nothing.
+    ///
+    /// ```
+    /// use compaction::{Compactable, Compactor, Compacted, Message, Tokenizer, Transcript};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Compactable, Serialize, Deserialize, Clone)]
+    /// struct Agent {
+    ///     #[transcript]
+    ///     chat: Transcript,
+    /// }
+    ///
+    /// let build = || Compactor::builder().budget(1_500).token_counter(Tokenizer::O200kBase).build();
+    /// let mut agent = Agent { chat: Transcript::new() };
+    /// for turn in 0..100 {
+    ///     agent.chat.push(Message::user(format!("step {turn}")));
+    ///     agent.chat.push(Message::assistant("done ".repeat(20)));
+    /// }
+    /// let before = build()?;
+    /// let saved = serde_json::to_string(&before.compact_blocking(&agent)?).unwrap();
+    ///
+    /// // Another process: load the checkpoint and the agent's state, resume, go on.
+    /// let after = build()?;
+    /// let checkpoint: Compacted<Agent> = serde_json::from_str(&saved).unwrap();
+    /// after.resume(&checkpoint)?;
+    /// agent.chat.push(Message::user("next"));
+    /// let warm = before.compact_blocking(&agent)?;
+    /// let cold = after.compact_blocking(&agent)?;
+    /// assert_eq!(warm.messages(), cold.messages());
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub fn resume<S>(&self, compacted: &Compacted<S>) -> Result<(), CompactionError> {
+        self.verify_checkpoint(compacted)?;
+        self.install_memory(compacted);
+        Ok(())
+    }
+
+    pub(super) fn install_memory<S>(&self, compacted: &Compacted<S>) {
+        if let Some(transcript) = &compacted.transcript {
+            self.transcript_planner.resume(transcript.planner_memory());
+            self.install_window(compacted);
+        }
+    }
+
+    /// Remembers the window a checkpoint shows at its front, for the transcript memory it
+    /// carries (see `request.rs`).
+    pub(super) fn install_window<S>(&self, compacted: &Compacted<S>) {
+        let Some(transcript) = &compacted.transcript else {
+            return;
+        };
+        let Some(record) = &transcript.window else {
+            return;
+        };
+        let key = (transcript.memory.len, transcript.memory.link);
+        self.windows
+            .put(key, request::window_memory(compacted, record));
     }
 }

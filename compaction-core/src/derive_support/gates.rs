@@ -106,6 +106,12 @@ pub trait TranscriptYes {
     ) {
         visitor.transcript(name, keep_recent, pin_user, value)
     }
+    fn __as_transcript<'a>(&self, value: &'a Transcript) -> &'a Transcript {
+        value
+    }
+    fn __as_transcript_mut<'a>(&self, value: &'a mut Transcript) -> &'a mut Transcript {
+        value
+    }
 }
 impl TranscriptYes for &Gate<Transcript> {}
 
@@ -118,6 +124,14 @@ pub trait TranscriptNo<T> {
         _: bool,
         _: &'a T,
     ) {
+        unreachable!()
+    }
+    // The `HasTranscript` accessors of a field that is not a `Transcript`: the field's own check
+    // is the one error, and this is never built into a program.
+    fn __as_transcript<'a>(&self, _: &'a T) -> &'a Transcript {
+        unreachable!()
+    }
+    fn __as_transcript_mut<'a>(&self, _: &'a mut T) -> &'a mut Transcript {
         unreachable!()
     }
 }

@@ -16,7 +16,7 @@ use crate::state::summarizable::Summarizable;
 use crate::store::canonical::{canonical_json, check_round_trip};
 use crate::store::ContentHash;
 use crate::transcript::conversation::Transcript;
-use crate::transcript::layout::TranscriptPolicy;
+use crate::transcript::policy::TranscriptPolicy;
 use serde::Serialize;
 use std::collections::HashMap;
 

@@ -9,9 +9,8 @@ use crate::state::schema::FieldClass;
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
 use crate::transcript::conversation::Transcript;
-use crate::transcript::layout::TranscriptPolicy;
+use crate::transcript::policy::TranscriptPolicy;
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 /// A state's fields as its traversal handed them over, checked against its schema.
 pub(crate) struct Collection<'a> {
@@ -44,19 +43,13 @@ impl Collection<'_> {
         Ok(())
     }
 
-    /// Idempotency keys whose effect is committed in one of the state's effect fields: a tool
-    /// call linked to any other key (live, or in no ledger at all) is never folded.
-    pub fn committed_effects(&self) -> HashSet<&str> {
-        let mut committed = HashSet::new();
-        for field in &self.fields {
-            if let Collected::Effects { log, .. } = &field.value {
-                committed.extend(
-                    log.with_status(EffectStatus::Committed)
-                        .map(|e| e.idempotency_key.as_str()),
-                );
-            }
-        }
-        committed
+    /// Every `#[effect]` field's concrete path and log, in traversal order: what the
+    /// transcript planner looks effects up in, by scope and key.
+    pub fn effect_logs(&self) -> impl Iterator<Item = (&str, &EffectLog)> + '_ {
+        self.fields.iter().filter_map(|field| match &field.value {
+            Collected::Effects { log, .. } => Some((field.path.as_str(), *log)),
+            _ => None,
+        })
     }
 }
 

@@ -248,6 +248,7 @@ impl Plan {
             counter: counter.name().to_owned(),
             fields,
             fingerprints,
+            request_tokens: None,
             transcript: None,
         }
     }

@@ -8,22 +8,29 @@ pub const RESOLVE_POINTER: &str = "resolve_pointer";
 
 /// What the model reads about the tool: when to call it and what it returns.
 pub const RESOLVE_POINTER_DESCRIPTION: &str = "Read back, byte for byte, content that left your \
-    context during compaction. Pass a pointer exactly as it appears in your context \
-    (store://sha256: followed by 64 hex digits): spilled values, stubbed user messages, \
-    tombstoned tool results and folded turns each name one. The content is verified against the \
-    pointer before it is returned. Long content comes in parts: the result then says which bytes \
-    it holds and the offset to pass for the rest.";
+    context during compaction. Pass a handle exactly as it appears in your context (p followed by \
+    a number, like p17) or a full pointer (store://sha256: followed by 64 hex digits): tombstoned \
+    and paged tool results, spilled values, user runs and folded turns each name one. For a user \
+    run or a folded range, also pass index=N to read message #N exactly. The content is verified \
+    before it is returned. Long content comes in parts: the result then says which bytes it holds \
+    and the offset to pass for the rest.";
 
-/// The JSON schema of the tool's arguments: `pointer` (required) and `offset` (optional, the
-/// byte to start from when a long content comes in parts).
+/// The JSON schema of the tool's arguments: `pointer` (required: a handle like `p17`, or a
+/// full `store://sha256:` pointer), `index` (optional: which message of a user run or folded
+/// range) and `offset` (optional, the byte to start from when a long content comes in parts).
 pub fn resolve_pointer_parameters() -> Value {
     json!({
         "type": "object",
         "properties": {
             "pointer": {
                 "type": "string",
-                "description": "The pointer, exactly as in your context: store://sha256:<64 hex digits>.",
-                "pattern": "^store://sha256:[0-9a-fA-F]{64}$"
+                "description": "The handle (like p17) or pointer (store://sha256:<64 hex digits>), exactly as in your context.",
+                "pattern": "^(store://sha256:[0-9a-fA-F]{64}|⟦?p[1-9][0-9]*⟧?)$"
+            },
+            "index": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "For a user run or a folded range: the number of the message to read (its #N)."
             },
             "offset": {
                 "type": "integer",

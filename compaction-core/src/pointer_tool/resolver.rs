@@ -8,10 +8,11 @@ use crate::future::block_on;
 use crate::pointer_tool::definition::RESOLVE_POINTER;
 use crate::store::Pointer;
 use crate::transcript::marker::{escape, MARKER_PREFIX};
+use crate::transcript::memory::Handle;
 use crate::transcript::message::ToolArguments;
-use crate::transcript::message::{Message, ToolCall};
+use crate::transcript::message::{Message, Role, ToolCall};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The most bytes of content one result carries unless configured otherwise (about 4k tokens
 /// of English text); longer content comes in parts.
@@ -50,6 +51,20 @@ pub enum PointerToolError {
     NotIssued {
         /// The pointer asked for.
         pointer: Pointer,
+    },
+    /// The handle (`p17`) is well formed but none of this agent's compactions showed it: the
+    /// same refusal as a made-up pointer.
+    #[error("{handle} was not issued by this agent's compactions")]
+    HandleNotIssued {
+        /// The handle asked for.
+        handle: Handle,
+    },
+    /// `index` was given for content that is not a compacted range (a user run or a fold), or
+    /// the range does not hold that message.
+    #[error("{reason}")]
+    NoSuchMessage {
+        /// What is wrong, in words the model reads.
+        reason: String,
     },
     /// The blob of an issued pointer could not be read or failed verification.
     #[error("{pointer} could not be resolved: {source}")]
@@ -97,8 +112,10 @@ pub enum PointerToolError {
 /// Which bytes of the content a successful result holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedSlice {
-    /// The pointer resolved.
+    /// The pointer resolved (the full address behind a handle).
     pub pointer: Pointer,
+    /// The message of a compacted range read by index, if the call gave one.
+    pub index: Option<usize>,
     /// First byte returned.
     pub start: usize,
     /// One past the last byte returned.
@@ -126,6 +143,10 @@ pub struct PointerToolReply {
 }
 
 /// Answers `resolve_pointer` calls for one agent.
+///
+/// The model names what to read by the short handle a marker shows (`p17`, mapped through the
+/// handle table of the latest checkpoint allowed) or by a full `store://sha256:` pointer; for a
+/// user run or a fold, `index` reads one message of the range exactly.
 ///
 /// It resolves only pointers this agent's compactions issued: feed it every [`Compacted`] the
 /// agent produces ([`allow_compacted`](Self::allow_compacted)), including the checkpoints of
@@ -167,9 +188,9 @@ pub struct PointerToolReply {
 /// let mut resolver = PointerResolver::new();
 /// resolver.allow_compacted(&compactor, &compacted).expect("sealed");
 ///
-/// // The model got `resolve_pointer_tool()` in its tools and calls it on the tombstone's pointer.
-/// let pointer = compacted.pointers()[0].to_string();
-/// let call = ToolCall::new("c2", "resolve_pointer", json!({ "pointer": pointer }));
+/// // The model got `resolve_pointer_tool()` in its tools; the tombstone shows the handle `p1`.
+/// assert!(compacted.messages()[3].content.contains("resolve_pointer(\"p1\")"));
+/// let call = ToolCall::new("c2", "resolve_pointer", json!({ "pointer": "p1" }));
 /// assert!(PointerResolver::handles(&call));
 /// let reply = resolver.handle_blocking(&compactor, &call);
 /// assert_eq!(reply.message.tool_call_id.as_deref(), Some("c2"));
@@ -180,6 +201,11 @@ pub struct PointerToolReply {
 #[derive(Debug, Clone)]
 pub struct PointerResolver {
     issued: HashSet<Pointer>,
+    /// The handles the markers showed, with their addresses: the latest checkpoint's table wins
+    /// (it is the one the model's context was made with).
+    handles: HashMap<Handle, Pointer>,
+    /// Compacted ranges: their address and the input messages they hold.
+    spans: HashMap<Pointer, (usize, usize)>,
     max_bytes: usize,
 }
 
@@ -187,6 +213,8 @@ impl Default for PointerResolver {
     fn default() -> Self {
         PointerResolver {
             issued: HashSet::new(),
+            handles: HashMap::new(),
+            spans: HashMap::new(),
             max_bytes: DEFAULT_MAX_BYTES,
         }
     }
@@ -230,7 +258,18 @@ impl PointerResolver {
         }
         let before = self.issued.len();
         self.issued.extend(compacted.pointers());
+        if let Some(table) = compacted.handles() {
+            for (handle, pointer) in table.iter() {
+                self.handles.insert(handle, pointer.clone());
+            }
+        }
+        self.spans.extend(compacted.spans());
         Ok(self.issued.len() - before)
+    }
+
+    /// The full address behind a handle the markers showed (`p17`), if this resolver knows it.
+    pub fn pointer_for(&self, handle: Handle) -> Option<&Pointer> {
+        self.handles.get(&handle)
     }
 
     /// Allows one pointer the agent's own code issued (e.g. kept from an earlier process).
@@ -291,25 +330,51 @@ impl PointerResolver {
             .map_err(|e| PointerToolError::BadArguments {
                 reason: echo(&e.to_string()),
             })?;
-        let (text, offset) = parse_arguments(&arguments)?;
-        let pointer = Pointer::parse(&text)
-            .map_err(|_| PointerToolError::InvalidPointer { text: echo(&text) })?;
+        let (text, offset, index) = parse_arguments(&arguments)?;
+        let pointer = if text.trim_start().starts_with("store://") {
+            Pointer::parse(&text)
+                .map_err(|_| PointerToolError::InvalidPointer { text: echo(&text) })?
+        } else {
+            let handle: Handle = text
+                .parse()
+                .map_err(|_| PointerToolError::InvalidPointer { text: echo(&text) })?;
+            self.handles
+                .get(&handle)
+                .cloned()
+                .ok_or(PointerToolError::HandleNotIssued { handle })?
+        };
         if !self.is_allowed(&pointer) {
             return Err(PointerToolError::NotIssued { pointer });
         }
-        let bytes =
-            compactor
-                .resolve(&pointer)
-                .await
-                .map_err(|source| PointerToolError::Resolve {
-                    pointer: pointer.clone(),
-                    source,
+        let content = match (self.spans.get(&pointer).copied(), index) {
+            (Some(range), Some(index)) => message_text(compactor, &pointer, range, index).await?,
+            (Some((first, end)), None) => format!(
+                "{MARKER_PREFIX}range⟧ this handle holds messages #{first}..#{}; call \
+                 {RESOLVE_POINTER} again with index=N to read message #N exactly.",
+                end - 1
+            ),
+            (None, Some(_)) => {
+                return Err(PointerToolError::NoSuchMessage {
+                    reason: "`index` reads a message of a user run or a fold; this content is \
+                             one text: call again without index"
+                        .into(),
+                })
+            }
+            (None, None) => {
+                let bytes = compactor.resolve(&pointer).await.map_err(|source| {
+                    PointerToolError::Resolve {
+                        pointer: pointer.clone(),
+                        source,
+                    }
                 })?;
-        let total = bytes.len();
-        let content = String::from_utf8(bytes).map_err(|_| PointerToolError::NotText {
-            pointer: pointer.clone(),
-            bytes: total,
-        })?;
+                let total = bytes.len();
+                String::from_utf8(bytes).map_err(|_| PointerToolError::NotText {
+                    pointer: pointer.clone(),
+                    bytes: total,
+                })?
+            }
+        };
+        let total = content.len();
         if offset >= total && !(offset == 0 && total == 0) {
             return Err(PointerToolError::OffsetPastEnd {
                 pointer,
@@ -329,6 +394,7 @@ impl PointerResolver {
         let text = content[start..end].to_owned();
         let slice = ResolvedSlice {
             pointer,
+            index,
             start,
             end,
             total,
@@ -337,9 +403,41 @@ impl PointerResolver {
     }
 }
 
-/// `pointer` and `offset` from the call's arguments (an object, or a string holding one: some
-/// clients pass the model's raw argument text).
-fn parse_arguments(arguments: &Value) -> Result<(String, usize), PointerToolError> {
+/// What the model reads of message `index` of a compacted range: a user or tool message's
+/// text exactly; an assistant or system message as its JSON (its calls and parts with it).
+async fn message_text(
+    compactor: &Compactor,
+    pointer: &Pointer,
+    (first, end): (usize, usize),
+    index: usize,
+) -> Result<String, PointerToolError> {
+    if !(first..end).contains(&index) {
+        return Err(PointerToolError::NoSuchMessage {
+            reason: format!(
+                "this handle holds messages #{first}..#{}, not #{index}",
+                end - 1
+            ),
+        });
+    }
+    let message = compactor
+        .resolve_message(pointer, index)
+        .await
+        .map_err(|source| PointerToolError::Resolve {
+            pointer: pointer.clone(),
+            source,
+        })?
+        .ok_or_else(|| PointerToolError::NoSuchMessage {
+            reason: format!("message #{index} is not in this range"),
+        })?;
+    Ok(match message.role {
+        Role::User | Role::Tool => message.content,
+        _ => serde_json::to_string(&message).unwrap_or_default(),
+    })
+}
+
+/// `pointer`, `offset` and `index` from the call's arguments (an object, or a string holding
+/// one: some clients pass the model's raw argument text).
+fn parse_arguments(arguments: &Value) -> Result<(String, usize, Option<usize>), PointerToolError> {
     let bad = |reason: String| PointerToolError::BadArguments { reason };
     let parsed;
     let object = match arguments {
@@ -360,10 +458,10 @@ fn parse_arguments(arguments: &Value) -> Result<(String, usize), PointerToolErro
     };
     if let Some(key) = object
         .keys()
-        .find(|key| *key != "pointer" && *key != "offset")
+        .find(|key| !matches!(key.as_str(), "pointer" | "offset" | "index"))
     {
         return Err(bad(format!(
-            "unknown argument `{}` (only `pointer` and `offset`)",
+            "unknown argument `{}` (only `pointer`, `offset` and `index`)",
             echo(key)
         )));
     }
@@ -379,7 +477,16 @@ fn parse_arguments(arguments: &Value) -> Result<(String, usize), PointerToolErro
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| bad("`offset` must be a non-negative integer".to_owned()))?,
     };
-    Ok((pointer, offset))
+    let index = match object.get("index") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| bad("`index` must be a non-negative integer".to_owned()))?,
+        ),
+    };
+    Ok((pointer, offset, index))
 }
 
 /// The result's content: the text (escaped when it begins like a marker), after a note when it
@@ -408,10 +515,10 @@ fn error_text(error: &PointerToolError) -> String {
     let advice = match error {
         PointerToolError::WrongTool { .. } => "",
         PointerToolError::BadArguments { .. } | PointerToolError::InvalidPointer { .. } => {
-            " Pass {\"pointer\": \"store://sha256:<64 hex digits>\"} with a pointer copied exactly \
-             from your context."
+            " Pass {\"pointer\": \"p17\"} with a handle (or a store://sha256: pointer) copied \
+             exactly from your context."
         }
-        PointerToolError::NotIssued { .. } => {
+        PointerToolError::NotIssued { .. } | PointerToolError::HandleNotIssued { .. } => {
             " Only pointers that compaction wrote into your context can be resolved; do not \
              guess the content."
         }
@@ -420,6 +527,7 @@ fn error_text(error: &PointerToolError) -> String {
         | PointerToolError::NotTrusted { .. } => " The content is unavailable; do not guess it.",
         PointerToolError::NotText { .. } => " It cannot be shown as text.",
         PointerToolError::OffsetPastEnd { .. } => " Call again with a smaller offset.",
+        PointerToolError::NoSuchMessage { .. } => "",
     };
     format!("{MARKER_PREFIX}error⟧ {RESOLVE_POINTER} failed: {error}.{advice}")
 }

@@ -4,7 +4,10 @@
 
 pub use crate::transcript::message::{Message, Role, ToolCall};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::io::Write;
 
 /// Why a transcript is not a valid conversation. Each variant names the message index, so the
 /// author can find the message; compaction refuses such a transcript and never repairs it.
@@ -202,6 +205,11 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
 /// it and compaction refuses an invalid one. Deserializing validates, so a stored transcript
 /// that loads is one that compaction accepts.
 ///
+/// A transcript only grows by appending. It keeps a hash chain of its messages (16 bytes per
+/// message), so a compactor recognizes a transcript it planned before, grown by a few messages,
+/// without reading its history again, whether it is the same value, a clone, or a copy loaded
+/// in another process.
+///
 /// ```
 /// use compaction::{Message, ToolCall, Transcript};
 /// use serde_json::json;
@@ -214,10 +222,30 @@ pub(crate) fn validate_messages(messages: &[Message]) -> Result<(), TranscriptEr
 /// assert!(chat.validate().is_ok());
 /// assert_eq!(chat.len(), 3);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-#[serde(transparent)]
+#[derive(Clone, Default)]
 pub struct Transcript {
     messages: Vec<Message>,
+    lineage: Lineage,
+}
+
+impl PartialEq for Transcript {
+    fn eq(&self, other: &Self) -> bool {
+        self.messages == other.messages
+    }
+}
+
+impl std::fmt::Debug for Transcript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transcript")
+            .field("messages", &self.messages)
+            .finish()
+    }
+}
+
+impl Serialize for Transcript {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.messages.serialize(serializer)
+    }
 }
 
 impl Transcript {
@@ -228,13 +256,13 @@ impl Transcript {
 
     /// A transcript of `messages`, validated.
     pub fn from_messages(messages: Vec<Message>) -> Result<Self, TranscriptError> {
-        let transcript = Transcript { messages };
-        transcript.validate()?;
-        Ok(transcript)
+        validate_messages(&messages)?;
+        Ok(messages.into_iter().collect())
     }
 
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
+        self.lineage.push(&message);
         self.messages.push(message);
     }
 
@@ -276,6 +304,31 @@ impl Transcript {
     pub fn validate(&self) -> Result<(), TranscriptError> {
         validate_messages(&self.messages)
     }
+
+    /// The chain link after the first `len` messages (see `lineage.rs`).
+    pub(crate) fn link(&self, len: usize) -> Option<Link> {
+        self.lineage.link(len)
+    }
+
+    /// Checks the messages from `from` on, given that the first `from` were valid: the same
+    /// answer as [`validate`](Self::validate) without a pass over the history (the full check
+    /// runs only to name an error exactly).
+    pub(crate) fn validate_from(&self, from: usize) -> Result<(), TranscriptError> {
+        let from = from.min(self.messages.len());
+        if self.lineage.first_reused_call().is_some() {
+            return self.validate();
+        }
+        // Start at the user or assistant message that opened the unit `from` sits in: tool
+        // results before `from` answer its calls, and nothing earlier can be answered later.
+        let start = self.messages[..from]
+            .iter()
+            .rposition(|m| matches!(m.role, Role::User | Role::Assistant))
+            .unwrap_or(0);
+        match validate_messages(&self.messages[start..]) {
+            Ok(()) => Ok(()),
+            Err(_) => self.validate(),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Transcript {
@@ -287,15 +340,93 @@ impl<'de> Deserialize<'de> for Transcript {
 
 impl FromIterator<Message> for Transcript {
     fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
-        Transcript {
-            messages: iter.into_iter().collect(),
-        }
+        let mut transcript = Transcript::new();
+        transcript.extend(iter);
+        transcript
     }
 }
 
 impl Extend<Message> for Transcript {
     fn extend<I: IntoIterator<Item = Message>>(&mut self, iter: I) {
-        self.messages.extend(iter);
+        for message in iter {
+            self.push(message);
+        }
+    }
+}
+
+// What a transcript remembers about its own history, so the planner can tell in O(1) that a
+// transcript is one it planned, grown by appends (issue 20.6).
+//
+// Each message extends a hash chain: `link(i + 1) = SHA-256(link(i) ‖ JSON(message i))`, cut to
+// 128 bits. Two transcripts with the same link after `n` messages have the same first `n`
+// messages (up to a 2^-64 birthday chance), whatever process built them: a clone, a
+// deserialized copy, or a transcript rehydrated from a checkpoint. A transcript only grows by
+// appending, so the chain is always the chain of its messages. It also remembers the hashes of
+// the call ids seen, so a re-plan checks a new call's id against every earlier one without a
+// pass over the history.
+
+/// A link of the chain: 128 bits of SHA-256.
+pub(crate) type Link = [u8; 16];
+
+/// The link of the empty transcript.
+pub(crate) const ROOT: Link = [0; 16];
+
+/// The chain of a transcript's messages, and the call ids it has seen.
+#[derive(Clone, Default)]
+pub(crate) struct Lineage {
+    /// `links[i]` is the link after messages `0..=i`.
+    links: Vec<Link>,
+    ids: RandomState,
+    call_ids: HashSet<u64>,
+    /// The first message carrying a call whose id hash was seen before: a duplicate id, or (at
+    /// 2^-64) a hash collision that a full validation tells apart.
+    first_reused_call: Option<usize>,
+}
+
+/// Streams bytes into a SHA-256 (serde_json writes a message straight into the hash).
+struct HashWriter<'a>(&'a mut Sha256);
+
+impl Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Lineage {
+    /// Extends the chain with the next message.
+    fn push(&mut self, message: &Message) {
+        let index = self.links.len();
+        let mut hasher = Sha256::new();
+        hasher.update(self.link(index).unwrap_or(ROOT));
+        // Serializing plain data into a hash cannot fail.
+        let _ = serde_json::to_writer(HashWriter(&mut hasher), message);
+        let digest = hasher.finalize();
+        let mut link = ROOT;
+        link.copy_from_slice(&digest[..16]);
+        self.links.push(link);
+        for call in &message.tool_calls {
+            if !self.call_ids.insert(self.ids.hash_one(call.id.as_str())) {
+                self.first_reused_call.get_or_insert(index);
+            }
+        }
+    }
+
+    /// The link after the first `len` messages (`ROOT` for none), if there are that many.
+    pub(crate) fn link(&self, len: usize) -> Option<Link> {
+        match len {
+            0 => Some(ROOT),
+            n => self.links.get(n - 1).copied(),
+        }
+    }
+
+    /// The first message whose call may reuse an earlier call's id.
+    pub(crate) fn first_reused_call(&self) -> Option<usize> {
+        self.first_reused_call
     }
 }
 

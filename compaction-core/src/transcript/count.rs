@@ -1,5 +1,4 @@
-//! Chat token counting: what a list of messages costs in a chat request, and a cache of text
-//! counts so re-planning a grown transcript does not count its unchanged prefix again.
+//! Chat token counting: what a list of messages costs in a chat request.
 //!
 //! # The formula
 //!
@@ -18,12 +17,8 @@
 //! `count` is the configured [`TokenCounter`] (exact `o200k_base` by default). Providers differ
 //! by a few tokens per message; the per-message overheads above are the ones OpenAI documents.
 
-use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex};
 
 /// Tokens every message costs besides its fields.
 pub const MESSAGE_OVERHEAD_TOKENS: usize = 3;
@@ -83,120 +78,18 @@ pub(crate) fn message_tokens_with(
     tokens
 }
 
-/// What the cache knows about one text.
-#[derive(Debug, Clone, Copy)]
-struct TextFacts {
-    tokens: Option<usize>,
-    hash: Option<ContentHash>,
-    generation: u64,
-}
-
-/// Token counts and SHA-256 hashes of texts, keyed by a 128-bit keyed hash of the text and its
-/// length. An agent that compacts after every turn re-plans a transcript whose prefix has not
-/// changed: its counts and hashes come from here instead of the tokenizer and SHA-256.
-///
-/// The key is two SipHash-1-3 values under random per-process keys, so an adversary cannot craft
-/// colliding texts; an accidental collision is a 2^-128 event. Entries not used by the latest
-/// plan are dropped, so the cache holds one transcript's working set.
-#[derive(Debug, Default)]
-pub(crate) struct TextCache {
-    first: RandomState,
-    second: RandomState,
-    entries: HashMap<(u64, u64, usize), TextFacts>,
-    generation: u64,
-}
-
-impl TextCache {
-    fn entry(&mut self, text: &str) -> &mut TextFacts {
-        let key = (
-            self.first.hash_one(text),
-            self.second.hash_one(text),
-            text.len(),
-        );
-        let generation = self.generation;
-        let facts = self.entries.entry(key).or_insert(TextFacts {
-            tokens: None,
-            hash: None,
-            generation,
-        });
-        facts.generation = generation;
-        facts
-    }
-
-    /// Tokens of `text`, counted once.
-    pub(crate) fn tokens<C: TokenCounter + ?Sized>(&mut self, text: &str, counter: &C) -> usize {
-        // Short texts (roles, ids, names) are cheaper to count than to look up.
-        if text.len() < 16 {
-            return counter.count(text);
-        }
-        let facts = self.entry(text);
-        match facts.tokens {
-            Some(tokens) => tokens,
-            None => {
-                let tokens = counter.count(text);
-                facts.tokens = Some(tokens);
-                tokens
-            }
-        }
-    }
-
-    /// SHA-256 of `text`, computed once.
-    pub(crate) fn hash(&mut self, text: &str) -> ContentHash {
-        let facts = self.entry(text);
-        match facts.hash {
-            Some(hash) => hash,
-            None => {
-                let hash = ContentHash::of(text.as_bytes());
-                facts.hash = Some(hash);
-                hash
-            }
-        }
-    }
-
-    /// Starts a plan: entries touched from now on survive the next [`TextCache::sweep`].
-    pub(crate) fn begin(&mut self) {
-        self.generation += 1;
-    }
-
-    /// Drops every entry the current plan did not use.
-    pub(crate) fn sweep(&mut self) {
-        let generation = self.generation;
-        self.entries
-            .retain(|_, facts| facts.generation == generation);
-    }
-
-    /// Number of texts known (for tests of the append case).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
-
-// The planner's state lives here, beside the cache it holds, and its planning in `plan.rs`:
-// the compactor stores a planner without depending on the planning steps.
-/// Plans transcripts for one token counter, remembering the counts and hashes of the last
-/// transcript it planned so that re-planning after an append only counts what is new.
-pub struct TranscriptPlanner {
-    pub(crate) counter: Arc<dyn TokenCounter>,
-    pub(crate) cache: Mutex<TextCache>,
-}
-
-impl std::fmt::Debug for TranscriptPlanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TranscriptPlanner")
-            .field("counter", &self.counter.name())
-            .finish_non_exhaustive()
-    }
-}
-
-impl TranscriptPlanner {
-    /// A planner counting with `counter`.
-    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
-        TranscriptPlanner {
-            counter,
-            cache: Mutex::new(TextCache::default()),
-        }
-    }
+/// The formula for `message` with `content` in place of its own, or `None` when it passes
+/// `limit`: the content is counted with [`TokenCounter::count_till_limit`], so a huge text far
+/// over the limit costs little to reject (issue 20.5).
+pub(crate) fn message_tokens_limited(
+    message: &Message,
+    content: &str,
+    counter: &dyn TokenCounter,
+    limit: usize,
+) -> Option<usize> {
+    let rest = message_tokens_with(message, "", &mut |t| counter.count(t)) - counter.count("");
+    let left = limit.checked_sub(rest)?;
+    Some(rest + counter.count_till_limit(content, left)?)
 }
 
 #[cfg(test)]
@@ -205,7 +98,6 @@ mod tests {
     use crate::tokens::Tokenizer;
     use crate::transcript::conversation::ToolCall;
     use serde_json::json;
-    use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn the_formula_counts_names_ids_and_calls() {
@@ -229,23 +121,13 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_counts_each_long_text_once_and_forgets_unused_ones() {
-        let calls = AtomicUsize::new(0);
-        let counting = |text: &str| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            text.len()
-        };
-        let mut cache = TextCache::default();
-        let long = "a long text that is over sixteen bytes";
-        cache.begin();
-        assert_eq!(cache.tokens(long, &counting), long.len());
-        assert_eq!(cache.tokens(long, &counting), long.len());
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert_eq!(cache.hash(long), ContentHash::of(long.as_bytes()));
-        cache.sweep();
-        assert_eq!(cache.len(), 1);
-        cache.begin();
-        cache.sweep();
-        assert_eq!(cache.len(), 0);
+    fn a_limited_count_agrees_with_the_formula_or_says_over() {
+        let counter = Tokenizer::O200kBase;
+        let message = Message::user("hello world, this is a test").with_name("ann");
+        let exact = message_tokens(&message, &counter);
+        let limited = |limit| message_tokens_limited(&message, &message.content, &counter, limit);
+        assert_eq!(limited(exact), Some(exact));
+        assert_eq!(limited(exact - 1), None);
+        assert_eq!(limited(0), None);
     }
 }

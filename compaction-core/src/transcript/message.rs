@@ -44,7 +44,7 @@ impl Role {
 
 /// One tool call an assistant message makes.
 ///
-/// Serialized as `{"id", "name", "arguments", "effect"?}` with `arguments` the model's JSON
+/// Serialized as `{"id", "name", "arguments", "effect"?, "effect_scope"?}` with `arguments` the model's JSON
 /// embedded as written (huge integers, repeated keys and spacing included); when whitespace
 /// surrounds that JSON, `arguments_text` carries the whole text beside it. Reading it back takes
 /// `serde_json` (the format of checkpoints and stored spans), which gives the text back byte for
@@ -61,6 +61,10 @@ pub struct ToolCall {
     /// The idempotency key of the `EffectLog` record this call performs, when it has side
     /// effects. A call whose effect is live (`not_started` or `unknown`) is never folded.
     pub effect: Option<String>,
+    /// The ledger scope of that record (an `#[effect]` field's scope: its path, or its
+    /// `#[effect(scope = "...")]`). `None`: the key is looked up in every scope of the state and
+    /// refused when more than one holds it (see [`with_effect`](Self::with_effect)).
+    pub effect_scope: Option<String>,
 }
 
 impl ToolCall {
@@ -76,6 +80,7 @@ impl ToolCall {
             name: name.into(),
             arguments: arguments.into(),
             effect: None,
+            effect_scope: None,
         }
     }
 
@@ -85,9 +90,33 @@ impl ToolCall {
         self.arguments.as_str()
     }
 
-    /// Links the call to the effect record with this idempotency key.
+    /// Links the call to the effect record with this idempotency key, in whichever scope of the
+    /// state's ledgers holds it. When two scopes hold the same key (a committed `order-42` in
+    /// `refunds`, an unknown one in `charges`), compaction refuses the call
+    /// (`CompactionError::AmbiguousEffect`) instead of guessing which one it is: name the scope
+    /// with [`with_effect_in`](Self::with_effect_in). A key no scope holds is treated as live
+    /// (the call is never folded).
     pub fn with_effect(mut self, key: impl Into<String>) -> Self {
         self.effect = Some(key.into());
+        self.effect_scope = None;
+        self
+    }
+
+    /// Links the call to the effect record `key` of ledger scope `scope` (the `#[effect]`
+    /// field's path, or its `#[effect(scope = "...")]`): the unambiguous form.
+    ///
+    /// ```
+    /// use compaction::ToolCall;
+    /// use serde_json::json;
+    ///
+    /// let call = ToolCall::new("c1", "charge", json!({"order": 42}))
+    ///     .with_effect_in("charges", "order-42");
+    /// assert_eq!(call.effect_scope.as_deref(), Some("charges"));
+    /// assert_eq!(call.effect.as_deref(), Some("order-42"));
+    /// ```
+    pub fn with_effect_in(mut self, scope: impl Into<String>, key: impl Into<String>) -> Self {
+        self.effect = Some(key.into());
+        self.effect_scope = Some(scope.into());
         self
     }
 }
@@ -102,6 +131,8 @@ struct CallOut<'a> {
     arguments_text: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     effect: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect_scope: Option<&'a str>,
 }
 
 impl Serialize for ToolCall {
@@ -112,6 +143,7 @@ impl Serialize for ToolCall {
             arguments: self.arguments.raw(),
             arguments_text: self.arguments.padded_text(),
             effect: self.effect.as_deref(),
+            effect_scope: self.effect_scope.as_deref(),
         }
         .serialize(serializer)
     }
@@ -127,6 +159,8 @@ struct CallIn {
     arguments_text: Option<String>,
     #[serde(default)]
     effect: Option<String>,
+    #[serde(default)]
+    effect_scope: Option<String>,
 }
 
 impl TryFrom<CallIn> for ToolCall {
@@ -140,6 +174,7 @@ impl TryFrom<CallIn> for ToolCall {
             name: read.name,
             arguments,
             effect: read.effect,
+            effect_scope: read.effect_scope,
         })
     }
 }

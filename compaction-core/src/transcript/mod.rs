@@ -1,65 +1,115 @@
 //! Transcripts: the conversation with the model as typed, pair-safe, lossless state.
 //!
 //! A [`Transcript`] is the list of [`Message`]s an agent sends to a chat API. Compaction makes
-//! it fit a token budget without ever breaking what the API and the agent rely on.
+//! each request fit a token budget without ever breaking what the API and the agent rely on,
+//! and keeps consecutive requests identical as far as it can, so a provider's prompt cache
+//! serves them.
 //!
 //! # The rules
 //!
-//! 1. System and developer messages are pinned: always kept verbatim.
-//! 2. User messages are protected: never summarized. The last `keep_recent` user turns and
-//!    everything after them stay verbatim. Older user messages stay verbatim while they fit;
-//!    otherwise each is spilled byte-for-byte behind a content-addressed pointer and leaves a
-//!    stub in its place (its index, its size, the pointer). With `pin_user` compaction refuses
-//!    instead of spilling.
-//! 3. A tool call and its result are one unit on the wire: compaction never emits a call
+//! 1. **Anchors stay verbatim, in place, whatever the budget**: system and developer messages
+//!    (pinned); a unit (an assistant message with calls, and their results) whose effect is
+//!    live in its ledger (`not_started` or `unknown`: see [`EffectStatuses`], looked up by scope
+//!    and key, never by key alone), or whose calls still wait for results; and every *pending*
+//!    user message (one no assistant message has followed yet). Nothing ever says a pending
+//!    message was answered. A tool result of an anchor may still be paged (rule 5).
+//! 2. **User messages are never summarized.** The last `keep_recent` user turns are the last to
+//!    be compacted. An older user message leaves, when its turn is folded, into its block's
+//!    **user run**: one marker per range of user messages (first and last index, count, bytes,
+//!    one handle), every message byte-exact in the store and readable by index through the
+//!    pointer tool ([`crate::pointer_tool`]) and `Compactor::resolve_message`. With `pin_user`
+//!    they stay verbatim above their fold instead.
+//! 3. **A tool call and its result are one unit on the wire**: compaction never sends a call
 //!    without its result or a result without its call. The first thing to go is the *content*
 //!    of old tool results, oldest first: stored verbatim and replaced, inside a tool message
-//!    with the same `tool_call_id`, by a tombstone naming the tool, its arguments, the size and
-//!    the pointer. The call itself (name and arguments) stays verbatim.
-//! 4. Then whole old turns are folded, oldest first, into one message per run of consecutive
-//!    turns: a summary when a summarizer is configured, else a stub. A run starts at a user
-//!    turn (or right after a message that must stay); its calls and results leave together;
-//!    the fold message carries a pointer to the stored span and lists the calls it folded. A
-//!    call whose `effect` is live in its ledger (`not_started` or `unknown`), or that still
-//!    waits for its result, is never folded: it stays in place as a verbatim pair, and the
-//!    turn folds around it. User messages of a folded run are not summarized: they stay in
-//!    place (kept or stubbed per rule 2), just above the fold message. A fold that would cost
-//!    more than what it replaces is not made.
-//! 5. Newer is kept before older: each step takes the oldest candidates first.
-//! 6. The budget covers the whole request, counted the way chat APIs count it (see
-//!    [`chat_tokens`] for the formula).
-//! 7. Rehydration gives the transcript back byte-identical: kept messages as they are, spilled
-//!    messages, tool-result contents and folded spans from the store, verified.
-//! 8. Appending is the common case: the planner caches token counts and hashes by content, so
-//!    re-planning a transcript that grew by one message does not count the prefix again.
-//! 9. Provider-opaque parts of an assistant turn (thinking, encrypted reasoning) are counted,
-//!    replayed byte-for-byte, never shown to a summarizer, and folded only with their whole
-//!    turn (see [`OpaquePart`]). Tool-call arguments are the model's exact text
-//!    ([`ToolArguments`]): sent and counted as written.
+//!    with the same `tool_call_id`, by a **tombstone** naming its size and handle.
+//! 4. **Then whole old turns fold**, oldest first, into a **block**: a contiguous range of input
+//!    messages, stored in chunks, shown as its user run (rule 2) and a **fold** (role assistant)
+//!    for its assistant and tool messages: a summary when a summarizer is configured (it never
+//!    sees user messages, effect keys or scopes), else the handle and the calls it folded.
+//!    Anchors inside the range stay in place between the markers. A block's range ends at a
+//!    unit boundary, never between a call and its results.
+//! 5. **Paging instead of refusing.** A tool result in the recent turns that does not fit is
+//!    sent as a head and a tail excerpt sized to what the limit leaves, with its handle and the
+//!    byte ranges shown: the model reads the rest page by page through `resolve_pointer` with an
+//!    offset. The report names every paged result.
+//! 6. **Forms only move forward** (issue 22.3): kept, then paged, tombstoned, folded. Once a
+//!    message left, later requests keep it that way; new blocks come after the old ones. When
+//!    more than [`MAX_BLOCKS`] blocks pile up (or the limit needs it), they are consolidated into
+//!    one (their chunks are listed again, never rewritten), so the smallest form has a bounded
+//!    number of markers whatever the history's length.
+//! 7. **Hysteresis** (see [`TranscriptBudget`]): while the request, grown by the new messages,
+//!    stays under the high-water mark, it is the previous request plus the new messages (the
+//!    previous request is an exact prefix of it); past the mark, one **compaction point** brings
+//!    it down to about the low-water mark. The limit is hard either way.
+//! 8. **Newer is kept before older**: each step takes the oldest candidates first.
+//! 9. **The budget covers the whole request**, counted the way chat APIs count it (see
+//!    [`chat_tokens`] for the formula). Text is counted newest first and only as far as a
+//!    decision needs it: a message that will be folded is hashed and stored, never tokenized.
+//! 10. **Refused only when the smallest form does not fit**: pinned messages and anchors, the
+//!     blocks' markers (consolidated, without summaries), the newest user message and what
+//!     follows it (tool results paged to their note). That form does not depend on the budget,
+//!     so a budget that compacts stays working at every larger budget.
+//! 11. **Rehydration gives the transcript back byte-identical**: kept messages as they are,
+//!     tombstoned and paged contents, user runs and folds from the store, verified.
+//! 12. **Appending is the common case**: the planner remembers the request it planned for a
+//!     transcript ([`TranscriptMemory`]: what each message of the request stands for, the
+//!     blocks, the handles) and recognizes the transcript grown by appends through its hash
+//!     chain; the next plan costs the new messages plus the request sent. A checkpoint carries
+//!     the memory, so a restarted process plans the next request exactly as the warm one.
+//! 13. **Provider-opaque parts** of an assistant turn (thinking, encrypted reasoning) are
+//!     counted, replayed byte-for-byte, never shown to a summarizer, never separated from their
+//!     assistant message (a tombstone or page only replaces a tool result's content), and
+//!     folded only with the whole message, then stored in its block's span (see
+//!     [`OpaquePart`]). Tool-call arguments are the model's exact text ([`ToolArguments`]):
+//!     sent and counted as written.
 //!
-//! The steps run in this order until the transcript fits: tombstone old tool results, fold old
-//! turns (with summaries), drop the summaries of folds (oldest first), stub old user messages.
-//! When even then it does not fit, planning fails with [`TranscriptPlanError::OverBudget`]
-//! and nothing was changed.
+//! The steps of a compaction point run in this order until the request fits: (soft, towards
+//! the low-water mark) tombstone old tool results, or, when even every old result tombstoned
+//! does not fit, fold the oldest turns into a new block; (hard, under the limit) drop the new
+//! block's summary; consolidate every block without summaries; tombstone, then fold, the recent
+//! turns older than the newest user message; page the tool results still kept. When even then
+//! the request does not fit, planning fails with [`TranscriptPlanError::OverBudget`], whose
+//! `required_tokens` is the smallest form's size, and nothing was changed.
 //!
-//! # Markers
+//! # Markers and handles
 //!
-//! Stubs, tombstones and folds are messages whose content starts with [`MARKER_PREFIX`]. A
-//! kept message whose content starts like that (or with [`VERBATIM_ESCAPE`]) is sent with
-//! [`VERBATIM_ESCAPE`] in front, so text that imitates a marker is never read as one, by the
-//! model or by rehydration.
+//! Tombstones, pages, user runs, folds and state updates are messages whose content starts with
+//! [`MARKER_PREFIX`]; they name what they stand for by a short [`Handle`] (`p17`), mapped to its
+//! full content address by the [`HandleTable`] a checkpoint keeps. A kept message whose first
+//! *visible* character is `⟦` (after whitespace, newlines, a BOM, zero-width and other format
+//! characters) is sent with [`VERBATIM_ESCAPE`] in front, so text that imitates a marker is
+//! never read as one, by the model or by rehydration.
+//!
+//! # Public names
+//!
+//! [`Transcript`], [`Message`], [`Role`], [`ToolCall`] (with [`ToolCall::with_effect_in`]),
+//! [`ToolArguments`], [`OpaquePart`], [`TranscriptError`]; the planner [`TranscriptPlanner`] with [`TranscriptPolicy`],
+//! [`TranscriptBudget`], [`EffectStatuses`], [`TranscriptPlan`], [`FoldSummaryRequest`],
+//! [`PlannedTranscript`], [`MessageOutcome`], [`OutcomeCounts`], [`TranscriptMemory`],
+//! [`TranscriptPlanError`]; [`Handle`] and [`HandleTable`]; the way back
+//! [`rehydrate_transcript`], [`rehydrate_from_store`], [`required_blobs`],
+//! [`TranscriptRehydrateError`]; the chat formula [`chat_tokens`], [`message_tokens`] and its
+//! constants; [`MARKER_PREFIX`], [`VERBATIM_ESCAPE`], [`FOLD_LISTED_CALLS`], [`MAX_BLOCKS`],
+//! [`REMEMBERED`].
 
 pub(crate) mod arguments;
+pub(crate) mod build;
 pub(crate) mod conversation;
 pub(crate) mod count;
+pub(crate) mod effects;
 pub(crate) mod error;
 pub(crate) mod layout;
 pub(crate) mod marker;
+pub(crate) mod memory;
 pub(crate) mod message;
 pub(crate) mod opaque;
 pub(crate) mod plan;
+pub(crate) mod planner;
+pub(crate) mod policy;
 pub(crate) mod rehydrate;
-mod steps;
+pub(crate) mod span;
+pub(crate) mod steps;
 
 #[cfg(test)]
 mod tests_conversation;
@@ -68,17 +118,26 @@ mod tests_plan;
 
 pub use conversation::{Transcript, TranscriptError};
 pub use count::{
-    chat_tokens, message_tokens, TranscriptPlanner, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
+    chat_tokens, message_tokens, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
     REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
 };
+pub use effects::{AmbiguousKey, EffectStatuses};
 pub use error::TranscriptPlanError;
-pub use layout::TranscriptPolicy;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
+pub use memory::{
+    Handle, HandleParseError, HandleTable, HandleTableError, TranscriptMemory, TranscriptPlanner,
+    REMEMBERED,
+};
 pub use message::{
     Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
     ToolCall,
 };
-pub use plan::{FoldSummaryRequest, MessageOutcome, PlannedTranscript, TranscriptPlan};
+pub use plan::{
+    FoldSummaryRequest, MessageOutcome, OutcomeCounts, PlannedTranscript, TranscriptBudget,
+    TranscriptPlan,
+};
+pub use policy::TranscriptPolicy;
 pub use rehydrate::{
     rehydrate_from_store, rehydrate_transcript, required_blobs, TranscriptRehydrateError,
 };
+pub use steps::MAX_BLOCKS;

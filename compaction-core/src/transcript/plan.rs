@@ -1,352 +1,329 @@
-//! The transcript planner: which messages stay, which are stubbed, tombstoned or folded, so the
-//! transcript fits its budget under the rules of the module docs. A pure function of its inputs
-//! (the cache only remembers counts and hashes).
+//! What a plan is made of: the budget it works to ([`TranscriptBudget`]), the plan before its
+//! summaries ([`TranscriptPlan`]), and the planned request ([`PlannedTranscript`]) with what
+//! became of every input message ([`MessageOutcome`]).
 
+use crate::report::PagedResult;
 use crate::store::{ContentHash, Pointer};
-use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Transcript;
-use crate::transcript::conversation::{Message, Role};
-use crate::transcript::count::{message_tokens_with, TranscriptPlanner};
-use crate::transcript::error::TranscriptPlanError;
-use crate::transcript::layout::{Layout, TranscriptPolicy};
-use crate::transcript::marker;
-use std::collections::HashSet;
+use crate::transcript::conversation::{Message, Role, Transcript};
+use crate::transcript::effects::EffectStatuses;
+use crate::transcript::memory::{HandleTable, Slot, TranscriptMemory};
+use crate::transcript::policy::TranscriptPolicy;
 
-/// What happened to one message of the input.
+/// What became of one input message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MessageOutcome {
     /// Sent as it is (with [`VERBATIM_ESCAPE`](crate::transcript::VERBATIM_ESCAPE) in front
-    /// when its content begins like a marker).
+    /// when its first visible character is `⟦`).
     Kept,
-    /// A user message replaced by a stub; its content is in the store.
+    /// A user message in a user run: its exact text is in the store, by index.
     Spilled,
     /// A tool result whose content was replaced by a tombstone; the content is in the store.
     Tombstoned,
-    /// Part of a folded run; the run is in the store.
+    /// A tool result sent as a head and a tail excerpt; the whole content is in the store.
+    Paged,
+    /// An assistant or tool message of a folded range; the range is in the store.
     Folded,
 }
 
-/// A folded run that wants a summary.
+/// The token limits a plan works to, in tokens of the transcript's messages (chat formula,
+/// without the reply priming).
+///
+/// - `limit` is hard: a plan never exceeds it, and planning refuses when even the smallest
+///   form does not fit.
+/// - Hysteresis: a request that has grown by appends stays as it is (the previous request is
+///   an exact prefix of the next) while it is at most `high_water`; past it, one compaction
+///   point brings it down to about `low_water` (oldest first), so the next appends again find
+///   room. `TranscriptBudget::hard(limit)` (what a plain `usize` converts to) sets both marks to
+///   the limit: compact only when over, and then just enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranscriptBudget {
+    /// The most tokens the messages may take.
+    pub limit: usize,
+    /// Appends stay appends while the messages take at most this.
+    pub high_water: usize,
+    /// What a compaction point aims for.
+    pub low_water: usize,
+}
+
+impl TranscriptBudget {
+    /// No hysteresis: both marks at `limit`.
+    pub fn hard(limit: usize) -> Self {
+        TranscriptBudget {
+            limit,
+            high_water: limit,
+            low_water: limit,
+        }
+    }
+
+    /// Marks as shares of `limit` (`high` and `low` in `0.0..=1.0`, `low <= high`; out of range
+    /// values are clamped).
+    pub fn with_marks(limit: usize, high: f64, low: f64) -> Self {
+        let share = |r: f64| ((limit as f64) * r.clamp(0.0, 1.0)).floor() as usize;
+        let high_water = share(high).min(limit);
+        TranscriptBudget {
+            limit,
+            high_water,
+            low_water: share(low).min(high_water),
+        }
+    }
+}
+
+impl From<usize> for TranscriptBudget {
+    fn from(limit: usize) -> Self {
+        TranscriptBudget::hard(limit)
+    }
+}
+
+/// How many input messages ended in each form (each input message counted once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutcomeCounts {
+    /// Sent verbatim (anchors and hoisted user messages inside folds included).
+    pub kept: usize,
+    /// User messages in user runs.
+    pub spilled: usize,
+    /// Tool results replaced by tombstones.
+    pub tombstoned: usize,
+    /// Tool results sent in excerpts.
+    pub paged: usize,
+    /// Assistant and tool messages folded.
+    pub folded: usize,
+}
+
+/// Everything one plan reads besides the transcript.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub(crate) policy: TranscriptPolicy,
+    pub(crate) budget: TranscriptBudget,
+    pub(crate) effects: &'a EffectStatuses,
+    pub(crate) summary_tokens: Option<usize>,
+    /// The volatile part of the window to append, rendered (without its marker line).
+    pub(crate) update: Option<&'a str>,
+    /// Make a compaction point even when appending would fit.
+    pub(crate) compact: bool,
+}
+
+/// A fold that wants a summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldSummaryRequest {
-    /// First input message of the run.
+    /// First input message of the folded range.
     pub first: usize,
-    /// Last input message of the run.
+    /// Last input message of the folded range.
     pub last: usize,
-    /// The assistant and tool messages of the run, one JSON message per line (its user
-    /// messages are not summarized: they stay in place).
+    /// What to summarize: the range's assistant and tool messages, one JSON message per line,
+    /// without effect keys (a fold that consolidates older folds gets their summaries instead).
+    /// User messages are never in it.
     pub text: String,
     /// The most tokens the summary may have.
     pub target_tokens: usize,
 }
 
-/// A plan before its summaries: [`TranscriptPlanner::finish`] completes it.
+/// A plan before its summaries: [`TranscriptPlanner::finish`](crate::transcript::TranscriptPlanner::finish) completes it.
 #[derive(Debug, Clone)]
 pub struct TranscriptPlan {
-    planned: PlannedTranscript,
-    pending: Vec<PendingSummary>,
+    pub(crate) planned: PlannedTranscript,
+    pub(crate) pending: Vec<PendingSummary>,
 }
 
+/// A fold waiting for its summary.
 #[derive(Debug, Clone)]
-struct PendingSummary {
-    request: FoldSummaryRequest,
+pub(crate) struct PendingSummary {
+    pub(crate) request: FoldSummaryRequest,
     /// Position of the fold message in the output.
-    position: usize,
+    pub(crate) position: usize,
+    /// Its block (the summary is remembered there).
+    pub(crate) block: usize,
     /// The fold's header (its content without summary is `without_summary(base)`).
-    base: String,
+    pub(crate) base: String,
     /// Tokens the plan counted for the fold message with its summary.
-    reserved: usize,
+    pub(crate) reserved: usize,
     /// Tokens of the fold message without summary (the fallback, never more than `reserved`).
-    plain: usize,
+    pub(crate) plain: usize,
 }
 
 impl TranscriptPlan {
     /// Tokens of the planned messages, counting each summary at its full target.
     pub fn tokens(&self) -> usize {
-        self.planned.tokens
+        self.planned.tokens()
     }
 
-    /// The summaries this plan needs, in order (none without a summarizer).
+    /// The summaries this plan needs, in order (none without a summarizer, and none when the
+    /// request only appended).
     pub fn summary_requests(&self) -> impl Iterator<Item = &FoldSummaryRequest> {
         self.pending.iter().map(|p| &p.request)
     }
 }
 
-/// A planned transcript: the messages to send, and the blobs to store first.
+/// A planned request: the messages to send, the blobs to store first, and the planner's memory
+/// of it (install it with [`TranscriptPlanner::commit`](crate::transcript::TranscriptPlanner::commit)
+/// once the request is final, so the next plan only appends to it).
 #[derive(Debug, Clone)]
 pub struct PlannedTranscript {
-    messages: Vec<Message>,
-    outcomes: Vec<MessageOutcome>,
-    blobs: Vec<(ContentHash, Vec<u8>)>,
-    tokens: usize,
-    summarized_folds: usize,
+    pub(crate) memory: TranscriptMemory,
+    pub(crate) blobs: Vec<(ContentHash, Vec<u8>)>,
+    /// Whether the state update asked for is in the messages (it waits when the request ends
+    /// inside a unit already sent whose calls are still in flight).
+    pub(crate) update_sent: bool,
 }
 
 impl PlannedTranscript {
-    /// The messages to send, in order; they always pass [`Transcript::validate`].
+    /// The messages to send, in order; they always pass
+    /// [`Transcript::validate`](crate::Transcript::validate).
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        &self.memory.messages
     }
 
     /// The messages, owned.
     pub fn into_messages(self) -> Vec<Message> {
-        self.messages
+        self.memory.messages
     }
 
-    /// What happened to each input message.
-    pub fn outcomes(&self) -> &[MessageOutcome] {
-        &self.outcomes
+    /// The handles the markers show, with the full address of each.
+    pub fn handles(&self) -> &HandleTable {
+        &self.memory.record.handles
     }
 
-    /// Every blob a stub, tombstone or fold points to: store them before sending.
+    /// What became of each message of `transcript` (the one this plan was made from), in input
+    /// order.
+    pub fn outcomes(&self, transcript: &Transcript) -> Vec<MessageOutcome> {
+        let record = &self.memory.record;
+        let messages = transcript.messages();
+        let mut outcomes = vec![MessageOutcome::Kept; record.len.min(messages.len())];
+        for block in &record.blocks {
+            for index in block.first..block.end.min(outcomes.len()) {
+                outcomes[index] = if messages[index].role == Role::User {
+                    MessageOutcome::Spilled
+                } else {
+                    MessageOutcome::Folded
+                };
+            }
+        }
+        for slot in &record.slots {
+            let (index, outcome) = match &slot.slot {
+                Slot::Kept { index } => (*index, MessageOutcome::Kept),
+                Slot::Tombstoned { index, .. } => (*index, MessageOutcome::Tombstoned),
+                Slot::Paged { index, .. } => (*index, MessageOutcome::Paged),
+                Slot::Users { .. } | Slot::Folded { .. } | Slot::Update => continue,
+            };
+            if let Some(entry) = outcomes.get_mut(index) {
+                *entry = outcome;
+            }
+        }
+        outcomes
+    }
+
+    /// The tool results this request sends in excerpts, by index and call (the report names
+    /// them).
+    pub fn paged_results(&self, transcript: &Transcript) -> Vec<PagedResult> {
+        self.memory
+            .record
+            .slots
+            .iter()
+            .filter_map(|slot| match slot.slot {
+                Slot::Paged { index, .. } => {
+                    transcript.messages().get(index).map(|m| PagedResult {
+                        index,
+                        tool_call_id: m.tool_call_id.clone().unwrap_or_default(),
+                        bytes: m.content.len(),
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// How many input messages ended in each form: (kept, spilled, tombstoned, paged, folded),
+    /// from the planner's memory (no pass over the input).
+    pub fn counts(&self) -> OutcomeCounts {
+        let record = &self.memory.record;
+        let mut counts = OutcomeCounts::default();
+        for block in &record.blocks {
+            counts.spilled += block.spilled_users;
+            counts.folded += block.folded;
+        }
+        for slot in &record.slots {
+            match slot.slot {
+                Slot::Kept { .. } => counts.kept += 1,
+                Slot::Tombstoned { .. } => counts.tombstoned += 1,
+                Slot::Paged { .. } => counts.paged += 1,
+                Slot::Users { .. } | Slot::Folded { .. } | Slot::Update => {}
+            }
+        }
+        counts
+    }
+
+    /// Every blob a marker points to that this plan wrote (content of tombstones and pages,
+    /// chunks and manifests of new spans): store them before sending.
     pub fn blobs(&self) -> &[(ContentHash, Vec<u8>)] {
         &self.blobs
     }
 
+    /// Every store pointer the messages depend on (the handles' addresses and the chunks of
+    /// every span).
+    pub fn pointers(&self) -> Vec<Pointer> {
+        self.memory.pointers()
+    }
+
     /// Tokens of the messages by the chat formula (without the reply priming).
     pub fn tokens(&self) -> usize {
-        self.tokens
+        self.memory.tokens()
     }
 
-    /// Fold messages in [`messages`](Self::messages): one per folded run.
+    /// The planner's memory of this request.
+    pub fn memory(&self) -> &TranscriptMemory {
+        &self.memory
+    }
+
+    /// Fold messages in [`messages`](Self::messages).
     pub fn fold_messages(&self) -> usize {
-        let unfolded = self
-            .outcomes
-            .iter()
-            .filter(|o| **o != MessageOutcome::Folded)
-            .count();
-        self.messages.len() - unfolded
+        self.count_slots(|s| matches!(s, Slot::Folded { .. }))
     }
 
-    /// Fold messages that carry a summary (a summary that did not fit its reserve fell back to
-    /// the fold without one).
+    /// User-run markers in [`messages`](Self::messages).
+    pub fn user_runs(&self) -> usize {
+        self.count_slots(|s| matches!(s, Slot::Users { .. }))
+    }
+
+    /// Fold messages in the request that carry a summary (made now or at an earlier
+    /// compaction point; a summary that did not fit its reserve fell back to the fold without
+    /// one).
     pub fn summarized_folds(&self) -> usize {
-        self.summarized_folds
-    }
-}
-
-impl TranscriptPlanner {
-    /// The token counter.
-    pub fn counter(&self) -> &dyn TokenCounter {
-        &*self.counter
+        self.memory
+            .record
+            .blocks
+            .iter()
+            .filter(|b| b.summary.is_some())
+            .count()
     }
 
-    /// Plans `transcript` into at most `budget` tokens of messages (chat formula, without the
-    /// reply priming). `live_effects` are the idempotency keys whose status is `not_started` or
-    /// `unknown`; `summary_tokens` is the size of each fold's summary, `None` when no summarizer
-    /// is configured.
-    pub fn plan(
-        &self,
-        transcript: &Transcript,
-        policy: &TranscriptPolicy,
-        budget: usize,
-        live_effects: &HashSet<String>,
-        summary_tokens: Option<usize>,
-    ) -> Result<TranscriptPlan, TranscriptPlanError> {
-        transcript.validate()?;
-        let messages = transcript.messages();
-        let layout = Layout::of(messages, policy, live_effects);
-        // A poisoned lock only means a panic mid-plan: the cache holds counts, still right.
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.begin();
-        let mut work = crate::transcript::steps::Work::new(
-            messages,
-            &layout,
-            &*self.counter,
-            &mut cache,
-            summary_tokens,
-        );
-        work.fit(budget, policy.pin_user);
-        let result = if work.total > budget {
-            Err(TranscriptPlanError::OverBudget {
-                required_tokens: work.total,
-                budget,
-            })
-        } else {
-            Ok(assemble(work))
-        };
-        cache.sweep();
-        result
+    /// Whether the state update the compactor asked to append is in the messages.
+    pub fn update_sent(&self) -> bool {
+        self.update_sent
     }
 
-    /// Completes a plan with one summary per request, in order. A summary that would push the
-    /// fold past what the plan reserved falls back to the fold without summary (still within
-    /// budget); an empty or over-long summary is an error.
-    pub fn finish(
-        &self,
-        plan: TranscriptPlan,
-        summaries: Vec<String>,
-    ) -> Result<PlannedTranscript, TranscriptPlanError> {
-        if summaries.len() != plan.pending.len() {
-            return Err(TranscriptPlanError::SummaryCount {
-                expected: plan.pending.len(),
-                got: summaries.len(),
-            });
-        }
-        let mut planned = plan.planned;
-        for (pending, summary) in plan.pending.iter().zip(&summaries) {
-            let request = &pending.request;
-            if summary.trim().is_empty() {
-                return Err(TranscriptPlanError::SummaryEmpty {
-                    first: request.first,
-                    last: request.last,
-                });
-            }
-            if self
-                .counter
-                .count_till_limit(summary, request.target_tokens)
-                .is_none()
-            {
-                return Err(TranscriptPlanError::SummaryOverLong {
-                    first: request.first,
-                    last: request.last,
-                    tokens: self.counter.count(summary),
-                    target: request.target_tokens,
-                });
-            }
-        }
-        for (pending, summary) in plan.pending.into_iter().zip(summaries) {
-            let message = &mut planned.messages[pending.position];
-            let content = marker::with_summary(&pending.base, &summary);
-            let tokens = message_tokens_with(message, &content, &mut |t| self.counter.count(t));
-            planned.tokens -= pending.reserved;
-            if tokens <= pending.reserved {
-                message.content = content;
-                planned.tokens += tokens;
-                planned.summarized_folds += 1;
-            } else {
-                message.content = marker::without_summary(&pending.base);
-                planned.tokens += pending.plain;
-            }
-        }
-        Ok(planned)
+    /// Whether this request was a compaction point (else it only appended to the last one).
+    pub fn compacted(&self) -> bool {
+        self.memory.record.compacted
     }
 
-    /// Plans and finishes in one call when no summary is wanted (`summary_tokens` is `None`).
-    pub fn plan_without_summaries(
-        &self,
-        transcript: &Transcript,
-        policy: &TranscriptPolicy,
-        budget: usize,
-        live_effects: &HashSet<String>,
-    ) -> Result<PlannedTranscript, TranscriptPlanError> {
-        let plan = self.plan(transcript, policy, budget, live_effects, None)?;
-        self.finish(plan, Vec::new())
+    /// Leading messages identical to the previous request's (what a provider's prompt cache can
+    /// serve): all of them when the request only appended.
+    pub fn reused_prefix(&self) -> usize {
+        self.memory.record.reused
     }
-}
 
-/// Builds the output messages and blobs from the decisions.
-fn assemble(work: crate::transcript::steps::Work<'_, '_>) -> TranscriptPlan {
-    use crate::transcript::steps::Form;
-    let messages = work.messages;
-    let mut out = Vec::with_capacity(messages.len());
-    let mut outcomes = Vec::with_capacity(messages.len());
-    let mut blobs: Vec<(ContentHash, Vec<u8>)> = Vec::new();
-    let mut seen: HashSet<ContentHash> = HashSet::new();
-    let mut pending = Vec::new();
-    let mut runs = work.runs.iter().peekable();
-    for (index, message) in messages.iter().enumerate() {
-        match &work.forms[index] {
-            Form::Kept => {
-                let mut kept = message.clone();
-                if marker::needs_escape(&kept.content) {
-                    kept.content = marker::escape(&message.content).into_owned();
-                }
-                out.push(kept);
-                outcomes.push(MessageOutcome::Kept);
-            }
-            Form::Replaced { text, hash } => {
-                if seen.insert(*hash) {
-                    blobs.push((*hash, message.content.as_bytes().to_vec()));
-                }
-                out.push(Message {
-                    content: text.clone(),
-                    ..shell(message)
-                });
-                outcomes.push(if message.role == Role::User {
-                    MessageOutcome::Spilled
-                } else {
-                    MessageOutcome::Tombstoned
-                });
-            }
-            Form::Folded => outcomes.push(MessageOutcome::Folded),
-        }
-        if let Some(run) = runs.next_if(|run| run.end == index + 1) {
-            let span = serde_json::to_vec(&messages[run.start..run.end])
-                .expect("messages serialize: string keys, JSON values");
-            let hash = ContentHash::of(&span);
-            debug_assert_eq!(
-                Some(hash),
-                run.hash,
-                "the span hash streamed while planning"
-            );
-            let base = work.fold_base(run, &Pointer::for_hash(hash));
-            let content = if run.summarized() {
-                marker::with_summary(&base, "")
-            } else {
-                marker::without_summary(&base)
-            };
-            if run.summarized() {
-                pending.push(PendingSummary {
-                    request: FoldSummaryRequest {
-                        first: run.start,
-                        last: run.end - 1,
-                        text: summary_source(&messages[run.start..run.end]),
-                        target_tokens: run.target,
-                    },
-                    position: out.len(),
-                    base,
-                    reserved: run.cost,
-                    plain: run.plain_cost,
-                });
-            }
-            if seen.insert(hash) {
-                blobs.push((hash, span));
-            }
-            out.push(Message::assistant(content));
-        }
+    /// Leading messages the planner keeps byte-identical across compaction points as far as it
+    /// can: the compacted blocks (they change only when consolidated). Everything after them
+    /// stays identical until the next compaction point.
+    pub fn stable_prefix(&self) -> usize {
+        self.memory.block_slots()
     }
-    TranscriptPlan {
-        planned: PlannedTranscript {
-            messages: out,
-            outcomes,
-            blobs,
-            tokens: work.total,
-            summarized_folds: 0,
-        },
-        pending,
-    }
-}
 
-/// A message without its content and calls (what a stub or tombstone keeps).
-fn shell(message: &Message) -> Message {
-    Message {
-        role: message.role,
-        content: String::new(),
-        tool_calls: Vec::new(),
-        tool_call_id: message.tool_call_id.clone(),
-        name: message.name.clone(),
-        // Only user and tool messages are stubbed or tombstoned, and they carry no opaque
-        // parts (`validate`); a shell never carries them (they never leave their turn).
-        opaque: Vec::new(),
+    fn count_slots(&self, wanted: impl Fn(&Slot) -> bool) -> usize {
+        self.memory
+            .record
+            .slots
+            .iter()
+            .filter(|s| wanted(&s.slot))
+            .count()
     }
-}
-
-/// What a summarizer reads for a folded run: its assistant and tool messages as JSON lines.
-pub(crate) fn summary_source(run: &[Message]) -> String {
-    let mut text = String::new();
-    for message in run.iter().filter(|m| m.role != Role::User) {
-        // A call's `effect` is the key of its ledger record: the summarizer never sees it (a
-        // summary must never stand in for the ledger). Opaque parts (signed thinking,
-        // encrypted reasoning) are never shown to a summarizer either. The stored span keeps
-        // both verbatim.
-        let mut message = message.clone();
-        for call in &mut message.tool_calls {
-            call.effect = None;
-        }
-        message.opaque.clear();
-        text.push_str(&serde_json::to_string(&message).unwrap_or_default());
-        text.push('\n');
-    }
-    text
 }

@@ -1,300 +1,557 @@
-//! The planner's steps, in the order the rules give: tombstone old tool results, fold old
-//! turns, drop fold summaries, stub old user messages; each takes the oldest candidates first
-//! and stops as soon as the transcript fits.
+//! A compaction point: the decisions, in the order the rules give, that bring a request down to
+//! its low-water mark (soft steps) and under its limit (hard steps), each oldest first and each
+//! stopping as soon as the request fits. The texts are written in `build.rs`.
+//!
+//! Costs are counted newest first and only as far as a decision needs them
+//! ([`TokenCounter::count_till_limit`]): a message that will be folded is hashed and stored,
+//! never tokenized (issue 20.5). A running [`Tally`] keeps the request's cost, so each decision
+//! costs its own delta, not a recount. Marker costs are estimated with the next handle number;
+//! `build.rs` counts the result exactly and the planner tightens and retries when an estimate
+//! was short.
 
-use crate::store::{ContentHash, Pointer};
+use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::{Message, Role, ToolCall};
-use crate::transcript::count::{message_tokens_with, TextCache};
-use crate::transcript::layout::Layout;
-use crate::transcript::marker::{self, FoldHeader};
-use sha2::{Digest, Sha256};
+use crate::transcript::conversation::{Message, Role};
+use crate::transcript::count::{message_tokens_limited, message_tokens_with};
+use crate::transcript::effects::EffectStatuses;
+use crate::transcript::layout::{is_cut, Zone};
+use crate::transcript::marker;
+use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::plan::PendingSummary;
+use crate::transcript::policy::TranscriptPolicy;
+use std::collections::HashMap;
 
-/// What a message becomes.
-pub(crate) enum Form {
-    /// Sent as it is (escaped if it begins like a marker).
-    Kept,
-    /// Its content replaced by a stub or tombstone; `hash` addresses the content.
-    Replaced { text: String, hash: ContentHash },
-    /// Inside a folded run (user messages of a run are `Kept` or `Replaced`, never `Folded`).
-    Folded,
+/// The messages inside the base blocks that were sent in place (anchors, hoisted users), by
+/// input index: the position of their slot in the base request.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct OldSlots {
+    /// Anchors that are still anchors (an effect settled since lets its unit fold).
+    pub(crate) anchors: HashMap<usize, usize>,
+    /// Every one of them.
+    pub(crate) kept: HashMap<usize, usize>,
 }
 
-/// A run of consecutive folded turns, standing as one message after its user messages.
-pub(crate) struct Run<'m> {
-    /// First input message of the run.
-    pub(crate) start: usize,
-    /// One past its last input message.
-    pub(crate) end: usize,
-    hasher: SpanHasher,
-    /// Hash of the stored span (`messages[start..end]` as a JSON array).
-    pub(crate) hash: Option<ContentHash>,
-    users: usize,
-    calls: Vec<&'m ToolCall>,
-    folded_messages: usize,
-    source_tokens: usize,
-    /// Tokens the summary may have.
-    pub(crate) target: usize,
-    summary_allowed: bool,
-    /// Tokens counted for the fold message (with the summary reserve when summarized).
-    pub(crate) cost: usize,
-    /// Tokens of the fold message without summary.
-    pub(crate) plain_cost: usize,
-    /// What the folded messages were before, to undo a fold that does not pay for itself.
-    undo: Vec<(usize, usize, Form)>,
-    /// Tokens the folded messages cost before.
-    replaced_cost: usize,
+/// A cost that passed the limit it was counted against.
+pub(crate) const OVER: usize = usize::MAX / 8;
+
+/// The most blocks a request keeps before they are consolidated into one.
+pub const MAX_BLOCKS: usize = 8;
+
+/// A sum of costs, some of which are only known to pass the limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    sum: usize,
+    overs: usize,
 }
 
-impl Run<'_> {
-    /// Whether this fold carries a summary: a summarizer is configured, the step that drops
-    /// summaries has not reached it, and the summary is smaller than what it replaces.
-    pub(crate) fn summarized(&self) -> bool {
-        self.summary_allowed && self.target > 0 && self.target < self.source_tokens
+impl Tally {
+    fn add(&mut self, cost: usize) {
+        if cost >= OVER {
+            self.overs += 1;
+        } else {
+            self.sum += cost;
+        }
+    }
+
+    fn sub(&mut self, cost: usize) {
+        if cost >= OVER {
+            self.overs -= 1;
+        } else {
+            self.sum -= cost;
+        }
+    }
+
+    /// Whether it is at most `limit`.
+    pub(crate) fn fits(&self, limit: usize) -> bool {
+        self.overs == 0 && self.sum <= limit
+    }
+
+    /// What is left under `limit` (0 when over).
+    fn left(&self, limit: usize) -> usize {
+        if self.overs > 0 {
+            0
+        } else {
+            limit.saturating_sub(self.sum)
+        }
     }
 }
 
-/// The decisions so far and what they cost.
-pub(crate) struct Work<'m, 'c> {
-    pub(crate) messages: &'m [Message],
-    layout: &'c Layout<'m>,
-    counter: &'c dyn TokenCounter,
-    cache: &'c mut TextCache,
-    summary_tokens: Option<usize>,
-    pub(crate) forms: Vec<Form>,
-    kept_costs: Vec<usize>,
-    costs: Vec<usize>,
-    /// Tokens of the output as decided (summaries at their reserve).
-    pub(crate) total: usize,
-    pub(crate) runs: Vec<Run<'m>>,
+/// What a compaction point reads.
+pub(crate) struct Ctx<'a> {
+    pub(crate) messages: &'a [Message],
+    pub(crate) counter: &'a dyn TokenCounter,
+    pub(crate) policy: TranscriptPolicy,
+    pub(crate) effects: &'a EffectStatuses,
+    pub(crate) summary_tokens: Option<usize>,
 }
 
-impl<'m, 'c> Work<'m, 'c> {
-    /// Everything kept: the starting point.
-    pub(crate) fn new(
-        messages: &'m [Message],
-        layout: &'c Layout<'m>,
-        counter: &'c dyn TokenCounter,
-        cache: &'c mut TextCache,
-        summary_tokens: Option<usize>,
-    ) -> Self {
-        let kept_costs: Vec<usize> = messages
-            .iter()
-            .map(|m| {
-                let content = marker::escape(&m.content);
-                message_tokens_with(m, &content, &mut |t| cache.tokens(t, counter))
+/// The current or decided form of one zone message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum State {
+    /// As it is.
+    Kept,
+    /// Tombstoned or paged at an earlier compaction point: its output is the base's.
+    Fixed,
+    /// To be tombstoned now.
+    Tombstone,
+    /// To be paged now, the whole message in at most this many tokens.
+    Page(usize),
+}
+
+/// One zone message.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    /// Its slot in the base request: (position, tokens, slot).
+    pub(crate) base: Option<(usize, usize, Slot)>,
+    pub(crate) state: State,
+    /// Exact kept cost, once counted (against the limit).
+    counted: Option<usize>,
+    /// Whether its kept cost is known to pass the limit.
+    over: bool,
+}
+
+/// The decisions of one compaction point.
+pub(crate) struct Point<'a> {
+    pub(crate) ctx: Ctx<'a>,
+    pub(crate) base: &'a TranscriptMemory,
+    pub(crate) zone: Zone,
+    pub(crate) items: Vec<Item>,
+    /// The compacted range ends here: `zone.start` when there is no new block.
+    pub(crate) fold_end: usize,
+    /// Every block (old and new) becomes one.
+    pub(crate) merge_all: bool,
+    /// The new (or merged) block's fold asks for a summary.
+    pub(crate) summary: bool,
+    /// The handle number estimates use.
+    pub(crate) provisional: Handle,
+    /// Whether the steps may fold (off for the smallest form without a new block).
+    pub(crate) may_fold: bool,
+    /// The hard limit every cost is counted against.
+    limit: usize,
+    /// The request's cost as decided: blocks estimate plus the open zone.
+    tally: Tally,
+    /// The blocks part of `tally`.
+    blocks: usize,
+    /// The base blocks' messages sent in place, computed when consolidation needs them.
+    pub(crate) old_slots: Option<OldSlots>,
+}
+
+impl<'a> Point<'a> {
+    /// The zone in its current forms (from the base request; new messages kept).
+    pub(crate) fn new(ctx: Ctx<'a>, base: &'a TranscriptMemory, zone: Zone, limit: usize) -> Self {
+        let mut items: Vec<Item> = (zone.start..zone.end)
+            .map(|_| Item {
+                base: None,
+                state: State::Kept,
+                counted: None,
+                over: false,
             })
             .collect();
-        Work {
-            messages,
-            layout,
-            counter,
-            cache,
-            summary_tokens,
-            forms: messages.iter().map(|_| Form::Kept).collect(),
-            total: kept_costs.iter().sum(),
-            costs: kept_costs.clone(),
-            kept_costs,
-            runs: Vec::new(),
+        let open = base.block_slots();
+        for (position, meta) in base.record.slots.iter().enumerate().skip(open) {
+            let Some(index) = meta.slot.index() else {
+                continue;
+            };
+            if index < zone.start || index >= zone.end {
+                continue;
+            }
+            let item = &mut items[index - zone.start];
+            item.base = Some((position, meta.tokens, meta.slot.clone()));
+            match meta.slot {
+                Slot::Kept { .. } => item.counted = Some(meta.tokens),
+                _ => item.state = State::Fixed,
+            }
+        }
+        let provisional = Handle::new(base.record.handles.next_number()).expect("above zero");
+        Point {
+            fold_end: zone.start,
+            merge_all: false,
+            summary: ctx.summary_tokens.is_some(),
+            ctx,
+            base,
+            zone,
+            items,
+            provisional,
+            may_fold: true,
+            limit,
+            tally: Tally::default(),
+            blocks: 0,
+            old_slots: None,
         }
     }
 
-    /// Applies the steps in order until the output fits `budget` or nothing is left to take.
-    pub(crate) fn fit(&mut self, budget: usize, pin_user: bool) {
-        self.replace_old(budget, Role::Tool);
-        self.fold_turns(budget);
-        self.drop_summaries(budget);
-        if !pin_user {
-            self.replace_old(budget, Role::User);
+    pub(crate) fn item(&self, index: usize) -> &Item {
+        &self.items[index - self.zone.start]
+    }
+
+    /// The kept cost of message `index`, or [`OVER`] when it passes the limit.
+    pub(crate) fn kept_cost(&mut self, index: usize) -> usize {
+        let message = &self.ctx.messages[index];
+        let (counter, limit) = (self.ctx.counter, self.limit);
+        let item = &mut self.items[index - self.zone.start];
+        if let Some(tokens) = item.counted {
+            return if tokens <= limit { tokens } else { OVER };
+        }
+        if item.over {
+            return OVER;
+        }
+        let content = marker::escape(&message.content);
+        match message_tokens_limited(message, &content, counter, limit) {
+            Some(tokens) => {
+                item.counted = Some(tokens);
+                tokens
+            }
+            None => {
+                item.over = true;
+                OVER
+            }
         }
     }
 
-    fn tokens_with(&mut self, message: &Message, content: &str) -> usize {
-        let (cache, counter) = (&mut *self.cache, self.counter);
-        message_tokens_with(message, content, &mut |t| cache.tokens(t, counter))
+    /// The cost of a tombstone for tool result `index` (estimated with the provisional handle).
+    pub(crate) fn tombstone_cost(&self, index: usize) -> usize {
+        let message = &self.ctx.messages[index];
+        let text = marker::tombstone_text(self.provisional, message.content.len());
+        message_tokens_with(message, &text, &mut |t| self.ctx.counter.count(t))
     }
 
-    /// Tombstones old tool results (`Role::Tool`) or stubs old user messages (`Role::User`),
-    /// oldest first, each only when that makes it smaller.
-    fn replace_old(&mut self, budget: usize, role: Role) {
-        let messages = self.messages;
-        for (index, message) in messages.iter().enumerate() {
-            if self.total <= budget || index >= self.layout.recent_start {
+    /// The cost of the smallest page of tool result `index`.
+    pub(crate) fn empty_page_cost(&self, index: usize) -> usize {
+        let message = &self.ctx.messages[index];
+        let text = marker::empty_page_text(self.provisional, message.content.len());
+        message_tokens_with(message, &text, &mut |t| self.ctx.counter.count(t))
+    }
+
+    /// The cost of message `index` in its current state.
+    pub(crate) fn cost(&mut self, index: usize) -> usize {
+        match self.item(index).state {
+            State::Kept => self.kept_cost(index),
+            State::Fixed => self.item(index).base.as_ref().map_or(0, |b| b.1),
+            State::Tombstone => self.tombstone_cost(index),
+            State::Page(tokens) => tokens,
+        }
+    }
+
+    /// Whether tool result `index` may still be tombstoned (kept, or paged before).
+    fn tombstonable(&self, index: usize) -> bool {
+        self.ctx.messages[index].role == Role::Tool
+            && !self.zone.is_anchor(index)
+            && match self.item(index).state {
+                State::Kept | State::Page(_) => true,
+                State::Fixed => matches!(self.item(index).base, Some((_, _, Slot::Paged { .. }))),
+                State::Tombstone => false,
+            }
+    }
+
+    /// Moves message `index` (in the open zone) to `state`, keeping the tally.
+    fn set(&mut self, index: usize, state: State) {
+        let before = self.cost(index);
+        self.items[index - self.zone.start].state = state;
+        let after = self.cost(index);
+        self.tally.sub(before);
+        self.tally.add(after);
+    }
+
+    /// Recomputes the whole tally (blocks estimate and open zone).
+    fn retally(&mut self) {
+        self.tally = Tally::default();
+        self.blocks = self.blocks_cost();
+        self.tally.add(self.blocks);
+        for index in (self.fold_end..self.zone.end).rev() {
+            let cost = self.cost(index);
+            self.tally.add(cost);
+        }
+    }
+
+    /// Extends the compacted range to `cut`, keeping the block estimate as it was (call
+    /// [`refresh_blocks`](Self::refresh_blocks) before trusting the tally).
+    fn fold_to(&mut self, cut: usize) {
+        for index in self.fold_end..cut {
+            let cost = self.cost(index);
+            self.tally.sub(cost);
+        }
+        self.fold_end = cut;
+    }
+
+    /// Re-estimates the blocks part of the tally.
+    fn refresh_blocks(&mut self) {
+        self.tally.sub(self.blocks);
+        self.blocks = self.blocks_cost();
+        self.tally.add(self.blocks);
+    }
+
+    /// Tokens of the blocks part of the request: the base's, plus the new block, or the one
+    /// block consolidating them all.
+    fn blocks_cost(&mut self) -> usize {
+        if self.merge_all {
+            return self.estimate_block(0, self.fold_end);
+        }
+        let old: usize = self.base.record.slots[..self.base.block_slots()]
+            .iter()
+            .map(|s| s.tokens)
+            .sum();
+        let new = if self.fold_end > self.zone.start {
+            self.estimate_block(self.zone.start, self.fold_end)
+        } else {
+            0
+        };
+        old.saturating_add(new)
+    }
+
+    /// Whether the request as decided fits `limit`.
+    pub(crate) fn fits(&self, limit: usize) -> bool {
+        self.tally.fits(limit)
+    }
+
+    /// Blocks the request will have.
+    pub(crate) fn block_count(&self) -> usize {
+        if self.merge_all {
+            return 1;
+        }
+        self.base.record.blocks.len() + usize::from(self.fold_end > self.zone.start)
+    }
+
+    /// Runs the steps towards `target` (soft) and the limit (hard). The point is a compaction
+    /// point: the request did not fit its high-water mark as it was.
+    pub(crate) fn decide(&mut self, target: usize) {
+        let target = target.min(self.limit);
+        self.soft(target);
+        self.retally();
+        if !self.fits(self.limit) {
+            self.hard();
+        }
+        if !self.merge_all && self.block_count() > MAX_BLOCKS {
+            self.merge_all = true;
+            self.refresh_blocks();
+        }
+    }
+
+    /// The next cut after `from`, at most `end`.
+    fn next_cut(&self, from: usize, end: usize) -> usize {
+        let mut cut = from + 1;
+        while cut < end && !is_cut(self.ctx.messages, cut) {
+            cut += 1;
+        }
+        cut.min(end)
+    }
+
+    /// Its cost once every old tool result is tombstoned.
+    fn skeleton_cost(&mut self, index: usize) -> usize {
+        if self.tombstonable(index) {
+            self.tombstone_cost(index)
+        } else {
+            self.cost(index)
+        }
+    }
+
+    /// Soft steps towards `target`, oldest first: tombstone old tool results while that is
+    /// enough; when even the skeleton of the old turns (every old tool result tombstoned) does
+    /// not fit, fold the oldest turns first. Counts newest first and stops where the skeleton
+    /// no longer fits: older messages fold uncounted.
+    fn soft(&mut self, target: usize) {
+        let (start, soft_end, end) = (self.fold_end, self.zone.soft_end, self.zone.end);
+        if start >= soft_end {
+            return;
+        }
+        // What the soft steps leave as it is: blocks, recent turns, anchors.
+        let mut running = Tally::default();
+        running.add(self.blocks_cost());
+        for index in (soft_end..end).rev() {
+            let cost = self.cost(index);
+            running.add(cost);
+        }
+        for index in start..soft_end {
+            if self.zone.is_anchor(index) {
+                let cost = self.cost(index);
+                running.add(cost);
+            }
+        }
+        let mut stop = None;
+        for index in (start..soft_end).rev() {
+            if self.zone.is_anchor(index) {
+                continue;
+            }
+            let cost = self.skeleton_cost(index);
+            running.add(cost);
+            if !running.fits(target) {
+                stop = Some(index);
+                break;
+            }
+        }
+        let stop = stop.filter(|_| self.may_fold);
+        let Some(stop) = stop else {
+            // The skeleton fits: keep the newest tool results that fit, tombstone the rest.
+            let mut slack = running.left(target);
+            let mut tombstone_rest = false;
+            for index in (start..soft_end).rev() {
+                if !self.tombstonable(index) {
+                    continue;
+                }
+                if !tombstone_rest {
+                    let (now, tomb) = (self.cost(index), self.tombstone_cost(index));
+                    let extra = now.saturating_sub(tomb);
+                    if now < OVER && extra <= slack {
+                        slack -= extra;
+                        continue;
+                    }
+                    tombstone_rest = true;
+                }
+                self.items[index - self.zone.start].state = State::Tombstone;
+            }
+            return;
+        };
+        // Fold up to the first cut after `stop`, every later old tool result tombstoned; fold
+        // further while the block's markers do not fit; then give the room a turn-aligned cut
+        // leaves back to the newest tool results.
+        let cut = if is_cut(self.ctx.messages, stop + 1) {
+            stop + 1
+        } else {
+            self.next_cut(stop + 1, soft_end)
+        };
+        for index in cut..soft_end {
+            if self.tombstonable(index) {
+                self.items[index - self.zone.start].state = State::Tombstone;
+            }
+        }
+        self.fold_end = cut;
+        self.retally();
+        while !self.fits(target) && self.fold_end < soft_end {
+            let next = self.next_cut(self.fold_end, soft_end);
+            self.fold_to(next);
+            if self.fits(target) || self.fold_end == soft_end {
+                self.refresh_blocks();
+            }
+        }
+        self.untombstone_newest(target, soft_end);
+    }
+
+    /// Brings back, newest first, the tool results tombstoned in this point that fit `target`.
+    fn untombstone_newest(&mut self, target: usize, end: usize) {
+        for index in (self.fold_end..end).rev() {
+            if self.item(index).state != State::Tombstone {
+                continue;
+            }
+            let back = match self.item(index).base {
+                Some((_, _, Slot::Paged { .. })) => State::Fixed,
+                _ => State::Kept,
+            };
+            self.set(index, back);
+            if !self.fits(target) {
+                self.set(index, State::Tombstone);
                 return;
             }
-            if message.role != role
-                || self.layout.locked[index]
-                || !matches!(self.forms[index], Form::Kept)
+        }
+    }
+
+    /// Hard steps while the request passes the limit: drop the new summary; consolidate every
+    /// block without summaries; tombstone, then fold, the recent turns before the newest user
+    /// message; page the tool results still kept, oldest first, sized to what is left.
+    fn hard(&mut self) {
+        let limit = self.limit;
+        if self.summary {
+            self.summary = false;
+            self.refresh_blocks();
+            if self.fits(limit) {
+                return;
+            }
+        }
+        if !self.base.record.blocks.is_empty() && !self.merge_all {
+            self.merge_all = true;
+            self.refresh_blocks();
+            if self.fits(limit) {
+                return;
+            }
+        }
+        let newest = self.zone.newest_user;
+        for index in self.fold_end..newest {
+            if self.fits(limit) {
+                return;
+            }
+            if self.tombstonable(index) {
+                self.set(index, State::Tombstone);
+            }
+        }
+        while self.may_fold && !self.fits(limit) && self.fold_end < newest {
+            let next = self.next_cut(self.fold_end, newest);
+            self.fold_to(next);
+            self.refresh_blocks();
+        }
+        self.page();
+    }
+
+    /// Moves message `index` to `state` whether it is in the open zone or an anchor inside
+    /// the new block, keeping the tally.
+    fn set_anywhere(&mut self, index: usize, state: State) {
+        if index >= self.fold_end {
+            self.set(index, state);
+        } else {
+            self.items[index - self.zone.start].state = state;
+            self.refresh_blocks();
+        }
+    }
+
+    /// Pages kept tool results still sent (anchors inside the new block included), oldest
+    /// first: each goes down to its smallest page, and the newest one paged gets back what the
+    /// limit leaves.
+    fn page(&mut self) {
+        let limit = self.limit;
+        let mut paged = Vec::new();
+        for index in self.zone.start..self.zone.end {
+            if self.fits(limit) {
+                break;
+            }
+            let sent = index >= self.fold_end || self.zone.is_anchor(index);
+            if !sent
+                || self.ctx.messages[index].role != Role::Tool
+                || self.item(index).state != State::Kept
             {
                 continue;
             }
-            let hash = self.cache.hash(&message.content);
-            let pointer = Pointer::for_hash(hash);
-            let bytes = message.content.len();
-            let text = match role {
-                Role::User => marker::stub_text(&pointer, index, bytes),
-                _ => {
-                    let call = message
-                        .tool_call_id
-                        .as_deref()
-                        .and_then(|id| self.layout.calls.get(id).copied());
-                    marker::tombstone_text(&pointer, call, bytes)
+            let smallest = self.empty_page_cost(index);
+            let now = self.cost(index);
+            if now != OVER && now <= smallest {
+                continue;
+            }
+            self.set_anywhere(index, State::Page(smallest));
+            paged.push(index);
+        }
+        // Room left (the last page took more than it had to): the newest page gets it.
+        if let Some(&newest) = paged.last() {
+            if self.fits(limit) {
+                let left = self.tally.left(limit);
+                let State::Page(smallest) = self.item(newest).state else {
+                    return;
+                };
+                let kept = self.kept_cost(newest);
+                let grown = smallest + left;
+                if kept != OVER && kept <= grown {
+                    self.set_anywhere(newest, State::Kept);
+                } else {
+                    self.set_anywhere(newest, State::Page(grown));
                 }
-            };
-            let cost = self.tokens_with(message, &text);
-            if cost < self.costs[index] {
-                self.total = self.total - self.costs[index] + cost;
-                self.costs[index] = cost;
-                self.forms[index] = Form::Replaced { text, hash };
             }
         }
-    }
-
-    /// Folds old turns, oldest first, joining consecutive ones into one run (a turn with a
-    /// locked unit folds around it: the unit stays in place, between two runs). A run whose fold
-    /// message costs more than the messages it replaced is undone when it closes; one that pays
-    /// for itself only without its summary loses the summary.
-    fn fold_turns(&mut self, budget: usize) {
-        let messages = self.messages;
-        for turn in &self.layout.pieces {
-            if self.total <= budget {
-                break;
-            }
-            let turn = turn.clone();
-            let extends = self.runs.last().is_some_and(|run| run.end == turn.start);
-            if !extends {
-                self.close_last_run();
-                self.runs.push(Run {
-                    start: turn.start,
-                    end: turn.start,
-                    hasher: SpanHasher::default(),
-                    hash: None,
-                    users: 0,
-                    calls: Vec::new(),
-                    folded_messages: 0,
-                    source_tokens: 0,
-                    target: self.summary_tokens.unwrap_or(0),
-                    summary_allowed: self.summary_tokens.is_some(),
-                    cost: 0,
-                    plain_cost: 0,
-                    undo: Vec::new(),
-                    replaced_cost: 0,
-                });
-            }
-            let r = self.runs.len() - 1;
-            for index in turn.clone() {
-                let message = &messages[index];
-                let json = serde_json::to_vec(message).expect("a message serializes");
-                let run = &mut self.runs[r];
-                run.hasher.push(&json);
-                if message.role == Role::User {
-                    run.users += 1;
-                    continue;
-                }
-                run.folded_messages += 1;
-                run.source_tokens += self.kept_costs[index];
-                run.calls.extend(&message.tool_calls);
-                run.replaced_cost += self.costs[index];
-                let before = std::mem::replace(&mut self.forms[index], Form::Folded);
-                run.undo.push((index, self.costs[index], before));
-                self.total -= self.costs[index];
-                self.costs[index] = 0;
-            }
-            self.runs[r].end = turn.end;
-            self.recost(r);
-        }
-        self.close_last_run();
-    }
-
-    /// Keeps the last run only if it saves tokens (without its summary if need be).
-    fn close_last_run(&mut self) {
-        let Some(run) = self.runs.last() else {
-            return;
-        };
-        if run.plain_cost >= run.replaced_cost {
-            let run = self.runs.pop().expect("checked above");
-            self.total = self.total - run.cost + run.replaced_cost;
-            for (index, cost, form) in run.undo {
-                self.costs[index] = cost;
-                self.forms[index] = form;
-            }
-        } else if run.cost >= run.replaced_cost {
-            let r = self.runs.len() - 1;
-            self.runs[r].summary_allowed = false;
-            self.recost(r);
-        }
-    }
-
-    /// Drops fold summaries, oldest first: a summary is a convenience, user messages are not.
-    fn drop_summaries(&mut self, budget: usize) {
-        for r in 0..self.runs.len() {
-            if self.total <= budget {
-                return;
-            }
-            if self.runs[r].summarized() {
-                self.runs[r].summary_allowed = false;
-                self.recost(r);
-            }
-        }
-    }
-
-    /// Prices run `r` again after it changed.
-    fn recost(&mut self, r: usize) {
-        let hash = self.runs[r].hasher.hash();
-        self.runs[r].hash = Some(hash);
-        let base = self.fold_base(&self.runs[r], &Pointer::for_hash(hash));
-        let template = Message::assistant(String::new());
-        let plain = self.tokens_with(&template, &marker::without_summary(&base));
-        let cost = if self.runs[r].summarized() {
-            self.tokens_with(&template, &marker::with_summary(&base, "")) + self.runs[r].target
-        } else {
-            plain
-        };
-        let run = &mut self.runs[r];
-        self.total = self.total - run.cost + cost;
-        run.cost = cost;
-        run.plain_cost = plain;
-    }
-
-    /// The header of run `run`'s fold message.
-    pub(crate) fn fold_base(&self, run: &Run<'_>, pointer: &Pointer) -> String {
-        marker::fold_base(&FoldHeader {
-            pointer,
-            users: run.users,
-            first: run.start,
-            last: run.end - 1,
-            folded_messages: run.folded_messages,
-            calls: &run.calls,
-        })
     }
 }
 
-/// SHA-256 of a JSON array streamed element by element, so a run that grows by one turn
-/// re-hashes only that turn.
-#[derive(Clone, Default)]
-pub(crate) struct SpanHasher {
-    hasher: Sha256,
-    elements: usize,
+/// The written request of a compaction point.
+pub(crate) struct Built {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) slots: Vec<SlotMeta>,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) handles: HandleTable,
+    pub(crate) blobs: Vec<(ContentHash, Vec<u8>)>,
+    pub(crate) pending: Vec<PendingSummary>,
 }
 
-impl SpanHasher {
-    /// Appends one element's JSON.
-    pub(crate) fn push(&mut self, json: &[u8]) {
-        self.hasher
-            .update(if self.elements == 0 { b"[" } else { b"," });
-        self.hasher.update(json);
-        self.elements += 1;
+impl Built {
+    /// Exact tokens of the request (summaries at their reserve).
+    pub(crate) fn tokens(&self) -> usize {
+        self.slots.iter().map(|s| s.tokens).sum()
     }
 
-    /// The hash of the array so far.
-    pub(crate) fn hash(&self) -> ContentHash {
-        let mut hasher = self.hasher.clone();
-        if self.elements == 0 {
-            hasher.update(b"[");
-        }
-        hasher.update(b"]");
-        let digest: [u8; 32] = hasher.finalize().into();
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        ContentHash::from_hex(&hex).expect("64 hex digits")
+    pub(crate) fn push(&mut self, message: Message, slot: Slot, tokens: usize) {
+        self.messages.push(message);
+        self.slots.push(SlotMeta { slot, tokens });
     }
 }

@@ -315,3 +315,53 @@ fn arguments_serialize_embedded_as_before_and_old_checkpoints_read_the_same() {
         );
     }
 }
+
+mod lineage {
+    use crate::transcript::conversation::{Message, ToolCall, Transcript, ROOT};
+    use serde_json::json;
+
+    #[test]
+    fn the_chain_names_the_messages_and_their_order_in_every_copy() {
+        let a: Transcript = [Message::user("x"), Message::user("y")]
+            .into_iter()
+            .collect();
+        let b: Transcript = [Message::user("y"), Message::user("x")]
+            .into_iter()
+            .collect();
+        assert_ne!(a.link(2), b.link(2));
+        assert_ne!(a.link(1), a.link(2));
+        let c: Transcript = [Message::user("x")].into_iter().collect();
+        assert_eq!(c.link(1), a.link(1));
+        assert_eq!(a.link(0), Some(ROOT));
+        assert_eq!(a.link(3), None);
+        let loaded: Transcript = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(loaded.link(2), a.link(2));
+        assert_eq!(a.clone().link(2), a.link(2));
+    }
+
+    #[test]
+    fn validating_from_a_point_agrees_with_validating_everything() {
+        let call = |id: &str| ToolCall::new(id, "t", json!({}));
+        let mut chat = Transcript::new();
+        chat.push(Message::user("go"));
+        chat.push(Message::assistant_with_tools(
+            "",
+            vec![call("a"), call("b")],
+        ));
+        chat.push(Message::tool_result("a", "1"));
+        let checked = chat.len();
+        chat.push(Message::tool_result("b", "2"));
+        assert_eq!(chat.validate_from(checked), Ok(()));
+        // An id reused long after: found without a full pass, named exactly.
+        let mut dup = chat.clone();
+        dup.push(Message::assistant_with_tools("", vec![call("a")]));
+        assert_eq!(dup.validate_from(checked), dup.validate());
+        assert!(dup.validate().is_err());
+        // A result for a call answered long ago.
+        let mut twice = chat.clone();
+        twice.push(Message::user("more"));
+        twice.push(Message::tool_result("a", "again"));
+        assert_eq!(twice.validate_from(chat.len()), twice.validate());
+        assert!(twice.validate().is_err());
+    }
+}

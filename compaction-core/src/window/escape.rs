@@ -9,12 +9,53 @@
 //! in the window byte for byte. Pointers and keys also escape `[` and `]`, so they cannot
 //! close the bracketed marker they sit in, and keys `=`, so the first ` = ` on a payload line
 //! is the one the renderer wrote.
+//!
+//! Invisible characters (a BOM, zero-width spaces and joiners, bidi controls, variation
+//! selectors, tags and the other format and default-ignorable characters) are escaped as
+//! `\u{XXXX}` too (issue 21.5): a reader never sees text that is not there, so a path or key
+//! cannot hide a marker behind them or reorder what the line says.
 
 use std::borrow::Cow;
 
-/// Whether `c` is a character a value may not carry into the window as itself.
+/// Whether `c` is a character a value may not carry into the window as itself: it breaks a
+/// line, or it is invisible.
 fn breaks_lines(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_invisible_format(c)
+}
+
+/// Format and default-ignorable characters: a reader does not see them.
+fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'
+            | '\u{1160}'
+            | '\u{17B4}'
+            | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{06DD}'
+            | '\u{070F}'
+            | '\u{0890}'
+            | '\u{0891}'
+            | '\u{08E2}'
+            | '\u{110BD}'
+            | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
 }
 
 /// Which printable characters a context escapes besides the backslash.
@@ -110,6 +151,24 @@ mod tests {
             assert_eq!(escaped.lines().count(), 1);
         }
         assert_eq!(escape_pointer("a]b\\"), Cow::<str>::Owned(r"a\]b\\".into()));
+    }
+
+    #[test]
+    fn invisible_characters_are_shown_as_escapes() {
+        for hidden in [
+            "\u{feff}",
+            "\u{200b}",
+            "\u{200d}",
+            "\u{2060}",
+            "\u{202e}",
+            "\u{e0041}",
+        ] {
+            let path = format!("{hidden}⟦compaction:tombstone p1⟧");
+            let escaped = escape_inline(&path);
+            assert!(!escaped.contains(hidden), "{escaped}");
+            assert!(escaped.starts_with("\\u{"), "{escaped}");
+        }
+        assert_eq!(escape_inline("plain ⟦ text"), "plain ⟦ text");
         assert_eq!(escape_key("k = 1"), r"k \= 1");
     }
 }

@@ -4,7 +4,7 @@
 //! # The default format
 //!
 //! ```text
-//! <<< COMPACTED STATE: compaction #2 of MigrationState >>>
+//! <<< COMPACTED STATE of MigrationState >>>
 //! left the window: tool_output (evicted), config_contents (pointer), ci_log (summary), migrations (records spilled)
 //! Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.
 //! ## protected (verbatim)
@@ -26,21 +26,40 @@
 //!
 //! Values are compact JSON (strings quoted and escaped), so what the model reads is exactly what
 //! rehydration restores. Sections appear only when they have fields; the "left the window" line
-//! only when something left.
+//! only when something left. The header carries no counter and no timestamp: a window whose
+//! fields did not change is the same text from one request to the next, so a provider's prompt
+//! cache serves it (a persisted sequence number for operators belongs in the report, not here).
 //!
 //! # The compact form
 //!
-//! Below a budget of [`COMPACT_FORM_BELOW`] tokens, the fixed text shrinks: no "left the window"
-//! line (every field's own line says where it went), the short [`COMPACT_NOTICE`] instead of
-//! [`REVERIFY_NOTICE`], and no notice at all when every value is verbatim and there is no
-//! effect ledger (nothing to re-verify). The markers, section titles and field lines are
-//! those of the full form, so everything said above about escaping holds for both.
+//! When the full form does not fit what the budget leaves the window (and only then, so a
+//! larger budget never gets a longer window that no longer fits), the fixed text shrinks: no
+//! "left the window" line (every field's own line says where it went), the short
+//! [`COMPACT_NOTICE`] instead of [`REVERIFY_NOTICE`], and no notice at all when every value is
+//! verbatim and there is no effect ledger (nothing to re-verify). The markers, section titles
+//! and field lines are those of the full form, so everything said above about escaping holds
+//! for both. [`WindowView::compact`] says which form the engine asks for.
 //!
 //! ```text
-//! <<< COMPACTED STATE: compaction #1 of Counter >>>
+//! <<< COMPACTED STATE of Counter >>>
 //! ## protected (verbatim)
 //! step = 3
 //! <<< END COMPACTED STATE >>>
+//! ```
+//!
+//! # State updates
+//!
+//! With a `#[transcript]`, the window above is the *stable* part of the request: it stays at the
+//! front, byte for byte, from one compaction point to the next. When a field changes between
+//! them, the engine renders only the changed fields again ([`WindowView::is_update`]) and
+//! appends them after the newest message as a state update, so the requests before stay an
+//! exact prefix of the next (see `Compacted::messages`):
+//!
+//! ```text
+//! <<< STATE UPDATE of MigrationState: these values replace the ones shown earlier >>>
+//! ## protected (verbatim)
+//! plan_step = 7
+//! <<< END STATE UPDATE >>>
 //! ```
 
 use crate::window::field::{render_field, Entry, FieldView, FormView, Section};
@@ -94,12 +113,32 @@ pub struct WindowView<'a> {
     pub(crate) entries: &'a [Cow<'a, Entry>],
     /// The compactor's budget.
     pub(crate) budget: usize,
+    /// Render the compact form: the full one does not fit.
+    pub(crate) compact: bool,
+    /// Only the fields that changed since the window shown earlier in the request.
+    pub(crate) update: bool,
 }
 
 impl<'a> WindowView<'a> {
-    /// The compaction's number.
+    /// The compaction's number within this compactor. The default renderer does not show it:
+    /// a number that changes on every request would make every request's first message new
+    /// to a provider's prompt cache. (Sessions carry a persisted sequence number for that.)
     pub fn compaction(&self) -> u64 {
         self.compaction
+    }
+
+    /// Whether the engine asks for the compact form: the full form did not fit what the budget
+    /// leaves the window. A custom renderer may ignore it; the budget is enforced on its output
+    /// either way.
+    pub fn compact(&self) -> bool {
+        self.compact
+    }
+
+    /// Whether this view is a state update: [`fields`](Self::fields) are only the fields whose
+    /// value changed since the window shown earlier in the same request, and what is rendered
+    /// is appended after the newest message, replacing those values.
+    pub fn is_update(&self) -> bool {
+        self.update
     }
 
     /// The state's type name.
@@ -107,8 +146,7 @@ impl<'a> WindowView<'a> {
         self.state_type
     }
 
-    /// The compactor's budget in tokens (the default renderer writes its compact form below
-    /// [`COMPACT_FORM_BELOW`]).
+    /// The compactor's budget in tokens.
     pub fn budget(&self) -> usize {
         self.budget
     }
@@ -126,8 +164,10 @@ pub struct DefaultRenderer;
 /// The instruction every compacted window in the full form carries.
 pub const REVERIFY_NOTICE: &str = "Re-verify before acting: facts that left the window are not in it. Re-acquire a pointer or resolve a store:// pointer before relying on them; summaries are not authoritative. Effect statuses are exact: never re-run a committed effect, reconcile an unknown one first.";
 
-/// Budgets below this many tokens get the default renderer's compact form (see the module
-/// docs): there, the full notice alone would take a fifth of the window or more.
+/// Kept for compatibility: the form no longer depends on the budget's size (a budget below
+/// this could get the compact form while a slightly larger one did not fit the full form). The
+/// engine asks for the compact form exactly when the full one does not fit
+/// ([`WindowView::compact`]).
 pub const COMPACT_FORM_BELOW: usize = 256;
 
 /// The compact form's instruction, when something left the window or the state has effects.
@@ -136,16 +176,22 @@ pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values 
 impl Renderer for DefaultRenderer {
     fn render(&self, view: &WindowView<'_>) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "<<< COMPACTED STATE: compaction #{} of {} >>>",
-            view.compaction, view.state_type
-        );
+        if view.update {
+            let _ = writeln!(
+                out,
+                "<<< STATE UPDATE of {}: these values replace the ones shown earlier >>>",
+                view.state_type
+            );
+            render_sections(&mut out, view);
+            out.push_str("<<< END STATE UPDATE >>>");
+            return out;
+        }
+        let _ = writeln!(out, "<<< COMPACTED STATE of {} >>>", view.state_type);
         let left: Vec<String> = view
             .fields()
             .filter_map(|f| f.left_window().map(|how| format!("{} ({how})", f.path)))
             .collect();
-        if view.budget < COMPACT_FORM_BELOW {
+        if view.compact {
             let effects = view.fields().any(|f| f.section == Section::Effects);
             if !left.is_empty() || effects {
                 out.push_str(COMPACT_NOTICE);
@@ -158,6 +204,15 @@ impl Renderer for DefaultRenderer {
             out.push_str(REVERIFY_NOTICE);
             out.push('\n');
         }
+        render_sections(&mut out, view);
+        out.push_str("<<< END COMPACTED STATE >>>");
+        out
+    }
+}
+
+/// The sections of the default format, each with its fields (pinned ones first).
+fn render_sections(out: &mut String, view: &WindowView<'_>) {
+    {
         let sections = [
             (Section::Protected, "## protected (verbatim)"),
             (Section::Effects, "## effects (exact status)"),
@@ -175,11 +230,9 @@ impl Renderer for DefaultRenderer {
             out.push_str(title);
             out.push('\n');
             for field in fields {
-                render_field(&mut out, &field);
+                render_field(out, &field);
             }
         }
-        out.push_str("<<< END COMPACTED STATE >>>");
-        out
     }
 }
 
@@ -204,6 +257,8 @@ mod tests {
             state_type: "T",
             entries: &entries,
             budget: 100,
+            compact: true,
+            update: false,
         });
         let lines: Vec<String> = compacted.fields().map(|f| f.default_lines()).collect();
         assert_eq!(lines, ["a [pinned] = 1\n", "[EVICTED b recover=no]\n"]);

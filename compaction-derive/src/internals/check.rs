@@ -1,5 +1,6 @@
 //! Rules between fields: a derivable field's pointer may only be built from protected fields,
-//! because the pointer must survive the compaction that evicts the value.
+//! because the pointer must survive the compaction that evicts the value; and a state has at
+//! most one conversation (`#[transcript]`), since its messages are the request.
 
 use crate::internals::ast::{Class, Container};
 use crate::internals::ctxt::{did_you_mean, Ctxt};
@@ -8,6 +9,7 @@ use crate::internals::template::{self, Piece};
 /// Checks every pointer template; returns the parsed templates by field index (`None` for
 /// fields that have none or whose template is wrong).
 pub fn check(cx: &Ctxt, cont: &Container<'_>) -> Vec<Option<Vec<Piece>>> {
+    one_transcript(cx, cont);
     cont.fields
         .iter()
         .map(|field| {
@@ -82,4 +84,26 @@ pub fn check(cx: &Ctxt, cont: &Container<'_>) -> Vec<Option<Vec<Piece>>> {
             valid.then_some(pieces)
         })
         .collect()
+}
+
+/// A second `#[transcript]` field is an error at its name. Fields under `#[cfg]` are left to the
+/// compiler: two transcripts behind exclusive cfgs are one at a time.
+fn one_transcript(cx: &Ctxt, cont: &Container<'_>) {
+    let mut transcripts = cont
+        .fields
+        .iter()
+        .filter(|f| matches!(f.class, Class::Transcript { .. }) && f.cfgs.is_empty());
+    let Some(first) = transcripts.next() else {
+        return;
+    };
+    for second in transcripts {
+        cx.error_spanned_by(
+            second.member,
+            format!(
+                "`{}` already holds the conversation: a state has at most one #[transcript] \
+                 field (its messages are the request sent to the model); keep one",
+                first.name
+            ),
+        );
+    }
 }

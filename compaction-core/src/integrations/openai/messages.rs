@@ -270,14 +270,14 @@ fn not_sendable(index: usize, role: Role, what: &'static str) -> OpenAiMessageEr
 
 /// What a conversion does with a message's provider-opaque parts.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Opaque {
+pub(super) enum Opaque {
     /// `NotSendable`: the caller asked for this message as it is.
     Refuse,
     /// Not sent (documented on `Compacted::openai_messages`).
     LeaveOut,
 }
 
-fn message_to_openai(
+pub(super) fn message_to_openai(
     message: &Message,
     index: usize,
     opaque: Opaque,

@@ -3,7 +3,8 @@
 //!
 //! - feature `openai-types` (types only, no HTTP client): conversions between our messages and
 //!   async-openai's chat request messages, `Compacted::openai_messages()`, and the pointer tool
-//!   as its tool type;
+//!   as its tool type; a session's turn in its types (`Session::push_response` takes a chat
+//!   completion or its message, `SessionRequest::openai_messages()`);
 //! - feature `openai-responses` (implies `openai-types`; types only): conversions between our
 //!   messages and async-openai's Responses input and output items (`reasoning` with its
 //!   `encrypted_content` replayed unchanged), the item rules, and
@@ -17,6 +18,7 @@ mod messages;
 mod responses;
 #[cfg(feature = "openai-responses")]
 mod responses_rules;
+mod session;
 #[cfg(feature = "openai")]
 mod summarizer;
 

@@ -32,3 +32,32 @@ fn transcript_options_reach_the_schema() {
         }
     );
 }
+
+/// A generic state: the accessor carries the impl's bounds.
+#[derive(Compactable, Serialize, Deserialize)]
+struct Generic<T> {
+    #[protected]
+    tag: T,
+    #[transcript]
+    chat: Transcript,
+}
+
+#[test]
+fn the_transcript_field_is_reached_generically() {
+    use compaction::{HasTranscript, Message};
+    fn push<S: HasTranscript>(state: &mut S, text: &str) -> usize {
+        state.transcript_mut().push(Message::user(text));
+        state.transcript().len()
+    }
+    let mut state = State {
+        chat: Transcript::new(),
+    };
+    assert_eq!(push(&mut state, "hi"), 1);
+    assert_eq!(state.chat.messages()[0].content, "hi");
+    let mut generic = Generic {
+        tag: 7u8,
+        chat: Transcript::new(),
+    };
+    push(&mut generic, "a");
+    assert_eq!(push(&mut Box::new(generic), "b"), 2);
+}

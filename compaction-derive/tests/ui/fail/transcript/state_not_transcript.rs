@@ -9,10 +9,15 @@ struct Subtask {
     id: u32,
 }
 
+// One struct each: a state has at most one `#[transcript]` field.
 #[derive(Compactable, Serialize, Deserialize)]
 struct State {
     #[transcript]
     subtask: Subtask,
+}
+
+#[derive(Compactable, Serialize, Deserialize)]
+struct Ledgered {
     #[transcript]
     writes: EffectLog,
 }

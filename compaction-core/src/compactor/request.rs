@@ -1,0 +1,145 @@
+//! The request layout of a `#[transcript]` state (issue 22.3): a stable window at the front,
+//! the transcript, and state updates appended when fields change.
+//!
+//! ```text
+//! [system: the window as rendered at the last compaction point]    stable: same bytes until
+//! [blocks: user runs, folds, anchors]                              the next compaction point
+//! [the open zone: messages kept, tombstoned or paged]              only grows by appends
+//! [system: ⟦compaction:update⟧ the fields that changed since]      appended when they change
+//! [newer messages …]
+//! ```
+//!
+//! Between compaction points the window's fields are planned with the window budget of the
+//! last one, so an unchanged state renders the same text, and the previous request is an exact
+//! prefix of the next. A field whose rendering changed goes into a **state update**: the
+//! renderer's text for the changed fields only ([`WindowView::is_update`]), appended after the
+//! newest message (before a call still waiting for its results, never between a call and its
+//! results; held back when that call was already sent). It goes late because a change then
+//! costs only itself, not every message after it, and it is appended rather than moved because
+//! moving it would change the request before it. OpenAI's chat format takes a system message
+//! there; a format that cannot (Anthropic's) carries it inside the next user turn.
+//!
+//! A compaction point (the request passed its high-water mark, or the state's fields changed
+//! shape) renders the window again at the front (the same text when nothing changed) and drops
+//! the updates: their values are in it. The compactor remembers, per transcript, the window it
+//! showed; a checkpoint carries the same record, so `Compactor::resume` restores it.
+//!
+//! [`WindowView::is_update`]: crate::window::WindowView::is_update
+
+use crate::checkpoint::{Compacted, WindowRecord};
+use crate::effects::record::EffectStatus;
+use crate::error::CompactionError;
+use crate::plan::{CollectedTranscript, Collection};
+use crate::state::schema::Schema;
+use crate::transcript::conversation::Link;
+use crate::transcript::effects::EffectStatuses;
+use crate::window::Entry;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+/// What the state's ledgers say about each effect, by scope and key: a transcript call whose
+/// effect no scope shows committed is never folded, and a key-only call that two scopes hold
+/// is refused (issue 21.4).
+pub(super) fn effect_statuses(collection: &Collection<'_>, schema: &Schema) -> EffectStatuses {
+    let mut effects = EffectStatuses::new();
+    for (path, log) in collection.effect_logs() {
+        let scope = schema
+            .field_for_instance(path)
+            .map_or_else(|| path.to_owned(), |field| field.ledger_scope(path));
+        for effect in log.iter() {
+            let settled = effect.status == EffectStatus::Committed;
+            effects.insert(scope.clone(), effect.idempotency_key.clone(), settled);
+        }
+    }
+    effects
+}
+
+/// The state's one `#[transcript]` field, if any.
+pub(super) fn the_transcript<'c, 'a>(
+    collection: &'c Collection<'a>,
+) -> Result<Option<&'c CollectedTranscript<'a>>, CompactionError> {
+    match collection.transcripts.as_slice() {
+        [] => Ok(None),
+        [field] => Ok(Some(field)),
+        [_, second, ..] => Err(CompactionError::SchemaMismatch {
+            field: second.path.clone(),
+            reason: "a state holds at most one #[transcript] field (its messages are the \
+                     request's); this is a second one"
+                .into(),
+        }),
+    }
+}
+
+/// How many transcripts' windows a compactor remembers (as many as their planner memories).
+const REMEMBERED_WINDOWS: usize = crate::transcript::memory::REMEMBERED;
+
+/// What the model was shown of the state in a transcript's last request.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct WindowMemory {
+    /// The window at the front, as rendered at the last compaction point.
+    pub(super) stable: String,
+    pub(super) stable_tokens: usize,
+    /// The window text's budget its fields were planned with.
+    pub(super) budget: usize,
+    /// Whether it is in the compact form.
+    pub(super) compact: bool,
+    /// The fields as the model knows them now: the front window with every update after it.
+    pub(super) shown: Vec<Entry>,
+}
+
+/// A window memory and the transcript memory it goes with (its length and chain link).
+type Remembered = ((usize, Link), Arc<WindowMemory>);
+
+/// Window memories by the transcript memory they go with, most recent first.
+#[derive(Debug, Default)]
+pub(super) struct Windows(Mutex<VecDeque<Remembered>>);
+
+impl Windows {
+    /// The window memory of the request whose planner memory is `key`.
+    pub(super) fn get(&self, key: (usize, Link)) -> Option<Arc<WindowMemory>> {
+        let windows = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        windows
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, w)| w.clone())
+    }
+
+    /// Remembers `window` for the request whose planner memory is `key`.
+    pub(super) fn put(&self, key: (usize, Link), window: WindowMemory) {
+        let mut windows = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        windows.retain(|(k, _)| *k != key);
+        windows.push_front((key, Arc::new(window)));
+        windows.truncate(REMEMBERED_WINDOWS);
+    }
+}
+
+/// The fields to render again in a state update: the current entries whose form differs from
+/// what the model was shown. `None` when the fields are not the same list (a field appeared or
+/// went): then the window is rendered whole at a compaction point.
+pub(super) fn changed<'e>(shown: &[Entry], current: &'e [Entry]) -> Option<Vec<&'e Entry>> {
+    if shown.len() != current.len() || shown.iter().zip(current).any(|(a, b)| a.path != b.path) {
+        return None;
+    }
+    Some(
+        shown
+            .iter()
+            .zip(current)
+            .filter(|(a, b)| a != b)
+            .map(|(_, b)| b)
+            .collect(),
+    )
+}
+
+/// The window memory a checkpoint's record describes.
+pub(super) fn window_memory<S>(compacted: &Compacted<S>, record: &WindowRecord) -> WindowMemory {
+    WindowMemory {
+        stable: compacted.window.clone(),
+        stable_tokens: compacted.tokens,
+        budget: record.budget,
+        compact: record.compact,
+        shown: record
+            .shown
+            .clone()
+            .unwrap_or_else(|| compacted.entries.clone()),
+    }
+}

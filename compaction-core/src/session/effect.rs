@@ -1,0 +1,329 @@
+//! A side-effecting tool run under the ledger: record, claim, run, then commit, or `fail` when
+//! the tool errors. A key that is already committed, or whose outcome is unknown, is not run.
+//! The call gets a tool result in every case, in words the model can act on.
+
+use crate::effects::error::EffectError;
+use crate::effects::record::Effect;
+use crate::session::error::SessionError;
+use crate::session::guard::{EffectGuard, LedgerFailure};
+use crate::session::turn::pending_calls;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::message::{Message, ToolCall};
+use std::fmt::Display;
+use std::future::Future;
+
+/// The effect a tool call performs: the ledger scope of its `#[effect]` field (the field's
+/// path, or its `#[effect(scope = "...")]`) and the effect, whose idempotency key names it
+/// across retries and restarts. Returned by the
+/// [`effect_calls`](crate::session::SessionBuilder::effect_calls) mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EffectCall {
+    /// The ledger scope.
+    pub scope: String,
+    /// The effect (its status is the ledger's business: give a new `Effect`).
+    pub effect: Effect,
+}
+
+impl EffectCall {
+    /// The effect `effect` in scope `scope`.
+    pub fn new(scope: impl Into<String>, effect: Effect) -> Self {
+        EffectCall {
+            scope: scope.into(),
+            effect,
+        }
+    }
+}
+
+/// Why a side-effecting tool did not succeed: what its closure in
+/// [`run_effect`](crate::session::Session::run_effect) returns as its error. Most errors
+/// (`String`, `&str`, `std::io::Error`, a boxed error) convert into [`Failed`](Self::Failed);
+/// say [`ToolFailure::unknown`] when the tool cannot tell whether the effect happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolFailure {
+    /// It certainly did not happen (refused before it started, validation failed): recorded
+    /// with `fail`, so it may be tried again.
+    Failed(String),
+    /// Nobody knows whether it happened (a timeout after the request went out, a connection
+    /// lost mid-call): the effect stays `unknown` until an operator reconciles it, and is never
+    /// run again before.
+    Unknown(String),
+}
+
+impl ToolFailure {
+    /// It certainly did not happen.
+    pub fn failed(error: impl Display) -> Self {
+        ToolFailure::Failed(error.to_string())
+    }
+
+    /// Whether it happened is unknown.
+    pub fn unknown(error: impl Display) -> Self {
+        ToolFailure::Unknown(error.to_string())
+    }
+}
+
+impl Display for ToolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ToolFailure::Failed(error) | ToolFailure::Unknown(error) => f.write_str(error),
+        }
+    }
+}
+
+impl From<String> for ToolFailure {
+    fn from(error: String) -> Self {
+        ToolFailure::Failed(error)
+    }
+}
+
+impl From<&str> for ToolFailure {
+    fn from(error: &str) -> Self {
+        ToolFailure::Failed(error.to_owned())
+    }
+}
+
+impl From<std::io::Error> for ToolFailure {
+    fn from(error: std::io::Error) -> Self {
+        ToolFailure::failed(error)
+    }
+}
+
+impl From<Box<dyn std::error::Error + Send + Sync>> for ToolFailure {
+    fn from(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        ToolFailure::failed(error)
+    }
+}
+
+/// What [`run_effect`](crate::session::Session::run_effect) did. In every case a tool result for the call was
+/// pushed.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum EffectOutcome {
+    /// The tool ran and the effect is committed; its output is the tool result.
+    Committed,
+    /// The tool ran and returned an error: the effect is recorded as not started (`fail`), so
+    /// it may be tried again; the error is in the tool result.
+    Failed {
+        /// The tool's error, as text.
+        error: String,
+    },
+    /// The tool ran and could not tell whether the effect happened
+    /// ([`ToolFailure::Unknown`]): it stays `unknown` in the ledger for an operator to
+    /// reconcile, and the tool result tells the model not to retry it.
+    LeftUnknown {
+        /// The tool's error, as text.
+        error: String,
+    },
+    /// Not run: the ledger shows the effect committed already (it happened, maybe before a
+    /// restart). The tool result tells the model not to repeat it.
+    AlreadyCommitted,
+    /// Not run: the effect was claimed before and never settled, so nobody knows whether it
+    /// happened; an operator must reconcile it (`compaction reconcile`). The tool result says
+    /// so.
+    OutcomeUnknown,
+    /// Not run: the ledger refused it for another reason (the key is recorded for a different
+    /// effect).
+    Refused {
+        /// The ledger's refusal.
+        reason: EffectError,
+    },
+}
+
+impl EffectOutcome {
+    /// Whether the tool ran (committed or failed).
+    pub fn ran(&self) -> bool {
+        matches!(
+            self,
+            EffectOutcome::Committed | EffectOutcome::Failed { .. }
+        )
+    }
+}
+
+/// [`Session::run_effect`](crate::session::Session::run_effect) on the session's parts: the
+/// ledger's guard, the conversation, and the call's effect (`None`: the session does not know
+/// the call as an effect).
+pub(crate) async fn run_effect<F, Fut, E>(
+    guard: &dyn EffectGuard,
+    transcript: &mut Transcript,
+    call: &ToolCall,
+    effect_call: Option<EffectCall>,
+    run: F,
+) -> Result<EffectOutcome, SessionError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<String, E>>,
+    E: Into<ToolFailure>,
+{
+    if !pending_calls(transcript.messages())
+        .iter()
+        .any(|c| c.id == call.id)
+    {
+        return Err(SessionError::NotPending {
+            call_id: call.id.clone(),
+        });
+    }
+    let Some(EffectCall { scope, effect }) = effect_call else {
+        return Err(SessionError::NotAnEffect {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+        });
+    };
+    let key = effect.idempotency_key.clone();
+    let mut answer = |words: String| transcript.push(Message::tool_result(call.id.clone(), words));
+    let claimed = match guard.record(&scope, &effect).await {
+        Ok(()) => guard.begin(&scope, &effect).await,
+        Err(failure) => Err(failure),
+    };
+    match claimed {
+        Ok(()) => {}
+        Err(LedgerFailure::Refused(reason)) => {
+            let (words, outcome) = not_run(&effect, reason);
+            answer(words);
+            return Ok(outcome);
+        }
+        Err(LedgerFailure::Backend(source)) => {
+            answer(format!(
+                "Not run: the effect ledger could not be reached to claim effect `{key}`, so the \
+                 tool was not called and nothing happened. You may try again later."
+            ));
+            return Err(SessionError::Ledger { scope, key, source });
+        }
+    }
+    match run().await {
+        Ok(output) => match guard.commit(&scope, &key).await {
+            Ok(()) => {
+                answer(output);
+                Ok(EffectOutcome::Committed)
+            }
+            Err(failure) => {
+                answer(format!(
+                    "The tool ran, but its outcome could not be recorded: effect `{key}` stays \
+                     unknown until an operator reconciles it. Do not run it again. Its output \
+                     was:\n{output}"
+                ));
+                Err(ledger_error(scope, key, failure))
+            }
+        },
+        Err(error) => match error.into() {
+            ToolFailure::Unknown(error) => {
+                answer(format!(
+                    "Outcome unknown: {error}\nEffect `{key}` may or may not have happened. It \
+                     stays unknown until an operator checks and reconciles it; do not run it \
+                     again, and tell the user."
+                ));
+                Ok(EffectOutcome::LeftUnknown { error })
+            }
+            ToolFailure::Failed(error) => match guard.fail(&scope, &key).await {
+                Ok(()) => {
+                    answer(format!(
+                        "Failed: {error}\nEffect `{key}` did not happen (recorded as not \
+                         started); you may try it again."
+                    ));
+                    Ok(EffectOutcome::Failed { error })
+                }
+                Err(failure) => {
+                    answer(format!(
+                        "Failed: {error}\nThe failure could not be recorded: effect `{key}` \
+                         stays unknown until an operator reconciles it. Do not run it again."
+                    ));
+                    Err(ledger_error(scope, key, failure))
+                }
+            },
+        },
+    }
+}
+
+/// Links each call of `message` that `map` names as an effect to it (scope and key), unless the
+/// call already names one.
+pub(crate) fn link_effects(message: &mut Message, map: &dyn Fn(&ToolCall) -> Option<EffectCall>) {
+    for call in &mut message.tool_calls {
+        if call.effect.is_some() {
+            continue;
+        }
+        if let Some(EffectCall { scope, effect }) = map(call) {
+            call.effect = Some(effect.idempotency_key);
+            call.effect_scope = Some(scope);
+        }
+    }
+}
+
+/// The tool result and outcome of an effect the ledger refused to claim.
+fn not_run(effect: &Effect, reason: EffectError) -> (String, EffectOutcome) {
+    let Effect {
+        idempotency_key: key,
+        action,
+        target,
+        ..
+    } = effect;
+    match reason {
+        EffectError::AlreadyCommitted { .. } => (
+            format!(
+                "Not run: effect `{key}` ({action} on {target}) is already committed: it \
+                 happened before, and running it again would do it twice. Treat it as done; do \
+                 not call it again."
+            ),
+            EffectOutcome::AlreadyCommitted,
+        ),
+        EffectError::OutcomeUnknown { .. } => (
+            format!(
+                "Not run: effect `{key}` ({action} on {target}) was started before and its \
+                 outcome is unknown (it may or may not have happened). It must not be retried \
+                 until an operator checks and reconciles it. Tell the user; do not call it \
+                 again."
+            ),
+            EffectOutcome::OutcomeUnknown,
+        ),
+        reason => (
+            format!("Not run: the effect ledger refused effect `{key}`: {reason}."),
+            EffectOutcome::Refused { reason },
+        ),
+    }
+}
+
+/// A failure to settle a claimed effect, as the session reports it.
+fn ledger_error(scope: String, key: String, failure: LedgerFailure) -> SessionError {
+    let source: Box<dyn std::error::Error + Send + Sync> = match failure {
+        LedgerFailure::Backend(source) => source,
+        LedgerFailure::Refused(reason) => Box::new(reason),
+    };
+    SessionError::Ledger { scope, key, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall::new(id, "deploy", json!({"service": id}))
+    }
+
+    #[test]
+    fn only_mapped_calls_are_linked_and_a_named_effect_is_kept() {
+        let mut message = Message::assistant_with_tools(
+            "",
+            vec![
+                call("a"),
+                ToolCall::new("r", "read_file", json!({})),
+                call("c").with_effect_in("mine", "k"),
+            ],
+        );
+        let map = |c: &ToolCall| {
+            (c.name == "deploy")
+                .then(|| EffectCall::new("deploys", Effect::new("d", "t", c.id.clone())))
+        };
+        link_effects(&mut message, &map);
+        let links: Vec<_> = message
+            .tool_calls
+            .iter()
+            .map(|c| (c.effect_scope.as_deref(), c.effect.as_deref()))
+            .collect();
+        assert_eq!(
+            links,
+            [
+                (Some("deploys"), Some("a")),
+                (None, None),
+                (Some("mine"), Some("k"))
+            ]
+        );
+    }
+}

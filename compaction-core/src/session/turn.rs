@@ -1,0 +1,83 @@
+//! The conversation side of a turn: the model's response in any form a session takes
+//! ([`ModelResponse`]), and which calls of its last message still wait for a result.
+
+use crate::session::error::SessionError;
+use crate::transcript::message::{Message, Role, ToolCall};
+use std::collections::HashSet;
+
+/// What [`Session::push_response`](crate::session::Session::push_response) takes: the model's
+/// response as our [`Message`], or, with the `openai-types` feature, async-openai's chat
+/// completion (`CreateChatCompletionResponse`: its first choice) or its message
+/// (`ChatCompletionResponseMessage`), by value or by reference.
+pub trait ModelResponse {
+    /// The response as our message (what our messages cannot carry is
+    /// [`SessionError::Response`]).
+    fn into_message(self) -> Result<Message, SessionError>;
+}
+
+impl ModelResponse for Message {
+    fn into_message(self) -> Result<Message, SessionError> {
+        Ok(self)
+    }
+}
+
+impl ModelResponse for &Message {
+    fn into_message(self) -> Result<Message, SessionError> {
+        Ok(self.clone())
+    }
+}
+
+/// The calls of the last assistant message of `messages` that no tool message after it
+/// answers, in order; empty when the conversation does not end with a message that calls tools
+/// (and its results so far).
+pub(crate) fn pending_calls(messages: &[Message]) -> Vec<ToolCall> {
+    let Some(at) = messages.iter().rposition(|m| m.role != Role::Tool) else {
+        return Vec::new();
+    };
+    if messages[at].role != Role::Assistant {
+        return Vec::new();
+    }
+    let answered: HashSet<&str> = messages[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    messages[at]
+        .tool_calls
+        .iter()
+        .filter(|call| !answered.contains(call.id.as_str()))
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall::new(id, "deploy", json!({"service": id}))
+    }
+
+    #[test]
+    fn pending_calls_are_the_last_calls_without_results() {
+        let mut messages = vec![Message::user("go")];
+        assert!(pending_calls(&messages).is_empty());
+        messages.push(Message::assistant_with_tools(
+            "",
+            vec![call("a"), call("b")],
+        ));
+        let ids = |m: &[Message]| {
+            pending_calls(m)
+                .into_iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&messages), ["a", "b"]);
+        messages.push(Message::tool_result("b", "ok"));
+        assert_eq!(ids(&messages), ["a"]);
+        messages.push(Message::tool_result("a", "ok"));
+        assert!(ids(&messages).is_empty());
+        messages.push(Message::assistant("done"));
+        assert!(ids(&messages).is_empty());
+    }
+}

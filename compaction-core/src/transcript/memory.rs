@@ -1,0 +1,724 @@
+//! What the planner remembers between requests of one agent (issues 20.6 and 22.3): the request
+//! it sent, message by message, with what each message stands for; the compacted blocks and
+//! where their spans are stored; the handle table. A checkpoint carries the same record, so a
+//! restarted process plans the next request exactly as the warm one would have.
+//!
+//! Forms only move forward: a message is kept, then maybe paged, tombstoned, and finally part
+//! of a block (folded, or in a user run). The request is `[blocks…][open zone…]`: blocks are
+//! contiguous ranges of input messages from message 0 on, compacted at earlier compaction
+//! points; the open zone is every later message in its current form, plus state updates.
+
+use crate::store::{ContentHash, Pointer};
+use crate::tokens::TokenCounter;
+use crate::transcript::conversation::Transcript;
+use crate::transcript::conversation::{Link, Message, ROOT};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::num::NonZeroU64;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+// Short handles: what the model reads in a marker (`p17`, a few tokens) instead of a full
+// `store://sha256:<64 hex>` pointer (about 38 tokens), and the table that maps them back. One
+// table per agent: numbering only goes up (a handle is never reused for another address, so it
+// is never ambiguous within an agent), and an address that is still referenced keeps its
+// handle from one request to the next (stable bytes, cache-friendly). The checkpoint keeps the
+// table's referenced part with full addresses, so every read is still verified against the
+// full hash.
+
+/// A short name for a stored blob, as markers show it: `p` and a positive number (`p17`).
+///
+/// Parsing accepts `p17` and `⟦p17⟧` (surrounding whitespace ignored); leading zeros are
+/// refused, so every handle has exactly one spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Handle(NonZeroU64);
+
+impl Handle {
+    /// The handle numbered `n` (`None` for 0).
+    pub fn new(n: u64) -> Option<Self> {
+        NonZeroU64::new(n).map(Handle)
+    }
+
+    /// Its number.
+    pub fn number(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Display for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "p{}", self.0)
+    }
+}
+
+/// Why a text is not a handle.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a handle (expected p followed by a number, like p17)")]
+pub struct HandleParseError;
+
+impl FromStr for Handle {
+    type Err = HandleParseError;
+
+    fn from_str(text: &str) -> Result<Self, HandleParseError> {
+        let text = text.trim();
+        let text = text
+            .strip_prefix('⟦')
+            .and_then(|t| t.strip_suffix('⟧'))
+            .unwrap_or(text);
+        let digits = text.strip_prefix('p').ok_or(HandleParseError)?;
+        if digits.is_empty()
+            || digits.len() > 19
+            || digits.starts_with('0')
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(HandleParseError);
+        }
+        digits
+            .parse()
+            .ok()
+            .and_then(Handle::new)
+            .ok_or(HandleParseError)
+    }
+}
+
+impl TryFrom<String> for Handle {
+    type Error = HandleParseError;
+    fn try_from(text: String) -> Result<Self, HandleParseError> {
+        text.parse()
+    }
+}
+
+impl From<Handle> for String {
+    fn from(handle: Handle) -> String {
+        handle.to_string()
+    }
+}
+
+/// The handles of one agent's compactions and the full addresses they stand for.
+///
+/// Handles are numbered from 1 up; [`assign`](Self::assign) gives an address its existing handle
+/// or the next number. [`retain`](Self::retain) forgets the handles no longer referenced (their
+/// numbers are never given out again). Serialized as `{"next": n, "handles": {"p1": "store://…"}}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "StoredTable", into = "StoredTable")]
+pub struct HandleTable {
+    next: u64,
+    by_handle: BTreeMap<Handle, Pointer>,
+    by_pointer: HashMap<Pointer, Handle>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredTable {
+    next: u64,
+    handles: BTreeMap<Handle, Pointer>,
+}
+
+/// Why a stored handle table was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandleTableError {
+    /// A handle is at or above the next number to give out.
+    #[error("handle {handle} is not below the table's next number {next}")]
+    Ahead {
+        /// The handle.
+        handle: Handle,
+        /// The table's next number.
+        next: u64,
+    },
+    /// Two handles name one address.
+    #[error("handles {first} and {second} name the same address")]
+    Duplicate {
+        /// The first.
+        first: Handle,
+        /// The second.
+        second: Handle,
+    },
+}
+
+impl TryFrom<StoredTable> for HandleTable {
+    type Error = HandleTableError;
+
+    fn try_from(stored: StoredTable) -> Result<Self, HandleTableError> {
+        let mut by_pointer = HashMap::with_capacity(stored.handles.len());
+        for (handle, pointer) in &stored.handles {
+            if handle.number() >= stored.next.max(1) {
+                return Err(HandleTableError::Ahead {
+                    handle: *handle,
+                    next: stored.next,
+                });
+            }
+            if let Some(first) = by_pointer.insert(pointer.clone(), *handle) {
+                return Err(HandleTableError::Duplicate {
+                    first,
+                    second: *handle,
+                });
+            }
+        }
+        Ok(HandleTable {
+            next: stored.next,
+            by_handle: stored.handles,
+            by_pointer,
+        })
+    }
+}
+
+impl From<HandleTable> for StoredTable {
+    fn from(table: HandleTable) -> StoredTable {
+        StoredTable {
+            next: table.next,
+            handles: table.by_handle,
+        }
+    }
+}
+
+impl HandleTable {
+    /// An empty table: the first handle will be `p1`.
+    pub fn new() -> Self {
+        HandleTable {
+            next: 1,
+            ..Self::default()
+        }
+    }
+
+    /// The handle of `pointer`: its existing one, or the next number.
+    pub fn assign(&mut self, pointer: &Pointer) -> Handle {
+        if let Some(handle) = self.by_pointer.get(pointer) {
+            return *handle;
+        }
+        let handle = Handle::new(self.next.max(1)).expect("above zero");
+        self.next = handle.number() + 1;
+        self.by_handle.insert(handle, pointer.clone());
+        self.by_pointer.insert(pointer.clone(), handle);
+        handle
+    }
+
+    /// The full address behind `handle`, if the table has it.
+    pub fn pointer(&self, handle: Handle) -> Option<&Pointer> {
+        self.by_handle.get(&handle)
+    }
+
+    /// The handle of `pointer`, if it has one.
+    pub fn handle(&self, pointer: &Pointer) -> Option<Handle> {
+        self.by_pointer.get(pointer).copied()
+    }
+
+    /// Every handle and its address, in handle order.
+    pub fn iter(&self) -> impl Iterator<Item = (Handle, &Pointer)> + '_ {
+        self.by_handle.iter().map(|(h, p)| (*h, p))
+    }
+
+    /// Number of handles held.
+    pub fn len(&self) -> usize {
+        self.by_handle.len()
+    }
+
+    /// Whether the table holds no handle.
+    pub fn is_empty(&self) -> bool {
+        self.by_handle.is_empty()
+    }
+
+    /// The number the next new handle gets.
+    pub fn next_number(&self) -> u64 {
+        self.next.max(1)
+    }
+
+    /// Keeps only the handles `keep` says are still referenced; their numbers stay used.
+    pub fn retain(&mut self, mut keep: impl FnMut(Handle) -> bool) {
+        self.by_handle.retain(|handle, _| keep(*handle));
+        let by_handle = &self.by_handle;
+        self.by_pointer
+            .retain(|_, handle| by_handle.contains_key(handle));
+    }
+}
+
+// How compacted messages are stored (the writer is `span.rs`): in chunks written once and
+// never rewritten, listed by a manifest that a fold's and a user run's handle names.
+
+/// One chunk of a span: input messages `first..first + count`, stored under `hash`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ChunkRef {
+    pub(crate) first: usize,
+    pub(crate) count: usize,
+    pub(crate) hash: ContentHash,
+}
+
+/// A stored span: its chunks, in order and contiguous.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Manifest {
+    /// The format (1).
+    pub(crate) span: u32,
+    pub(crate) first: usize,
+    pub(crate) chunks: Vec<ChunkRef>,
+}
+
+impl Manifest {
+    /// A manifest of contiguous `chunks` (at least one).
+    pub(crate) fn of(chunks: Vec<ChunkRef>) -> Self {
+        Manifest {
+            span: 1,
+            first: chunks.first().map_or(0, |c| c.first),
+            chunks,
+        }
+    }
+
+    /// One past the last message.
+    pub(crate) fn end(&self) -> usize {
+        self.chunks.last().map_or(self.first, |c| c.first + c.count)
+    }
+
+    /// Its bytes and their hash.
+    pub(crate) fn stored(&self) -> (ContentHash, Vec<u8>) {
+        let bytes = serde_json::to_vec(self).expect("a manifest serializes");
+        (ContentHash::of(&bytes), bytes)
+    }
+
+    /// Parses and checks a stored manifest: known format, chunks contiguous and non-empty.
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self, String> {
+        let manifest: Manifest =
+            serde_json::from_slice(bytes).map_err(|_| "not a span manifest".to_owned())?;
+        if manifest.span != 1 || manifest.chunks.is_empty() {
+            return Err("not a span manifest".into());
+        }
+        let mut next = manifest.first;
+        for chunk in &manifest.chunks {
+            if chunk.first != next || chunk.count == 0 {
+                return Err("the manifest's chunks are not contiguous".into());
+            }
+            next = chunk.first + chunk.count;
+        }
+        Ok(manifest)
+    }
+
+    /// The chunk holding input message `index`.
+    pub(crate) fn chunk_of(&self, index: usize) -> Option<&ChunkRef> {
+        let at = self.chunks.partition_point(|c| c.first + c.count <= index);
+        self.chunks.get(at).filter(|c| c.first <= index)
+    }
+
+    /// Every pointer the span needs: its chunks.
+    pub(crate) fn chunk_pointers(&self) -> impl Iterator<Item = Pointer> + '_ {
+        self.chunks.iter().map(|c| Pointer::for_hash(c.hash))
+    }
+}
+
+/// What one message of a planned request stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "slot", rename_all = "snake_case")]
+pub(crate) enum Slot {
+    /// Input message `index`, as it is (escaped when it begins like a marker).
+    Kept { index: usize },
+    /// Input tool result `index`; its content is behind `handle`.
+    Tombstoned { index: usize, handle: Handle },
+    /// Input tool result `index`, shown in excerpts; its content is behind `handle`.
+    Paged { index: usize, handle: Handle },
+    /// The user messages of `first..=last` that left the window (a block's user run).
+    Users {
+        first: usize,
+        last: usize,
+        handle: Handle,
+    },
+    /// The assistant and tool messages of `first..=last` (a block's fold).
+    Folded {
+        first: usize,
+        last: usize,
+        handle: Handle,
+    },
+    /// A state update: the volatile part of the window, not a transcript message.
+    Update,
+}
+
+impl Slot {
+    /// The input message this slot stands for alone, if any.
+    pub(crate) fn index(&self) -> Option<usize> {
+        match self {
+            Slot::Kept { index } | Slot::Tombstoned { index, .. } | Slot::Paged { index, .. } => {
+                Some(*index)
+            }
+            _ => None,
+        }
+    }
+
+    /// The handle it shows, if any.
+    pub(crate) fn handle(&self) -> Option<Handle> {
+        match self {
+            Slot::Tombstoned { handle, .. }
+            | Slot::Paged { handle, .. }
+            | Slot::Users { handle, .. }
+            | Slot::Folded { handle, .. } => Some(*handle),
+            Slot::Kept { .. } | Slot::Update => None,
+        }
+    }
+}
+
+/// One message of the request and its tokens (chat formula).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SlotMeta {
+    #[serde(flatten)]
+    pub(crate) slot: Slot,
+    pub(crate) tokens: usize,
+}
+
+/// A compacted range of input messages `first..end`, stored as one span.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Block {
+    pub(crate) first: usize,
+    pub(crate) end: usize,
+    pub(crate) handle: Handle,
+    pub(crate) manifest: ContentHash,
+    pub(crate) chunks: Manifest,
+    /// The summary its last fold carries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) summary: Option<String>,
+    /// Output messages it takes (markers, hoisted users, anchors).
+    pub(crate) slots: usize,
+    /// User messages in its runs.
+    pub(crate) spilled_users: usize,
+    /// Assistant and tool messages folded.
+    pub(crate) folded: usize,
+}
+
+/// The planner's memory of one agent's last request: the request's messages, what each stands
+/// for, the compacted blocks and their chunks, the handle table. A checkpoint carries it;
+/// [`TranscriptPlanner::resume`] installs it. Serializes as the record with its `messages`;
+/// deserializing checks that they agree (one slot per message, contiguous blocks whose
+/// manifests match their chunks, every handle in the table).
+#[derive(Debug, Clone)]
+pub struct TranscriptMemory {
+    pub(crate) record: MemoryRecord,
+    /// The request's transcript messages, one per slot.
+    pub(crate) messages: Vec<Message>,
+}
+
+/// [`TranscriptMemory`] without its messages: what a checkpoint stores beside them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MemoryRecord {
+    /// Input messages planned, and the transcript's chain link after them.
+    pub(crate) len: usize,
+    #[serde(with = "link_hex")]
+    pub(crate) link: Link,
+    pub(crate) slots: Vec<SlotMeta>,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) handles: HandleTable,
+    /// Leading messages identical to the previous request's.
+    pub(crate) reused: usize,
+    /// Whether this request was a compaction point (else it only appended).
+    pub(crate) compacted: bool,
+    /// The token counter its counts come from ([`TokenCounter::name`](crate::TokenCounter::name)):
+    /// a planner with another counter plans from nothing instead.
+    pub(crate) counter: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredMemory {
+    messages: Vec<Message>,
+    #[serde(flatten)]
+    record: MemoryRecord,
+}
+
+impl Serialize for TranscriptMemory {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        StoredMemory {
+            messages: self.messages.clone(),
+            record: self.record.clone(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for TranscriptMemory {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let stored = StoredMemory::deserialize(deserializer)?;
+        TranscriptMemory::from_record(stored.record, stored.messages)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl TranscriptMemory {
+    /// The memory of nothing planned yet, for counts by `counter`.
+    pub(crate) fn empty(counter: &str) -> Self {
+        TranscriptMemory {
+            record: MemoryRecord {
+                len: 0,
+                link: ROOT,
+                slots: Vec::new(),
+                blocks: Vec::new(),
+                handles: HandleTable::new(),
+                reused: 0,
+                compacted: false,
+                counter: counter.to_owned(),
+            },
+            messages: Vec::new(),
+        }
+    }
+
+    /// Input messages this memory planned.
+    pub fn planned_len(&self) -> usize {
+        self.record.len
+    }
+
+    /// What identifies it: the input messages planned and the transcript's chain link after
+    /// them.
+    pub(crate) fn key(&self) -> (usize, Link) {
+        (self.record.len, self.record.link)
+    }
+
+    /// Tokens of its messages (chat formula, without the reply priming).
+    pub fn tokens(&self) -> usize {
+        self.record.slots.iter().map(|s| s.tokens).sum()
+    }
+
+    /// Output slots the blocks take: the part kept across compaction points.
+    pub(crate) fn block_slots(&self) -> usize {
+        self.record.block_slots()
+    }
+
+    /// Input index where the open zone starts (the end of the last block).
+    pub(crate) fn open_input(&self) -> usize {
+        self.record.blocks.last().map_or(0, |b| b.end)
+    }
+
+    /// Rebuilds a memory from a checkpoint's record and messages, checking that they agree.
+    pub(crate) fn from_record(
+        record: MemoryRecord,
+        messages: Vec<Message>,
+    ) -> Result<Self, String> {
+        record.check(messages.len())?;
+        Ok(TranscriptMemory { record, messages })
+    }
+
+    /// Every store pointer the request depends on: the handles' addresses and the blocks'
+    /// chunks.
+    pub(crate) fn pointers(&self) -> Vec<Pointer> {
+        self.record.pointers()
+    }
+}
+
+impl MemoryRecord {
+    /// Output slots the blocks take.
+    pub(crate) fn block_slots(&self) -> usize {
+        self.blocks.iter().map(|b| b.slots).sum()
+    }
+
+    /// Checks that the record is one the planner could have written for `messages` messages:
+    /// one slot per message, contiguous blocks whose manifests match their chunks and whose
+    /// handles name them, every handle in the table.
+    pub(crate) fn check(&self, messages: usize) -> Result<(), String> {
+        let record = self;
+        if record.slots.len() != messages {
+            return Err("the planner record does not match the messages".into());
+        }
+        if record.block_slots() > messages {
+            return Err("the planner record's blocks take more messages than there are".into());
+        }
+        let mut next = 0;
+        for block in &record.blocks {
+            if block.first != next || block.end <= block.first {
+                return Err("the planner record's blocks are not contiguous".into());
+            }
+            if block.chunks.first != block.first || block.chunks.end() != block.end {
+                return Err("a block's chunks do not cover it".into());
+            }
+            if block.chunks.stored().0 != block.manifest {
+                return Err("a block's manifest does not match its chunks".into());
+            }
+            if record.handles.pointer(block.handle) != Some(&Pointer::for_hash(block.manifest)) {
+                return Err("a block's handle does not name its manifest".into());
+            }
+            next = block.end;
+        }
+        if next > record.len {
+            return Err("the planner record's blocks pass its length".into());
+        }
+        for slot in &record.slots {
+            if let Some(handle) = slot.slot.handle() {
+                if record.handles.pointer(handle).is_none() {
+                    return Err(format!("the handle {handle} is not in the table"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every store pointer the request depends on: the handles' addresses and the blocks'
+    /// chunks.
+    pub(crate) fn pointers(&self) -> Vec<Pointer> {
+        let mut out: Vec<Pointer> = self.handles.iter().map(|(_, p)| p.clone()).collect();
+        for block in &self.blocks {
+            out.extend(block.chunks.chunk_pointers());
+        }
+        out
+    }
+}
+
+/// How many transcripts' memories a planner keeps (the most recently planned ones).
+pub const REMEMBERED: usize = 16;
+
+/// Plans the requests of agents' transcripts for one token counter, remembering the last
+/// request of each (up to [`REMEMBERED`] agents) so the next plan only appends to it.
+///
+/// ```
+/// use compaction::transcript::{EffectStatuses, TranscriptBudget, TranscriptPlanner, TranscriptPolicy};
+/// use compaction::{Message, Tokenizer, Transcript};
+/// use std::sync::Arc;
+///
+/// let planner = TranscriptPlanner::new(Arc::new(Tokenizer::O200kBase));
+/// let mut chat = Transcript::new();
+/// let budget = TranscriptBudget::with_marks(2_000, 0.9, 0.6);
+/// let (policy, effects) = (TranscriptPolicy::default(), EffectStatuses::new());
+/// let mut previous: Vec<Message> = Vec::new();
+/// for turn in 0..200 {
+///     chat.push(Message::user(format!("turn {turn}: what next?")));
+///     chat.push(Message::assistant("Some work done. ".repeat(10)));
+///     let planned = planner.plan_without_summaries(&chat, &policy, budget, &effects)?;
+///     assert!(planned.tokens() <= 2_000);
+///     if !planned.compacted() {
+///         // Between compaction points a request only appends to the previous one.
+///         assert!(planned.messages().starts_with(&previous));
+///     }
+///     previous = planned.messages().to_vec();
+///     planner.commit(&planned);
+/// }
+/// # Ok::<(), compaction::transcript::TranscriptPlanError>(())
+/// ```
+pub struct TranscriptPlanner {
+    pub(crate) counter: Arc<dyn TokenCounter>,
+    memories: Mutex<VecDeque<Arc<TranscriptMemory>>>,
+}
+
+impl std::fmt::Debug for TranscriptPlanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TranscriptPlanner")
+            .field("counter", &self.counter.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TranscriptPlanner {
+    /// A planner counting with `counter`, remembering nothing yet.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        TranscriptPlanner {
+            counter,
+            memories: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The token counter.
+    pub fn counter(&self) -> &dyn TokenCounter {
+        &*self.counter
+    }
+
+    /// Installs a memory read back from a checkpoint, so this process plans the next request
+    /// exactly as the one that wrote the checkpoint would have.
+    pub fn resume(&self, memory: TranscriptMemory) {
+        self.remember(Arc::new(memory));
+    }
+
+    /// Forgets every memory: the next plan of any transcript starts from nothing.
+    pub fn forget_all(&self) {
+        self.memories
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    pub(crate) fn remember(&self, memory: Arc<TranscriptMemory>) {
+        let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        memories.retain(|m| {
+            !(m.record.len == memory.record.len && m.record.link == memory.record.link)
+        });
+        memories.push_front(memory);
+        memories.truncate(REMEMBERED);
+    }
+
+    /// The memory `transcript` grew from (the longest one), or the empty memory.
+    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<TranscriptMemory> {
+        let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        memories
+            .iter()
+            .filter(|m| {
+                m.record.counter == self.counter.name()
+                    && transcript.link(m.record.len) == Some(m.record.link)
+            })
+            .max_by_key(|m| m.record.len)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(self.counter.name())))
+    }
+}
+
+mod link_hex {
+    use crate::transcript::conversation::Link;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(link: &Link, s: S) -> Result<S::Ok, S::Error> {
+        let hex: String = link.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&hex)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Link, D::Error> {
+        let hex = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom("not a 32-digit hex link");
+        if hex.len() != 32 || !hex.is_ascii() {
+            return Err(bad());
+        }
+        let mut link = [0u8; 16];
+        for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
+            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+            link[i] = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+        }
+        Ok(link)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pointer(n: u8) -> Pointer {
+        Pointer::for_hash(ContentHash::of(&[n]))
+    }
+
+    #[test]
+    fn handles_count_up_are_reused_for_the_same_address_and_never_given_twice() {
+        let mut table = HandleTable::new();
+        let a = table.assign(&pointer(1));
+        let b = table.assign(&pointer(2));
+        assert_eq!((a.to_string(), b.to_string()), ("p1".into(), "p2".into()));
+        assert_eq!(table.assign(&pointer(1)), a);
+        table.retain(|h| h == b);
+        assert_eq!(table.pointer(a), None);
+        // The forgotten address gets a new number, never p1 again.
+        assert_eq!(table.assign(&pointer(1)).to_string(), "p3");
+        let json = serde_json::to_string(&table).unwrap();
+        let back: HandleTable = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, table);
+    }
+
+    #[test]
+    fn handles_parse_in_one_spelling_only() {
+        assert_eq!("p17".parse::<Handle>().unwrap().number(), 17);
+        assert_eq!(" ⟦p17⟧ ".parse::<Handle>().unwrap().number(), 17);
+        for bad in [
+            "p0",
+            "p017",
+            "p",
+            "17",
+            "p1x",
+            "P1",
+            "p-1",
+            "p99999999999999999999",
+        ] {
+            assert!(bad.parse::<Handle>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_edited_table_is_refused() {
+        let p = pointer(1).to_string();
+        let ahead = format!(r#"{{"next":2,"handles":{{"p2":"{p}"}}}}"#);
+        assert!(serde_json::from_str::<HandleTable>(&ahead).is_err());
+        let twice = format!(r#"{{"next":3,"handles":{{"p1":"{p}","p2":"{p}"}}}}"#);
+        assert!(serde_json::from_str::<HandleTable>(&twice).is_err());
+    }
+}

@@ -1,0 +1,400 @@
+//! [`TranscriptPlanner`]: plans each request of an agent from its memory of the last one
+//! (issue 20.6, 22.3), in this order:
+//!
+//! 1. **Find the memory.** The planner keeps the memories of the last requests it planned (the
+//!    last [`REMEMBERED`] transcripts). A transcript whose chain link at a memory's length is the
+//!    memory's link is that transcript, grown by appends: the request is planned from the
+//!    memory, with work proportional to the new messages and the request sent. Anything else
+//!    (a new agent, an edited history, another counter) is planned from nothing, which is
+//!    still correct, only not incremental.
+//! 2. **Check the new messages** (pairing rules from the last unit on, effect keys).
+//! 3. **Append** when the request with the new messages (kept) and the state update (if any)
+//!    stays within the high-water mark: the previous request is an exact prefix of this one.
+//! 4. Else a **compaction point** (`steps.rs`, `build.rs`): soft steps towards the low-water
+//!    mark, hard steps under the limit, written exactly; refused only when the smallest form
+//!    (pinned messages, anchors, the blocks' markers without summaries, the newest user
+//!    message, every tool result paged to its note) does not fit, which does not depend on the
+//!    budget, so a larger budget never refuses what a smaller one accepted (issue 20.4).
+//! 5. **Finish** with the summaries the plan asked for, then **commit** once the request is
+//!    final, so the next plan starts from it. A checkpoint carries the same memory;
+//!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
+
+use crate::transcript::conversation::{Message, Role, Transcript};
+use crate::transcript::count::{message_tokens_limited, message_tokens_with};
+use crate::transcript::effects::EffectStatuses;
+use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::layout::zone;
+use crate::transcript::marker;
+use crate::transcript::memory::{
+    MemoryRecord, Slot, SlotMeta, TranscriptMemory, TranscriptPlanner,
+};
+use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
+use crate::transcript::policy::TranscriptPolicy;
+use crate::transcript::steps::{Built, Ctx, Point};
+use std::sync::Arc;
+
+impl TranscriptPlanner {
+    /// Plans the next request of `transcript` within `budget` (a `usize` is a hard limit
+    /// without hysteresis; see [`TranscriptBudget`]). `effects` says which effects of the
+    /// calls are settled; `summary_tokens` is the size of each new fold's summary, `None` when
+    /// no summarizer is configured. Complete it with [`finish`](Self::finish), then
+    /// [`commit`](Self::commit) it once it is sent.
+    pub fn plan(
+        &self,
+        transcript: &Transcript,
+        policy: &TranscriptPolicy,
+        budget: impl Into<TranscriptBudget>,
+        effects: &EffectStatuses,
+        summary_tokens: Option<usize>,
+    ) -> Result<TranscriptPlan, TranscriptPlanError> {
+        self.plan_request(
+            transcript,
+            &Request {
+                policy: *policy,
+                budget: budget.into(),
+                effects,
+                summary_tokens,
+                update: None,
+                compact: false,
+            },
+        )
+    }
+
+    /// Plans and finishes in one call, without summaries.
+    pub fn plan_without_summaries(
+        &self,
+        transcript: &Transcript,
+        policy: &TranscriptPolicy,
+        budget: impl Into<TranscriptBudget>,
+        effects: &EffectStatuses,
+    ) -> Result<PlannedTranscript, TranscriptPlanError> {
+        let plan = self.plan(transcript, policy, budget, effects, None)?;
+        self.finish(plan, Vec::new())
+    }
+
+    /// Makes `planned` the request the next plan of its transcript starts from. Call it once
+    /// the request is final (sent, or checkpointed): a plan that is never committed leaves the
+    /// planner as it was.
+    pub fn commit(&self, planned: &PlannedTranscript) {
+        self.remember(Arc::new(planned.memory.clone()));
+    }
+
+    /// Plans with everything [`Request`] carries.
+    pub(crate) fn plan_request(
+        &self,
+        transcript: &Transcript,
+        request: &Request<'_>,
+    ) -> Result<TranscriptPlan, TranscriptPlanError> {
+        let base = self.checked_base(transcript, request)?;
+        if !request.compact {
+            if let Some(planned) = self.append(transcript, &base, request) {
+                return Ok(TranscriptPlan {
+                    planned,
+                    pending: Vec::new(),
+                });
+            }
+        }
+        self.compaction_point(transcript, &base, request)
+    }
+
+    /// The previous request plus the new messages and the state update, when that stays within
+    /// the high-water mark; `None` when a compaction point is needed.
+    pub(crate) fn plan_append(
+        &self,
+        transcript: &Transcript,
+        request: &Request<'_>,
+    ) -> Result<Option<TranscriptPlan>, TranscriptPlanError> {
+        let base = self.checked_base(transcript, request)?;
+        Ok(self
+            .append(transcript, &base, request)
+            .map(|planned| TranscriptPlan {
+                planned,
+                pending: Vec::new(),
+            }))
+    }
+
+    /// The memory `transcript` grew from, once its new messages are checked: the pairing rules
+    /// from the last unit on, and every new call's effect key.
+    fn checked_base(
+        &self,
+        transcript: &Transcript,
+        request: &Request<'_>,
+    ) -> Result<Arc<TranscriptMemory>, TranscriptPlanError> {
+        let base = self.memory_for(transcript);
+        let planned_len = base.record.len;
+        if planned_len == 0 {
+            transcript.validate()?;
+        } else {
+            transcript.validate_from(planned_len)?;
+        }
+        let messages = transcript.messages();
+        for (index, message) in messages.iter().enumerate().skip(planned_len) {
+            for call in &message.tool_calls {
+                if let Err(ambiguous) = request.effects.is_settled(call) {
+                    return Err(TranscriptPlanError::AmbiguousEffect {
+                        index,
+                        call_id: call.id.clone(),
+                        key: ambiguous.key,
+                        scopes: ambiguous.scopes,
+                    });
+                }
+            }
+        }
+        Ok(base)
+    }
+
+    /// The previous request, the new messages kept and the state update: `None` when that
+    /// passes the high-water mark.
+    fn append(
+        &self,
+        transcript: &Transcript,
+        base: &TranscriptMemory,
+        request: &Request<'_>,
+    ) -> Option<PlannedTranscript> {
+        let counter = &*self.counter;
+        let messages = transcript.messages();
+        let planned_len = base.record.len;
+        let high = request.budget.high_water.min(request.budget.limit);
+        let mut total = base.tokens();
+        let update = request.update.map(|text| {
+            let message = Message::system(marker::update_text(text));
+            let tokens = message_tokens_with(&message, &message.content, &mut |t| counter.count(t));
+            (message, tokens)
+        });
+        // Where the update goes: last, but never between a call and its results (before the
+        // unit still in flight, when that unit is new; deferred when it was already sent).
+        let in_flight = in_flight_unit(messages);
+        let update = match (update, in_flight) {
+            (Some(_), Some(unit)) if unit < planned_len => None,
+            (update, _) => update,
+        };
+        if let Some((_, tokens)) = &update {
+            total += tokens;
+        }
+        let mut new: Vec<(Message, usize)> = Vec::with_capacity(messages.len() - planned_len);
+        for message in messages[planned_len..].iter().rev() {
+            let content = marker::escape(&message.content);
+            let left = high.checked_sub(total)?;
+            let tokens = message_tokens_limited(message, &content, counter, left)?;
+            total += tokens;
+            let mut kept = message.clone();
+            if let std::borrow::Cow::Owned(escaped) = content {
+                kept.content = escaped;
+            }
+            new.push((kept, tokens));
+        }
+        new.reverse();
+        if total > high {
+            return None;
+        }
+        let mut memory = TranscriptMemory {
+            record: MemoryRecord {
+                len: messages.len(),
+                link: transcript.link(messages.len()).expect("its own length"),
+                reused: base.messages.len(),
+                compacted: false,
+                ..base.record.clone()
+            },
+            messages: base.messages.clone(),
+        };
+        let update_at = in_flight.filter(|unit| *unit >= planned_len);
+        for (offset, (message, tokens)) in new.into_iter().enumerate() {
+            let index = planned_len + offset;
+            if Some(index) == update_at {
+                if let Some((message, tokens)) = update.clone() {
+                    memory.push(message, Slot::Update, tokens);
+                }
+            }
+            memory.push(message, Slot::Kept { index }, tokens);
+        }
+        if update_at.is_none() {
+            if let Some((message, tokens)) = update {
+                memory.push(message, Slot::Update, tokens);
+            }
+        }
+        Some(PlannedTranscript {
+            memory,
+            blobs: Vec::new(),
+            update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
+        })
+    }
+
+    /// A compaction point: decide, write, count exactly; when an estimate was short, decide
+    /// again under a tighter limit; in the end, the smallest form or a refusal.
+    fn compaction_point(
+        &self,
+        transcript: &Transcript,
+        base: &TranscriptMemory,
+        request: &Request<'_>,
+    ) -> Result<TranscriptPlan, TranscriptPlanError> {
+        let messages = transcript.messages();
+        let budget = request.budget;
+        let zone = zone(
+            messages,
+            base.open_input(),
+            &request.policy,
+            request.effects,
+        )?;
+        let ctx = || Ctx {
+            messages,
+            counter: &*self.counter,
+            policy: request.policy,
+            effects: request.effects,
+            summary_tokens: request.summary_tokens,
+        };
+        let mut limit = budget.limit;
+        let mut target = budget.low_water.min(limit);
+        for _ in 0..4 {
+            let mut point = Point::new(ctx(), base, zone.clone(), limit);
+            point.decide(target);
+            if !point.fits(limit) {
+                // Every step taken and still over, by the estimates: only the smallest form
+                // can answer.
+                break;
+            }
+            let built = point.build();
+            let tokens = built.tokens();
+            if tokens <= budget.limit {
+                return Ok(self.assemble(transcript, base, built));
+            }
+            let excess = tokens - budget.limit;
+            let Some(tighter) = limit.checked_sub(excess) else {
+                break;
+            };
+            limit = tighter;
+            target = target.min(limit);
+        }
+        // The smallest form: everything compacted that may be, with the old turns folded or
+        // (when the markers would cost more than what they replace) only tombstoned.
+        let smallest = [true, false]
+            .into_iter()
+            .map(|may_fold| {
+                let mut point = Point::new(ctx(), base, zone.clone(), 0);
+                point.may_fold = may_fold;
+                point.decide(0);
+                point.build()
+            })
+            .min_by_key(|built| built.tokens())
+            .expect("two forms");
+        let tokens = smallest.tokens();
+        if tokens <= budget.limit {
+            return Ok(self.assemble(transcript, base, smallest));
+        }
+        Err(TranscriptPlanError::OverBudget {
+            required_tokens: tokens,
+            budget: budget.limit,
+        })
+    }
+
+    fn assemble(
+        &self,
+        transcript: &Transcript,
+        base: &TranscriptMemory,
+        built: Built,
+    ) -> TranscriptPlan {
+        let reused = built
+            .messages
+            .iter()
+            .zip(&base.messages)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let len = transcript.len();
+        let memory = TranscriptMemory {
+            record: MemoryRecord {
+                len,
+                link: transcript.link(len).expect("its own length"),
+                slots: built.slots,
+                blocks: built.blocks,
+                handles: built.handles,
+                reused,
+                compacted: true,
+                counter: self.counter.name().to_owned(),
+            },
+            messages: built.messages,
+        };
+        TranscriptPlan {
+            planned: PlannedTranscript {
+                memory,
+                blobs: built.blobs,
+                update_sent: false,
+            },
+            pending: built.pending,
+        }
+    }
+
+    /// Completes a plan with one summary per request, in order. A summary that would push its
+    /// fold past what the plan reserved falls back to the fold without summary (still within
+    /// the limit); an empty or over-long summary is an error.
+    pub fn finish(
+        &self,
+        plan: TranscriptPlan,
+        summaries: Vec<String>,
+    ) -> Result<PlannedTranscript, TranscriptPlanError> {
+        if summaries.len() != plan.pending.len() {
+            return Err(TranscriptPlanError::SummaryCount {
+                expected: plan.pending.len(),
+                got: summaries.len(),
+            });
+        }
+        for (pending, summary) in plan.pending.iter().zip(&summaries) {
+            let request = &pending.request;
+            if summary.trim().is_empty() {
+                return Err(TranscriptPlanError::SummaryEmpty {
+                    first: request.first,
+                    last: request.last,
+                });
+            }
+            if self
+                .counter
+                .count_till_limit(summary, request.target_tokens)
+                .is_none()
+            {
+                return Err(TranscriptPlanError::SummaryOverLong {
+                    first: request.first,
+                    last: request.last,
+                    tokens: self.counter.count(summary),
+                    target: request.target_tokens,
+                });
+            }
+        }
+        let mut planned = plan.planned;
+        for (pending, summary) in plan.pending.into_iter().zip(summaries) {
+            let memory = &mut planned.memory;
+            let content = marker::with_summary(&pending.base, &summary);
+            let message = &mut memory.messages[pending.position];
+            let tokens = message_tokens_with(message, &content, &mut |t| self.counter.count(t));
+            let slot = &mut memory.record.slots[pending.position];
+            if tokens <= pending.reserved {
+                message.content = content;
+                slot.tokens = tokens;
+                memory.record.blocks[pending.block].summary = Some(summary);
+            } else {
+                slot.tokens = pending.plain;
+            }
+        }
+        Ok(planned)
+    }
+}
+
+/// The assistant message whose calls still wait for results at the end of `messages`.
+fn in_flight_unit(messages: &[Message]) -> Option<usize> {
+    let last = messages
+        .iter()
+        .rposition(|m| matches!(m.role, Role::User | Role::Assistant))?;
+    let unit = &messages[last];
+    if unit.tool_calls.is_empty() {
+        return None;
+    }
+    let answered = messages[last + 1..]
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .count();
+    (answered < unit.tool_calls.len()).then_some(last)
+}
+
+impl TranscriptMemory {
+    fn push(&mut self, message: Message, slot: Slot, tokens: usize) {
+        self.messages.push(message);
+        self.record.slots.push(SlotMeta { slot, tokens });
+    }
+}
