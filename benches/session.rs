@@ -14,7 +14,9 @@
 //! messages in order, and the policy's own time to produce it); `{"request": N, "refused":
 //! "why", "ms": T}` a request the policy could not produce.
 
+use compaction::session::Session;
 use compaction::transcript::chat_tokens;
+use compaction::{block_on, EffectLedger, MemoryLedger};
 use compaction::{Compactor, ContentHash, Extractive, Message, Store, StoreError, Tokenizer};
 use compaction_fixtures::chat::openai_message;
 use compaction_fixtures::session::{self, apply, CodingSession, Event};
@@ -63,6 +65,60 @@ impl Policy for CompactEveryRequest {
         self.compactor
             .compact_blocking(&self.state)
             .map(|compacted| compacted.messages())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The agent loop as a user writes it with [`Session`]: each message is pushed into the
+/// session's transcript, a state change applied to its state, and every request is
+/// `next_request` (hysteresis at the session's default marks, 0.9 and 0.6 of the budget; each
+/// compaction point checkpoints to the session's store and advances the ledger's sequence).
+struct SessionPolicy {
+    session: Session<CodingSession>,
+    ledger: MemoryLedger,
+}
+
+impl SessionPolicy {
+    fn new(state: CodingSession, budget: usize) -> Self {
+        let compactor = Compactor::builder()
+            .budget(budget)
+            .token_counter(Tokenizer::O200kBase)
+            .summarizer(Extractive);
+        let ledger = MemoryLedger::new();
+        let mut builder = Session::builder("bench-agent");
+        // `SESSION_MARKS=HIGH,LOW` tries other hysteresis marks (shares of the budget).
+        if let Ok(marks) = std::env::var("SESSION_MARKS") {
+            let (high, low) = marks.split_once(',').expect("SESSION_MARKS=HIGH,LOW");
+            let share = |s: &str| s.trim().parse::<f64>().expect("a share of the budget");
+            builder = builder.water_marks(share(high), share(low));
+        }
+        let session = builder
+            .compactor(compactor)
+            .ledger(ledger.clone())
+            .open_blocking(|| state)
+            .expect("a fresh session opens");
+        SessionPolicy { session, ledger }
+    }
+}
+
+impl Policy for SessionPolicy {
+    fn event(&mut self, event: &Event) {
+        // The fixture's `apply` pushes a message into the state's `#[transcript]` field (the
+        // session's transcript) and keeps the write effects' log, as the agent's code would.
+        apply(self.session.state_mut(), event);
+        // The writes are claimed and committed in the ledger as they happen (an agent would
+        // call `run_effect`; the fixture's tools are simulated, so their log is synced).
+        if let Event::Push(message) = event {
+            if !message.tool_calls.is_empty() || message.tool_call_id.is_some() {
+                let writes = &self.session.state().writes;
+                block_on(self.ledger.sync_log("writes", writes)).expect("the ledger accepts");
+            }
+        }
+    }
+    fn request(&mut self) -> Result<Vec<Message>, String> {
+        self.session
+            .next_request_blocking()
+            .map(|request| request.into_messages())
             .map_err(|e| e.to_string())
     }
 }
@@ -173,7 +229,7 @@ fn export(path: &Path, initial: &CodingSession, events: &[Event]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: session TURNS BUDGET OUT_DIR [--export]";
+    let usage = "usage: session TURNS BUDGET OUT_DIR [--export] [--every-request]";
     let turns: usize = args.first().expect(usage).parse().expect(usage);
     let budget: usize = args.get(1).expect(usage).parse().expect(usage);
     let dir = PathBuf::from(args.get(2).expect(usage));
@@ -187,7 +243,13 @@ fn main() {
         );
     }
     let store = CountingStore::default();
-    let mut policy = CompactEveryRequest::new(initial, budget, store.clone());
+    // The policy: a `Session` (the agent loop this library offers), or with `--every-request`
+    // the 0.2 loop (a plain `compact` of the whole state before every request, no marks).
+    let mut policy: Box<dyn Policy> = if args.iter().any(|a| a == "--every-request") {
+        Box::new(CompactEveryRequest::new(initial, budget, store.clone()))
+    } else {
+        Box::new(SessionPolicy::new(initial, budget))
+    };
     let path = dir.join(format!("compaction-{turns}-{budget}.jsonl"));
     let mut requests = Requests::create(&path);
     let (mut index, mut refused, mut total_ms) = (0, 0, 0.0);
