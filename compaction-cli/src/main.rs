@@ -11,9 +11,11 @@ mod backend;
 mod blobs;
 mod cli;
 mod conversation;
+mod drift;
 mod fail;
 mod inspect;
 mod ledger_cmd;
+mod refusals;
 mod target;
 mod verify;
 
