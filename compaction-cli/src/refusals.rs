@@ -20,7 +20,7 @@ pub struct RefusedCall {
     tool: String,
     /// `already_committed`, `outcome_unknown`, `refused` or `ledger_unreachable`.
     reason: &'static str,
-    /// The first line of the answer.
+    /// The answer, whole.
     answer: String,
 }
 
@@ -121,7 +121,7 @@ impl Refusals {
                             call_id: call.id.clone(),
                             tool: call.name.clone(),
                             reason,
-                            answer: answer.lines().next().unwrap_or("").to_string(),
+                            answer: answer.to_string(),
                         });
                     }
                 }
@@ -203,7 +203,7 @@ impl Refusals {
                                 printable(&r.call_id),
                                 printable(&r.tool),
                                 r.reason.to_string(),
-                                printable(&r.answer),
+                                printable(&shortened(&r.answer)),
                             ]
                         })
                         .collect();
@@ -215,6 +215,15 @@ impl Refusals {
             }
         }
         out
+    }
+}
+
+/// The first `ANSWER_CHARS` characters of an answer, for a table cell (`--json` has it whole).
+fn shortened(answer: &str) -> String {
+    const ANSWER_CHARS: usize = 160;
+    match answer.char_indices().nth(ANSWER_CHARS) {
+        Some((at, _)) => format!("{}...", &answer[..at]),
+        None => answer.to_string(),
     }
 }
 
