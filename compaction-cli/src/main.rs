@@ -8,6 +8,7 @@
 #[macro_use]
 mod output;
 mod backend;
+mod backends;
 mod blobs;
 mod cli;
 mod conversation;
