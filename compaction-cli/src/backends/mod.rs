@@ -30,12 +30,15 @@ pub trait Location: std::fmt::Debug {
     fn ledger(&self, access: Access) -> Result<Ledger, Failure>;
 }
 
+/// A located database, or why the target cannot be one.
+pub type Located = Result<Box<dyn Location>, Failure>;
+
 /// One backend the tool knows.
 pub struct Backend {
     /// Whether `target` (the DATABASE argument) is this backend's, e.g. by its URL scheme.
     pub claims: fn(target: &str) -> bool,
     /// Checks the target and namespace (no connection yet) and says where the database is.
-    pub locate: fn(target: &str, namespace: Option<&str>) -> Result<Box<dyn Location>, Failure>,
+    pub locate: fn(target: &str, namespace: Option<&str>) -> Located,
     /// The failure an error of this backend is (its kind gives the exit code and the hint);
     /// `None` when `error` is not this backend's.
     pub failure: fn(error: &(dyn Error + 'static)) -> Option<Failure>,
@@ -49,7 +52,7 @@ pub struct Backend {
 pub const BACKENDS: &[Backend] = &[postgres::BACKEND, sqlite::BACKEND];
 
 /// The backend that claims `target`.
-pub fn locate(target: &str, namespace: Option<&str>) -> Result<Box<dyn Location>, Failure> {
+pub fn locate(target: &str, namespace: Option<&str>) -> Located {
     let backend = BACKENDS
         .iter()
         .find(|b| (b.claims)(target))

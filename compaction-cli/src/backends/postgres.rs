@@ -15,7 +15,7 @@ pub use enabled::BACKEND;
 mod enabled {
     use super::claims;
     use crate::backend::{Ledger, Store};
-    use crate::backends::{Access, Backend, Location};
+    use crate::backends::{Access, Backend, Located, Location};
     use crate::fail::{Exit, Failure};
     use compaction::{block_on, PgError, PgErrorKind, PgLedger, PgStore};
 
@@ -40,7 +40,7 @@ mod enabled {
         namespace: String,
     }
 
-    fn locate(url: &str, namespace: Option<&str>) -> Result<Box<dyn Location>, Failure> {
+    fn locate(url: &str, namespace: Option<&str>) -> Located {
         let namespace = namespace.ok_or_else(|| {
             Failure::new(Exit::Usage, format!("{} needs a namespace", server_of(url))).hint(
                 "add --namespace NAME (or set COMPACTION_NAMESPACE): the one the agents passed \
@@ -140,7 +140,7 @@ pub use disabled::BACKEND;
 #[cfg(not(feature = "postgres"))]
 mod disabled {
     use super::claims;
-    use crate::backends::{Backend, Location};
+    use crate::backends::{Backend, Located};
     use crate::fail::{Exit, Failure};
 
     /// The registry's entry in a build without PostgreSQL: it refuses its targets with a hint.
@@ -151,7 +151,7 @@ mod disabled {
         corrupt: |_| None,
     };
 
-    fn unsupported(_url: &str, _namespace: Option<&str>) -> Result<Box<dyn Location>, Failure> {
+    fn unsupported(_url: &str, _namespace: Option<&str>) -> Located {
         Err(Failure::new(
             Exit::CannotOpen,
             "a postgres:// target: this build has no PostgreSQL support",

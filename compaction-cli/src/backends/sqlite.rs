@@ -3,7 +3,7 @@
 //! backend claims (a path, `sqlite://` prefix allowed).
 
 use crate::backend::{Ledger, Store};
-use crate::backends::{Access, Backend, Location};
+use crate::backends::{Access, Backend, Located, Location};
 use crate::fail::{Exit, Failure};
 use compaction::sqlite::{SqliteError, SqliteErrorKind, SqliteOptions, SqliteStore};
 use compaction::SqliteLedger;
@@ -25,7 +25,7 @@ pub const BACKEND: Backend = Backend {
 #[derive(Debug)]
 struct SqliteFile(PathBuf);
 
-fn locate(target: &str, namespace: Option<&str>) -> Result<Box<dyn Location>, Failure> {
+fn locate(target: &str, namespace: Option<&str>) -> Located {
     if namespace.is_some() {
         return Err(Failure::new(
             Exit::Usage,
