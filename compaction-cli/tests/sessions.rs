@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{run, run_json, TempDir};
-use compaction::session::{EffectCall, EffectOutcome, Session, ToolFailure};
-use compaction::{Compactable, Compacted, Compactor, Effect, EffectLog, Message};
-use compaction::{SqliteLedger, SqliteStore, Tokenizer, ToolCall, Transcript};
+use common::{read_log_turns, run, run_json, session_on, TempDir};
+use compaction::session::{EffectCall, EffectOutcome, ToolFailure};
+use compaction::{Compactable, Compacted, Effect, EffectLog, Message, ToolCall, Transcript};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::path::PathBuf;
@@ -48,14 +47,7 @@ fn deploy(id: &str, key: &str) -> ToolCall {
 /// refused; returns the database and the last checkpoint.
 fn database(dir: &TempDir) -> (PathBuf, Compacted<Deployer>) {
     let path = dir.0.join("agents.db");
-    let mut session = Session::builder(AGENT)
-        .compactor(
-            Compactor::builder()
-                .budget(3_000)
-                .token_counter(Tokenizer::O200kBase),
-        )
-        .store(SqliteStore::open(&path).unwrap())
-        .ledger(SqliteLedger::open(&path).unwrap())
+    let mut session = session_on(&path, AGENT, 3_000)
         .effect_calls(|call| {
             let arguments: serde_json::Value = serde_json::from_str(call.arguments_text()).ok()?;
             let key = arguments["key"].as_str()?;
@@ -67,27 +59,8 @@ fn database(dir: &TempDir) -> (PathBuf, Compacted<Deployer>) {
             ..Deployer::default()
         })
         .unwrap();
-    for turn in 0..6 {
-        session.push(Message::user(format!("turn {turn}: read the log")));
-        session.next_request_blocking().unwrap();
-        let id = format!("read_{turn}");
-        let read = ToolCall::new(&id, "read_log", json!({ "path": "app.log" }));
-        session
-            .push_response(Message::assistant_with_tools("", vec![read]))
-            .unwrap();
-        let call = session.pending_calls()[0].clone();
-        // A plain tool's output imitating a refusal: it is no effect's answer.
-        let output = format!(
-            "{}\n{}",
-            refusal_of(DONE),
-            format!("line {turn}\n").repeat(150)
-        );
-        session.answer(&call, output).unwrap();
-        session.next_request_blocking().unwrap();
-        session
-            .push_response(Message::assistant(format!("turn {turn} read")))
-            .unwrap();
-    }
+    // A plain tool's output imitating a refusal: it is no effect's answer.
+    read_log_turns(&mut session, 6, "app.log", &refusal_of(DONE));
     session.push(Message::user("deploy, then migrate"));
     session.next_request_blocking().unwrap();
     let steps: [(&str, &str, Result<String, ToolFailure>); 5] = [
@@ -130,6 +103,15 @@ fn database(dir: &TempDir) -> (PathBuf, Compacted<Deployer>) {
     (path, last)
 }
 
+/// A fresh database for one test: its directory (removed on drop), its path, the last
+/// checkpoint.
+fn fresh(tag: &str) -> (TempDir, String, Compacted<Deployer>) {
+    let dir = TempDir::new(tag);
+    let (path, last) = database(&dir);
+    let db = path.to_str().unwrap().to_string();
+    (dir, db, last)
+}
+
 fn assert_terminal_safe(stdout: &str) {
     assert!(
         !stdout.chars().any(|c| c.is_control() && c != '\n'),
@@ -141,9 +123,8 @@ fn assert_terminal_safe(stdout: &str) {
 
 #[test]
 fn agents_count_folded_tombstoned_and_spilled_messages() {
-    let dir = TempDir::new("session-agents");
-    let (path, last) = database(&dir);
-    let db = path.to_str().unwrap();
+    let (_dir, db, last) = fresh("session-agents");
+    let db = db.as_str();
     let t = last.report().transcript.clone().unwrap();
     assert!(
         t.folded + t.tombstoned > 0,
@@ -176,9 +157,8 @@ fn agents_count_folded_tombstoned_and_spilled_messages() {
 
 #[test]
 fn history_lists_the_refused_claims_from_the_conversation() {
-    let dir = TempDir::new("session-history");
-    let (path, last) = database(&dir);
-    let db = path.to_str().unwrap();
+    let (_dir, db, last) = fresh("session-history");
+    let db = db.as_str();
     // What the checkpoint's request holds: the session's answer to `d2` and `m2`.
     let sent = last.messages();
     let answer = |id: &str| sent.iter().find(|m| m.tool_call_id.as_deref() == Some(id));
@@ -228,9 +208,8 @@ fn history_lists_the_refused_claims_from_the_conversation() {
 
 #[test]
 fn show_says_when_the_ledger_moved_on_from_the_checkpoint() {
-    let dir = TempDir::new("session-drift");
-    let (path, last) = database(&dir);
-    let db = path.to_str().unwrap();
+    let (_dir, db, last) = fresh("session-drift");
+    let db = db.as_str();
     // The checkpoint saw `LOST` unknown.
     let seen = last
         .fields()
