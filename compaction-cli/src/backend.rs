@@ -1,7 +1,8 @@
 //! The store and ledger handles the commands use, whatever the backend: trait objects over the
 //! library's traits (`CheckpointStore`, `Store` and `StoreAdmin` for a store, `EffectLedger`
-//! for a ledger), which `target.rs` opens. A backend's errors become the tool's failures by
-//! what they carry (`Failure::backend`). Every command runs on every backend.
+//! for a ledger), which a backend's entry in the registry (`backends/`) opens. A backend's
+//! errors become the tool's failures by the entry that knows them (`Failure::backend`). Every
+//! command runs on every backend.
 
 use crate::fail::Failure;
 use compaction::{

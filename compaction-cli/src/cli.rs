@@ -60,7 +60,8 @@ pub struct Format {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Every checkpoint: agent, state type, saved at, tokens/budget, what was kept, spilled,
-    /// summarized and evicted.
+    /// summarized and evicted; for a session's agent (a `#[transcript]`), how many messages
+    /// were folded, tombstoned and spilled.
     Agents {
         #[command(flatten)]
         target: Target,
@@ -70,7 +71,8 @@ pub enum Command {
     /// The rendered window of an agent's latest checkpoint, or, when its state has a
     /// `#[transcript]`, every message the model received (the window first; stubs, tombstones
     /// and folds with their handles), control characters escaped. With --budget, where the
-    /// window's tokens go.
+    /// window's tokens go. Says when the ledger's status of an effect has moved on from the
+    /// checkpoint's.
     Show {
         #[command(flatten)]
         target: Target,
@@ -97,7 +99,9 @@ pub enum Command {
         #[command(flatten)]
         format: Format,
     },
-    /// Every recorded status transition of one effect, oldest first, with who and why.
+    /// Every recorded status transition of one effect, oldest first, with who and why; then
+    /// the claims that were refused (the key committed or unknown), read from the sessions'
+    /// answers in the agents' checkpoints, since a ledger records no refusal.
     History {
         #[command(flatten)]
         target: Target,

@@ -2,6 +2,7 @@
 
 use crate::backend::{AnyCheckpoint, Store};
 use crate::conversation;
+use crate::drift::Drift;
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{bar, millis, percent, print_json, printable, printable_lines, table, utc};
 use crate::target::{Access, Database};
@@ -84,6 +85,9 @@ pub fn agents(db: &Database, as_json: bool) -> Outcome {
                     "SPILLED",
                     "SUMMARIZED",
                     "EVICTED",
+                    "FOLDED",
+                    "TOMBSTONED",
+                    "MSGS SPILLED",
                     "CHECK",
                 ],
                 &rows
@@ -117,16 +121,57 @@ fn agent_line(info: &CheckpointInfo, loaded: &Loaded) -> (Value, Vec<String>) {
                 "intact": intact,
             });
             merge(&mut object, extra);
+            let messages = MessageCounts::of(compacted);
+            merge(&mut object, messages.to_json());
             row.push(format!("{}/{}", compacted.tokens(), compacted.budget()));
             row.extend([kept, spilled, summarized, evicted].map(|n| n.to_string()));
+            row.extend(messages.cells());
             row.push(if *intact { "ok" } else { "ALTERED" }.into());
         }
         Loaded::Unreadable | Loaded::Gone => {
             merge(&mut object, json!({ "intact": false }));
-            row.extend(["-", "-", "-", "-", "-", "UNREADABLE"].map(String::from));
+            row.extend(["-", "-", "-", "-", "-", "-", "-", "-", "UNREADABLE"].map(String::from));
         }
     }
     (object, row)
+}
+
+/// What happened to a transcript's messages in a checkpoint; `None` without a `#[transcript]`.
+struct MessageCounts(Option<compaction::TranscriptReport>);
+
+impl MessageCounts {
+    fn of(compacted: &AnyCheckpoint) -> MessageCounts {
+        MessageCounts(compacted.report().transcript.clone())
+    }
+
+    /// Folded, tombstoned, and spilled (user messages behind a stub, tool results sent in
+    /// excerpts: their content is in the store).
+    fn counts(&self) -> Option<[usize; 3]> {
+        self.0
+            .as_ref()
+            .map(|t| [t.folded, t.tombstoned, t.stubbed + t.paged.len()])
+    }
+
+    fn cells(&self) -> [String; 3] {
+        match self.counts() {
+            Some(counts) => counts.map(|n| n.to_string()),
+            None => ["-", "-", "-"].map(String::from),
+        }
+    }
+
+    /// `null` counts for a state without a transcript.
+    fn to_json(&self) -> Value {
+        let [folded, tombstoned, spilled] = match self.counts() {
+            Some(counts) => counts.map(Value::from),
+            None => [Value::Null, Value::Null, Value::Null],
+        };
+        json!({
+            "messages_in": self.0.as_ref().map(|t| t.messages_in),
+            "folded_messages": folded,
+            "tombstoned_messages": tombstoned,
+            "spilled_messages": spilled,
+        })
+    }
 }
 
 fn merge(object: &mut Value, extra: Value) {
@@ -170,6 +215,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
     let breakdown = budget.then(|| Breakdown::of(&compacted));
     // With a transcript, the window is only the first of the messages the model received.
     let messages = conversation::messages(&compacted);
+    let drift = Drift::of(db, &compacted);
     if as_json {
         let mut object = json!({
             "agent_id": agent,
@@ -177,6 +223,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
             "tokens": compacted.tokens(),
             "budget": compacted.budget(),
             "window": compacted.render(),
+            "ledger_drift": drift.to_json(),
         });
         if let Some(messages) = &messages {
             merge(
@@ -197,6 +244,9 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         emit!("{}", conversation::to_text(agent, &compacted, messages));
     } else {
         say!("{}", printable_lines(compacted.render()));
+    }
+    if !as_json {
+        emit!("{}", drift.to_text());
     }
     Ok(Exit::Ok)
 }

@@ -4,6 +4,7 @@ use crate::backend::{Ledger, Refused};
 use crate::cli::{SettleArg, StatusArg};
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{millis, print_json, printable, table, utc};
+use crate::refusals::Refusals;
 use crate::target::{Access, Database};
 use compaction::{Effect, EffectError, EffectStatus};
 use serde_json::json;
@@ -30,7 +31,7 @@ fn effect_json(scope: &str, effect: &Effect) -> serde_json::Value {
 }
 
 /// How a scope reads in a table: the default scope `""` has no name.
-fn scope_label(scope: &str) -> String {
+pub fn scope_label(scope: &str) -> String {
     if scope.is_empty() {
         "(default)".into()
     } else {
@@ -175,9 +176,11 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
         )
     })?;
     let events = ledger.history(&scope, key)?;
+    let refusals = Refusals::find(db, &scope, key);
     if as_json {
         print_json(&json!({
             "effect": effect_json(&scope, &effect),
+            "refused_claims": refusals.to_json(),
             "events": events.iter().map(|a| {
                 let t = &a.transition;
                 json!({
@@ -233,6 +236,7 @@ pub fn history(db: &Database, key: &str, scope: Option<&str>, as_json: bool) -> 
         "{}",
         table(&["AT", "OP", "FROM", "TO", "WHO AND WHY"], &rows)
     );
+    emit!("{}", refusals.to_text());
     Ok(Exit::Ok)
 }
 

@@ -8,12 +8,15 @@
 #[macro_use]
 mod output;
 mod backend;
+mod backends;
 mod blobs;
 mod cli;
 mod conversation;
+mod drift;
 mod fail;
 mod inspect;
 mod ledger_cmd;
+mod refusals;
 mod target;
 mod verify;
 

@@ -1,180 +1,35 @@
-//! Opening the database a command names: an existing SQLite file, read-only unless the command
-//! writes, never creating or migrating a file by accident; or, with the `postgres` feature, one
-//! namespace of a PostgreSQL database (`postgres://...` with `--namespace`).
+//! The database a command names, located by the backend registry (`backends/`): the one type
+//! the commands hold, whatever the backend.
 
 use crate::backend::{Ledger, Store};
-use crate::fail::{Exit, Failure};
-#[cfg(feature = "postgres")]
-use compaction::block_on;
-use compaction::sqlite::{SqliteOptions, SqliteStore};
-use compaction::SqliteLedger;
-use std::path::{Path, PathBuf};
+pub use crate::backends::Access;
+use crate::backends::{locate, Location};
+use crate::fail::Failure;
 
 /// The database a command runs on.
-#[derive(Debug, Clone)]
-pub enum Database {
-    /// An existing SQLite file.
-    Sqlite(PathBuf),
-    /// One namespace of a PostgreSQL database.
-    #[cfg(feature = "postgres")]
-    Postgres {
-        /// The connection string, as given.
-        url: String,
-        /// The tenant.
-        namespace: String,
-    },
-}
-
-/// Whether a command only reads or also writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Read-only: the file is never changed (nor its schema migrated).
-    Read,
-    /// Read-write (reconcile, gc).
-    Write,
-}
-
-/// Whether `target` is a PostgreSQL connection string.
-fn is_postgres(target: &str) -> bool {
-    let lower = target.to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
-}
-
-/// How messages name a PostgreSQL connection string: its server and database as
-/// tokio-postgres parses it (the string is never split by hand: an unescaped `@` in a password
-/// would put part of the password where a hand split sees the host), without the user name or
-/// the password. A string that does not parse is not shown at all.
-#[cfg(feature = "postgres")]
-pub fn server_of(url: &str) -> String {
-    match compaction::postgres::target_of(url) {
-        Ok(target) => format!("postgres `{target}`"),
-        Err(_) => "an unreadable postgres:// connection string".into(),
-    }
-}
+#[derive(Debug)]
+pub struct Database(Box<dyn Location>);
 
 impl Database {
-    /// Checks the target: a path to an existing file (`sqlite://` prefix allowed), or a
-    /// `postgres://` URL with a namespace (with the `postgres` feature).
+    /// Checks the target: the backend that claims it (a `postgres://` URL with a namespace, or
+    /// a path to an existing SQLite file) says where the database is; nothing is opened yet.
     pub fn locate(target: &str, namespace: Option<&str>) -> Result<Database, Failure> {
-        if is_postgres(target) {
-            return Self::postgres(target, namespace);
-        }
-        if namespace.is_some() {
-            return Err(Failure::new(
-                Exit::Usage,
-                "--namespace applies to postgres:// targets only",
-            )
-            .hint("a SQLite file holds one tenant: drop --namespace"));
-        }
-        let path = Path::new(target.strip_prefix("sqlite://").unwrap_or(target));
-        if !path.is_file() {
-            let what = if path.exists() {
-                "is not a file"
-            } else {
-                "does not exist"
-            };
-            return Err(Failure::new(
-                Exit::CannotOpen,
-                format!("database `{}` {what}", path.display()),
-            )
-            .hint(
-                "check the path: it is the file the agent passed to `SqliteStore::open` / \
-                 `SqliteLedger::open` (this tool never creates one)",
-            ));
-        }
-        Ok(Database::Sqlite(path.to_path_buf()))
-    }
-
-    #[cfg(feature = "postgres")]
-    fn postgres(url: &str, namespace: Option<&str>) -> Result<Database, Failure> {
-        let namespace = namespace.ok_or_else(|| {
-            Failure::new(Exit::Usage, format!("{} needs a namespace", server_of(url))).hint(
-                "add --namespace NAME (or set COMPACTION_NAMESPACE): the one the agents passed \
-                 to `PgStore::connect(url, namespace)`",
-            )
-        })?;
-        Ok(Database::Postgres {
-            url: url.to_string(),
-            namespace: namespace.to_string(),
-        })
-    }
-
-    #[cfg(not(feature = "postgres"))]
-    fn postgres(_url: &str, _namespace: Option<&str>) -> Result<Database, Failure> {
-        Err(Failure::new(
-            Exit::CannotOpen,
-            "a postgres:// target: this build has no PostgreSQL support",
-        )
-        .hint("build the tool with it: cargo install compaction-cli --features postgres"))
+        locate(target, namespace).map(Database)
     }
 
     /// How messages name the database: the file, or the server without its password and the
     /// namespace.
     pub fn name(&self) -> String {
-        match self {
-            Database::Sqlite(path) => path.display().to_string(),
-            #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => {
-                format!("{} (namespace {namespace})", server_of(url))
-            }
-        }
+        self.0.name()
     }
 
-    fn options(access: Access) -> SqliteOptions {
-        SqliteOptions::new().read_only(access == Access::Read)
-    }
-
-    /// The blob store and checkpoints: the one place a target's backend is chosen.
+    /// The blob store and checkpoints.
     pub fn store(&self, access: Access) -> Result<Store, Failure> {
-        match self {
-            Database::Sqlite(path) => SqliteStore::open_with(path, &Self::options(access))
-                .map(Store::new)
-                .map_err(|e| Failure::store(&e)),
-            #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => {
-                block_on(compaction::PgStore::connect(url, namespace))
-                    .map(Store::new)
-                    .map_err(|e| Failure::store(&e))
-            }
-        }
+        self.0.store(access)
     }
 
-    /// The effect ledger: the one place a target's backend is chosen.
+    /// The effect ledger.
     pub fn ledger(&self, access: Access) -> Result<Ledger, Failure> {
-        match self {
-            Database::Sqlite(path) => SqliteLedger::open_with(path, &Self::options(access))
-                .map(Ledger::new)
-                .map_err(|e| Failure::backend(&e)),
-            #[cfg(feature = "postgres")]
-            Database::Postgres { url, namespace } => {
-                block_on(compaction::PgLedger::connect(url, namespace))
-                    .map(Ledger::new)
-                    .map_err(|e| Failure::backend(&e))
-            }
-        }
-    }
-}
-
-#[cfg(all(test, feature = "postgres"))]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_never_reach_messages() {
-        // tokio-postgres reads the first `@` as the end of the login: the rest of this
-        // password would be the host. Such a string is not shown at all.
-        let shown = server_of("postgres://agent:s3cr@t@db.internal:5432/fleet");
-        assert!(
-            !shown.contains("s3cr") && !shown.contains("t@db"),
-            "{shown}"
-        );
-        assert!(!shown.contains("agent"), "{shown}");
-        assert_eq!(
-            server_of("postgres://agent:s3cr%40t@db.internal:5432/fleet"),
-            "postgres `db.internal:5432/fleet`"
-        );
-        // No database name: the server uses the user's, which is not shown either.
-        let shown = server_of("postgres://agent@db");
-        assert!(!shown.contains("agent"), "{shown}");
+        self.0.ledger(access)
     }
 }

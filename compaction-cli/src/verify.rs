@@ -51,7 +51,8 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
             checked.effects = scopes.values().map(|log| log.len()).sum();
             audit_effects(&ledger, &scopes, &mut problems)?;
         }
-        Err(e) => match corrupt(&*e) {
+        // A damaged ledger is a problem `verify` reports, not a failure to run it.
+        Err(e) => match crate::backends::corrupt(&*e) {
             Some(context) => problems.push(Problem {
                 kind: "effect",
                 subject: "effect ledger".into(),
@@ -160,27 +161,6 @@ fn verify_entries(
         }
     }
     Ok(())
-}
-
-/// What a backend error of kind `Corrupt` says, when `error` holds one: a damaged ledger is a
-/// problem `verify` reports, not a failure to run it.
-fn corrupt(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut cause = Some(error);
-    while let Some(e) = cause {
-        if let Some(sqlite) = e.downcast_ref::<compaction::SqliteError>() {
-            if sqlite.kind() == compaction::SqliteErrorKind::Corrupt {
-                return Some(sqlite.context().to_string());
-            }
-        }
-        #[cfg(feature = "postgres")]
-        if let Some(pg) = e.downcast_ref::<compaction::PgError>() {
-            if pg.kind() == compaction::PgErrorKind::Corrupt {
-                return Some(pg.to_string());
-            }
-        }
-        cause = e.source();
-    }
-    None
 }
 
 /// The environment variable holding the seal keys `verify` checks keyed seals with: never an

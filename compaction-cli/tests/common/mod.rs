@@ -307,3 +307,49 @@ fn regex_escape(text: &str) -> String {
     }
     out
 }
+
+/// `turns` turns of a session reading a log: the user asks, the model calls `read_log` on
+/// `path` (id `call_N`), the call is answered with `head` and 150 more lines, and the model
+/// says it read it; a request is made before each answer and after it, so the conversation
+/// outgrows a small budget and gets folded and tombstoned.
+pub fn read_log_turns<S: compaction::HasTranscript + Send + Sync>(
+    session: &mut compaction::session::Session<S>,
+    turns: u32,
+    path: &str,
+    head: &str,
+) {
+    use compaction::{Message, ToolCall};
+    for turn in 0..turns {
+        session.push(Message::user(format!("turn {turn}: read the log")));
+        session.next_request_blocking().unwrap();
+        let id = format!("call_{turn}");
+        let read = ToolCall::new(&id, "read_log", serde_json::json!({ "path": path }));
+        session
+            .push_response(Message::assistant_with_tools("", vec![read]))
+            .unwrap();
+        let call = session.pending_calls()[0].clone();
+        let output = format!("{head}\n{}", format!("line {turn}\n").repeat(150));
+        session.answer(&call, output).unwrap();
+        session.next_request_blocking().unwrap();
+        session
+            .push_response(Message::assistant(format!("turn {turn} read")))
+            .unwrap();
+    }
+}
+
+/// A session builder for `agent` on the SQLite file `path` (store and ledger), counting with
+/// o200k_base against `budget`.
+pub fn session_on<S: compaction::HasTranscript + Send + Sync>(
+    path: &Path,
+    agent: &str,
+    budget: usize,
+) -> compaction::session::SessionBuilder<S> {
+    compaction::session::Session::builder(agent)
+        .compactor(
+            Compactor::builder()
+                .budget(budget)
+                .token_counter(Tokenizer::O200kBase),
+        )
+        .store(SqliteStore::open(path).unwrap())
+        .ledger(SqliteLedger::open(path).unwrap())
+}
