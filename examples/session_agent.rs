@@ -413,7 +413,7 @@ fn loopback_reply(request: &RecordedRequest) -> Result<Message, Box<dyn Error>> 
             let start = m.content.find("resolve_pointer(\"")? + "resolve_pointer(\"".len();
             Some(m.content[start..].split('"').next()?.to_owned())
         });
-        if let Some(handle) = handle.filter(|_| number % 2 == 0) {
+        if let Some(handle) = handle.filter(|_| number.is_multiple_of(2)) {
             calls.push(call(RESOLVE_POINTER, json!({"pointer": handle})));
         }
         return Ok(Message::assistant_with_tools(
