@@ -15,18 +15,8 @@ use std::process::{Command, Stdio};
 
 const SERVICES: [&str; 6] = ["billing", "search", "auth", "mailer", "reports", "gateway"];
 
-/// `target/<profile>/examples/session_agent`, beside this test's `deps/` directory.
 fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let binary = profile_dir.join("examples").join("session_agent");
-    assert!(
-        binary.exists(),
-        "{} is missing: build it first with `cargo build --example session_agent --features \
-         openai,anthropic`",
-        binary.display()
-    );
-    binary
+    common::example_binary("session_agent", "openai,anthropic")
 }
 
 fn command(dir: &TempDir, wire: &str, deploy_ms: u32) -> Command {
