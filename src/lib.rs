@@ -143,7 +143,7 @@ pub mod guide {
     //! | [`storage`] | the SQLite store, checkpoints and effect ledger |
     //! | [`operating`] | the `compaction` command line |
     //! | [`postgres`] | a fleet on PostgreSQL, and what each backend promises |
-    //! | [`sessions`] | the agent loop around every compaction |
+    //! | [`sessions`] | `Session`: the agent loop, the cacheable request, resuming after a crash |
     //! | [`errors_async_logging`] | errors, runtimes, logging |
     //! | [`architecture`] | the modules of the core, and where to add |
     //! | [`testing`] | contributing: property, fault, tamper and fuzz tests, benchmarks |

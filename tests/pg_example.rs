@@ -3,6 +3,7 @@
 //! checkpoint and ledger inside its namespace. The example binary is built first
 //! (`cargo build --example migration_agent --features postgres`, as `.ci/run` does).
 
+mod common;
 mod pg;
 
 use compaction::{block_on, EffectStatus, PgLedger, PgStore};
@@ -10,17 +11,8 @@ use pg::harness::TestDb;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// `target/<profile>/examples/migration_agent`, beside this test's `deps/` directory.
 fn example_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
-    let binary = profile_dir.join("examples").join("migration_agent");
-    assert!(
-        binary.is_file(),
-        "{} is missing: build it first with `cargo build --example migration_agent --features postgres`",
-        binary.display()
-    );
-    binary
+    common::example_binary("migration_agent", "postgres")
 }
 
 /// Runs the example; returns its standard output, panicking with both streams on failure.

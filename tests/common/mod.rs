@@ -1,5 +1,6 @@
 //! What the integration tests share: the guide's `MigrationState` (docs/compacting.md; from
-//! the shared fixtures crate, which benches and fuzz use too) and a temporary directory.
+//! the shared fixtures crate, which benches and fuzz use too), a temporary directory, and the
+//! path of an example's binary.
 // Each test binary uses a part of what is shared.
 #![allow(dead_code, unused_imports)]
 
@@ -48,4 +49,19 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `target/<profile>/examples/<name>`, beside the running test's `deps/` directory: an example
+/// a test runs as a process, built first with `cargo build --example <name> --features
+/// <features>` (`.ci/run` does).
+pub fn example_binary(name: &str, features: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    let binary = profile_dir.join("examples").join(name);
+    assert!(
+        binary.is_file(),
+        "{} is missing: build it first with `cargo build --example {name} --features {features}`",
+        binary.display()
+    );
+    binary
 }

@@ -10,9 +10,10 @@ use sha2::{Digest, Sha256};
 /// with what a provider's prompt cache needs.
 ///
 /// It is the same for every wire format: convert [`messages`](Self::messages) with the format's
-/// adapter ([`openai_messages`](Self::openai_messages) for OpenAI chat completions), and put a
-/// cache breakpoint (Anthropic's `cache_control`) after the first
-/// [`stable_prefix_len`](Self::stable_prefix_len) messages.
+/// adapter ([`openai_messages`](Self::openai_messages) for OpenAI chat completions, with
+/// [`prompt_cache_key`](Self::prompt_cache_key); `anthropic_request` for Anthropic's Messages
+/// API, feature `anthropic-types`), which puts a cache breakpoint (Anthropic's
+/// `cache_control`) after the first [`stable_prefix_len`](Self::stable_prefix_len) messages.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionRequest {
     pub(crate) messages: Vec<Message>,

@@ -8,7 +8,8 @@ use std::collections::HashSet;
 /// What [`Session::push_response`](crate::session::Session::push_response) takes: the model's
 /// response as our [`Message`], or, with the `openai-types` feature, async-openai's chat
 /// completion (`CreateChatCompletionResponse`: its first choice) or its message
-/// (`ChatCompletionResponseMessage`), by value or by reference.
+/// (`ChatCompletionResponseMessage`), and with `anthropic-types` a Messages API reply
+/// (`compaction::anthropic::AnthropicResponse`), by value or by reference.
 pub trait ModelResponse {
     /// The response as our message (what our messages cannot carry is
     /// [`SessionError::Response`]).

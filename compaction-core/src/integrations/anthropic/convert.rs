@@ -5,7 +5,7 @@
 //! parts, first in their turn. What one side cannot carry is a typed error, never dropped.
 
 use crate::integrations::anthropic::wire::{
-    AnthropicMessage, AnthropicResponse, AnthropicRole, ContentBlock, SystemBlock,
+    AnthropicMessage, AnthropicResponse, AnthropicRole, CacheControl, ContentBlock, SystemBlock,
     ToolResultContent,
 };
 use crate::transcript::message::{Message, OpaquePart, Role, ToolCall};
@@ -78,22 +78,54 @@ pub struct AnthropicConversation {
 /// of one role share a turn, thinking first. A call still waiting for its result ends the list
 /// as it is ([`check_anthropic`](super::check_anthropic) refuses such a request).
 pub fn to_anthropic(messages: &[Message]) -> Result<AnthropicConversation, AnthropicError> {
+    convert(messages, &Layout::default())
+}
+
+/// How [`convert`] lays a list out beyond [`to_anthropic`]'s rules.
+#[derive(Debug, Default)]
+pub(crate) struct Layout {
+    /// Put a cache breakpoint on the last block of the first this-many messages (on the last
+    /// block before it that can carry one, when those are all thinking blocks).
+    pub(crate) breakpoint_after: Option<usize>,
+    /// Send a system or developer message after the conversation started as a user text block
+    /// at its place (Anthropic has no system role inside `messages`), instead of refusing it.
+    pub(crate) late_system_as_user: bool,
+}
+
+/// [`to_anthropic`] with a [`Layout`].
+pub(crate) fn convert(
+    messages: &[Message],
+    layout: &Layout,
+) -> Result<AnthropicConversation, AnthropicError> {
+    let breakpoint = layout.breakpoint_after.and_then(|len| {
+        messages[..len.min(messages.len())]
+            .iter()
+            .rposition(can_carry_breakpoint)
+    });
     let mut system = Vec::new();
     let mut out: Vec<AnthropicMessage> = Vec::new();
     for (index, message) in messages.iter().enumerate() {
         if message.name.is_some() {
             return Err(AnthropicError::Named { index });
         }
-        let (role, blocks) = match message.role {
-            Role::System | Role::Developer => {
-                if !out.is_empty() {
-                    return Err(AnthropicError::SystemInConversation {
-                        index,
-                        role: message.role.as_str(),
-                    });
+        let (role, mut blocks) = match message.role {
+            Role::System | Role::Developer if out.is_empty() => {
+                let mut block = SystemBlock::text(message.content.clone());
+                if breakpoint == Some(index) {
+                    block.cache_control = Some(CacheControl::ephemeral());
                 }
-                system.push(SystemBlock::text(message.content.clone()));
+                system.push(block);
                 continue;
+            }
+            Role::System | Role::Developer if layout.late_system_as_user => (
+                AnthropicRole::User,
+                vec![ContentBlock::text(message.content.clone())],
+            ),
+            Role::System | Role::Developer => {
+                return Err(AnthropicError::SystemInConversation {
+                    index,
+                    role: message.role.as_str(),
+                });
             }
             Role::User => (
                 AnthropicRole::User,
@@ -110,6 +142,17 @@ pub fn to_anthropic(messages: &[Message]) -> Result<AnthropicConversation, Anthr
             ),
             Role::Assistant => (AnthropicRole::Assistant, assistant_blocks(message, index)?),
         };
+        if breakpoint == Some(index) {
+            // The breakpoint travels with its block when the turn merges (thinking spliced in
+            // front of it stays before it).
+            if let Some(block) = blocks
+                .iter_mut()
+                .rev()
+                .find(|b| !matches!(b, ContentBlock::Opaque(_)))
+            {
+                block.set_cache_control(Some(CacheControl::ephemeral()));
+            }
+        }
         match out.last_mut() {
             Some(turn) if turn.role == role => {
                 let (opaque, rest): (Vec<_>, Vec<_>) = blocks
@@ -138,6 +181,15 @@ pub fn to_anthropic(messages: &[Message]) -> Result<AnthropicConversation, Anthr
         system,
         messages: out,
     })
+}
+
+/// Whether `message` converts to at least one block that can carry a cache breakpoint (every
+/// message but an assistant reply of thinking alone).
+fn can_carry_breakpoint(message: &Message) -> bool {
+    message.role != Role::Assistant
+        || !message.content.is_empty()
+        || !message.tool_calls.is_empty()
+        || message.opaque.is_empty()
 }
 
 /// An assistant message's blocks: thinking, then text (when any, or when nothing else), then

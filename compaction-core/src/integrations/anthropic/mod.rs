@@ -1,8 +1,10 @@
 //! Anthropic's Messages API (feature `anthropic-types`): our own serde types for its messages,
 //! requests and responses, conversions both ways with our [`Message`]s, and a checker of the
 //! conversation rules. Feature `anthropic` adds `AnthropicSummarizer` (summaries from Claude)
-//! and `ClaudeEstimate` (Claude's token count from `o200k_base` with a margin). Reached as
-//! `compaction::anthropic`.
+//! and `ClaudeEstimate` (Claude's token count from `o200k_base` with a margin). A session's
+//! request converts with `SessionRequest::anthropic_request` (its cache breakpoint at the
+//! stable-prefix boundary), and `Session::push_response` takes an [`AnthropicResponse`].
+//! Reached as `compaction::anthropic`.
 //!
 //! Why our own types: the maintained crates were evaluated (December 2026). `claudius` 0.33
 //! ships its types only with its client (reqwest, tokio "full", rustyline, serde_yaml) and turns
@@ -18,6 +20,7 @@
 
 mod convert;
 mod rules;
+mod session;
 #[cfg(feature = "anthropic")]
 mod summarizer;
 mod wire;

@@ -1,0 +1,152 @@
+//! A session's turn on Anthropic's Messages wire: the request with its prompt-cache breakpoint
+//! at the stable-prefix boundary, and the model's reply pushed as it comes.
+
+use crate::integrations::anthropic::convert::{
+    convert, from_anthropic_response, AnthropicError, Layout,
+};
+use crate::integrations::anthropic::wire::{AnthropicRequest, AnthropicResponse};
+use crate::session::error::SessionError;
+use crate::session::request::SessionRequest;
+use crate::session::turn::ModelResponse;
+use crate::transcript::message::Message;
+
+impl SessionRequest {
+    /// The request as an Anthropic Messages API request for `model`, with one prompt-cache
+    /// breakpoint (`cache_control: {"type": "ephemeral"}`) on the last block of the stable
+    /// prefix (the first [`stable_prefix_len`](Self::stable_prefix_len) messages): on the
+    /// window's system block when nothing of the conversation is stable yet, else on the last
+    /// block of the compacted history. Everything up to that block is byte-identical from
+    /// request to request between compaction points, and mostly across them, so the provider
+    /// serves it from its cache.
+    ///
+    /// Layout: the leading system messages (the window's stable part, your system prompt)
+    /// are the top-level `system`; the rest follows [`to_anthropic`](super::to_anthropic)'s
+    /// rules, except that a system message inside the conversation (the window's state update,
+    /// which the session appends late so the prefix stays stable, or a system note you pushed)
+    /// goes as a user text block at its place: the Messages API has no system role inside
+    /// `messages`. Add `tools`, `thinking` and the like to the returned request before sending
+    /// it; a second breakpoint on its last block (`set_cache_control`) caches the appended
+    /// turns too. Refused as [`to_anthropic`](super::to_anthropic) refuses: a named message, an
+    /// opaque part of another provider, arguments that are not a JSON object.
+    pub fn anthropic_request(
+        &self,
+        model: impl Into<String>,
+        max_tokens: u32,
+    ) -> Result<AnthropicRequest, AnthropicError> {
+        let layout = Layout {
+            breakpoint_after: Some(self.stable_prefix_len()),
+            late_system_as_user: true,
+        };
+        let conversation = convert(self.messages(), &layout)?;
+        Ok(AnthropicRequest {
+            model: model.into(),
+            max_tokens,
+            system: conversation.system,
+            messages: conversation.messages,
+            tools: None,
+            tool_choice: None,
+            thinking: None,
+            temperature: None,
+        })
+    }
+}
+
+/// The model's reply (thinking blocks kept byte-for-byte); a reply our message cannot hold in
+/// order is [`SessionError::Response`].
+impl ModelResponse for &AnthropicResponse {
+    fn into_message(self) -> Result<Message, SessionError> {
+        from_anthropic_response(self).map_err(|e| SessionError::Response(Box::new(e)))
+    }
+}
+
+impl ModelResponse for AnthropicResponse {
+    fn into_message(self) -> Result<Message, SessionError> {
+        (&self).into_message()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::integrations::anthropic::wire::{CacheControl, ContentBlock};
+    use crate::transcript::message::{OpaquePart, ToolCall};
+    use serde_json::json;
+
+    fn request(messages: Vec<Message>, stable_prefix_len: usize) -> SessionRequest {
+        SessionRequest {
+            messages,
+            stable_prefix_len,
+            reused_prefix_len: 0,
+            compaction_point: false,
+            sequence: 1,
+            tokens: 0,
+            cache_key: "k".into(),
+        }
+    }
+
+    fn marked(block: &ContentBlock) -> bool {
+        matches!(
+            block,
+            ContentBlock::Text { cache_control: Some(c), .. }
+            | ContentBlock::ToolUse { cache_control: Some(c), .. }
+            | ContentBlock::ToolResult { cache_control: Some(c), .. }
+            if *c == CacheControl::ephemeral()
+        )
+    }
+
+    #[test]
+    fn a_thinking_only_reply_at_the_boundary_moves_the_breakpoint_back_to_a_block_that_carries_it()
+    {
+        let thinking = OpaquePart::anthropic_thinking("plan", "c2ln");
+        let messages = vec![
+            Message::system("window"),
+            Message::user("go"),
+            Message::assistant("").with_opaque(vec![thinking]),
+            Message::user("and?"),
+        ];
+        let wire = request(messages, 3).anthropic_request("m", 10).unwrap();
+        assert!(wire.system.iter().all(|b| b.cache_control.is_none()));
+        let marks: Vec<(usize, usize)> = wire
+            .messages
+            .iter()
+            .enumerate()
+            .flat_map(|(m, msg)| {
+                msg.content
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| marked(b))
+                    .map(move |(b, _)| (m, b))
+            })
+            .collect();
+        assert_eq!(marks, [(0, 0)], "on the user's text, before the thinking");
+    }
+
+    #[test]
+    fn a_late_system_message_is_a_user_block_and_the_breakpoint_follows_its_block_into_a_merge() {
+        let call = ToolCall::new("c1", "read", json!({"path": "a"}));
+        let messages = vec![
+            Message::system("window"),
+            Message::system("you code"),
+            Message::user("task"),
+            Message::assistant_with_tools("", vec![call]),
+            Message::tool_result("c1", "body"),
+            Message::system("⟦compaction:update⟧ the state changed"),
+        ];
+        let wire = request(messages.clone(), 5)
+            .anthropic_request("m", 10)
+            .unwrap();
+        assert_eq!(wire.system.len(), 2);
+        let last = &wire.messages[2].content;
+        assert_eq!(last.len(), 2, "the update joins the results' user turn");
+        assert!(marked(&last[0]) && !marked(&last[1]));
+        assert!(crate::integrations::anthropic::rules::check_anthropic(&wire.messages).is_ok());
+        // `to_anthropic` stays strict: a late system message is refused there.
+        assert_eq!(
+            super::super::to_anthropic(&messages),
+            Err(AnthropicError::SystemInConversation {
+                index: 5,
+                role: "system"
+            })
+        );
+    }
+}

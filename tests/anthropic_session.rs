@@ -1,0 +1,190 @@
+//! A session's requests on Anthropic's Messages wire (feature `anthropic-types`):
+//! `SessionRequest::anthropic_request` puts one `cache_control` breakpoint on the last block of
+//! the stable prefix, every request passes the documented conversation rules, and between
+//! compaction points everything up to the breakpoint is byte-identical request to request.
+
+mod session_driver;
+
+use compaction::anthropic::{
+    check_anthropic, to_anthropic, AnthropicRequest, AnthropicResponse, CacheControl, ContentBlock,
+    SystemBlock,
+};
+use compaction::session::{Session, SessionRequest};
+use compaction::{MemoryLedger, MemoryStore, Message, Role};
+use serde_json::json;
+use session_driver::{compactor, effect_of, fresh_agent, Driver, Script, Step, Stop, World};
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct Performed(Mutex<Vec<String>>);
+
+impl World for Performed {
+    fn perform(&self, key: &str) {
+        self.0.lock().unwrap().push(key.to_owned());
+    }
+}
+
+/// Where the request's breakpoints are: `(None, i)` for system block `i`, `(Some(m), b)` for
+/// block `b` of message `m`.
+fn breakpoints(request: &AnthropicRequest) -> Vec<(Option<usize>, usize)> {
+    let mut found: Vec<(Option<usize>, usize)> = request
+        .system
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.cache_control.is_some())
+        .map(|(i, _)| (None, i))
+        .collect();
+    for (m, message) in request.messages.iter().enumerate() {
+        for (b, block) in message.content.iter().enumerate() {
+            let control = match block {
+                ContentBlock::Text { cache_control, .. }
+                | ContentBlock::ToolUse { cache_control, .. }
+                | ContentBlock::ToolResult { cache_control, .. } => cache_control.as_ref(),
+                _ => None,
+            };
+            if let Some(control) = control {
+                assert_eq!(control, &CacheControl::ephemeral());
+                found.push((Some(m), b));
+            }
+        }
+    }
+    found
+}
+
+/// The JSON of everything up to and including the breakpoint: what the provider caches.
+fn cached_prefix(request: &AnthropicRequest, at: (Option<usize>, usize)) -> String {
+    let (system, messages): (&[SystemBlock], Vec<serde_json::Value>) = match at {
+        (None, i) => (&request.system[..=i], Vec::new()),
+        (Some(m), b) => {
+            let mut messages: Vec<serde_json::Value> = request.messages[..m]
+                .iter()
+                .map(|message| serde_json::to_value(message).unwrap())
+                .collect();
+            let turn = &request.messages[m];
+            messages.push(json!({"role": turn.role, "content": &turn.content[..=b]}));
+            (&request.system, messages)
+        }
+    };
+    serde_json::to_string(&json!({"system": system, "messages": messages})).unwrap()
+}
+
+/// Asserts that the breakpoint of `wire` (made from `request`) sits exactly where the first
+/// `stable_prefix_len()` messages end, converted alone; returns it.
+fn breakpoint_at_the_stable_prefix(
+    request: &SessionRequest,
+    wire: &AnthropicRequest,
+) -> (Option<usize>, usize) {
+    let found = breakpoints(wire);
+    assert_eq!(found.len(), 1, "one breakpoint: {found:?}");
+    let prefix = to_anthropic(&request.messages()[..request.stable_prefix_len()])
+        .expect("the stable prefix converts alone");
+    let expected = match prefix.messages.last() {
+        None => (None, prefix.system.len() - 1),
+        Some(last) => (Some(prefix.messages.len() - 1), last.content.len() - 1),
+    };
+    assert_eq!(found[0], expected, "the breakpoint ends the stable prefix");
+    found[0]
+}
+
+#[test]
+fn every_request_is_valid_and_cached_up_to_its_stable_prefix() {
+    for seed in [3, 11, 29] {
+        let script = Script { seed, turns: 14 };
+        let mut session = Session::builder("agent-anthropic")
+            .compactor(compactor(4_000))
+            .store(MemoryStore::new())
+            .ledger(MemoryLedger::new())
+            .effect_calls(effect_of)
+            .open_blocking(fresh_agent)
+            .unwrap();
+        let world = Performed::default();
+        let mut driver = Driver::default();
+        let mut previous: Option<String> = None;
+        let (mut requests, mut points, mut grown, mut late_system) = (0, 0, 0, 0);
+        loop {
+            match driver
+                .step(&mut session, &script, &world, Stop::Never)
+                .unwrap()
+            {
+                Some(Step::Done) => break,
+                Some(Step::Request(request)) => {
+                    let wire = request.anthropic_request("claude-test", 1024).unwrap();
+                    check_anthropic(&wire.messages).unwrap();
+                    // Through JSON, as the provider reads it.
+                    let sent: AnthropicRequest =
+                        serde_json::from_str(&serde_json::to_string(&wire).unwrap()).unwrap();
+                    assert_eq!(sent, wire);
+                    let at = breakpoint_at_the_stable_prefix(&request, &wire);
+                    let prefix = cached_prefix(&wire, at);
+                    if request.is_compaction_point() {
+                        points += 1;
+                    } else if let Some(previous) = &previous {
+                        assert_eq!(
+                            &prefix, previous,
+                            "seed {seed}, request {requests}: the cached prefix changed without \
+                             a compaction point"
+                        );
+                        grown += 1;
+                    }
+                    late_system += request.messages()[1..]
+                        .iter()
+                        .skip_while(|m| m.role == Role::System)
+                        .filter(|m| m.role == Role::System)
+                        .count();
+                    previous = Some(prefix);
+                    requests += 1;
+                }
+                Some(_) => {}
+                None => unreachable!("Stop::Never never stops inside an effect"),
+            }
+        }
+        assert!(points >= 2, "seed {seed}: {points} compaction points");
+        assert!(grown >= 5, "seed {seed}: {grown} requests only appended");
+        assert!(
+            late_system > 0,
+            "seed {seed}: the state updates (system messages late in the request) are exercised"
+        );
+    }
+}
+
+#[test]
+fn an_anthropic_reply_is_pushed_as_it_comes() {
+    let mut session = Session::builder("agent-reply")
+        .compactor(compactor(4_000))
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    session.push(Message::user("deploy svc-1"));
+    let request = session.next_request_blocking().unwrap();
+    let wire = request.anthropic_request("claude-test", 256).unwrap();
+    // Nothing is folded yet: the breakpoint is on the top-level system prompt's stable part.
+    assert_eq!(breakpoints(&wire), [(None, 0)]);
+    assert_eq!(request.stable_prefix_len(), 1);
+    let input = r#"{"service": "svc-1", "key": "deploy-1", "n": 123456789012345678901234567890}"#;
+    let reply: AnthropicResponse = serde_json::from_str(&format!(
+        r#"{{"id":"msg_1","type":"message","role":"assistant","model":"claude-test",
+            "content":[{{"type":"text","text":"deploying"}},
+                       {{"type":"tool_use","id":"toolu_1","name":"deploy","input":{input}}}],
+            "stop_reason":"tool_use","usage":{{"input_tokens":5,"output_tokens":7}}}}"#
+    ))
+    .unwrap();
+    session.push_response(&reply).unwrap();
+    let calls = session.pending_calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].arguments_text(), input, "input byte for byte");
+    assert_eq!(calls[0].effect.as_deref(), Some("deploy-1"), "linked");
+    session
+        .run_effect_blocking(&calls[0], || async { Ok::<_, String>("deployed".into()) })
+        .unwrap();
+    let wire = session
+        .next_request_blocking()
+        .unwrap()
+        .anthropic_request("claude-test", 256)
+        .unwrap();
+    check_anthropic(&wire.messages).unwrap();
+    let last = wire.messages.last().unwrap();
+    assert!(matches!(
+        &last.content[0],
+        ContentBlock::ToolResult { tool_use_id, .. } if tool_use_id == "toolu_1"
+    ));
+}
