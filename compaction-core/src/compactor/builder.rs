@@ -8,7 +8,7 @@ use crate::store::{DynStore, MemoryStore, Store};
 use crate::summaries::contract::DynSummarizer;
 use crate::summaries::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
-use crate::transcript::memory::TranscriptPlanner;
+use crate::transcript::memories::TranscriptPlanner;
 use crate::window::{DefaultRenderer, Renderer};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

@@ -35,7 +35,7 @@ use crate::summaries::contract::DynSummarizer;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;
 use crate::transcript::effects::EffectStatuses;
-use crate::transcript::memory::TranscriptPlanner;
+use crate::transcript::memories::TranscriptPlanner;
 use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
 use crate::window::escape_inline;

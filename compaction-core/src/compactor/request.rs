@@ -71,7 +71,7 @@ pub(super) fn the_transcript<'c, 'a>(
 }
 
 /// How many transcripts' windows a compactor remembers (as many as their planner memories).
-const REMEMBERED_WINDOWS: usize = crate::transcript::memory::REMEMBERED;
+const REMEMBERED_WINDOWS: usize = crate::transcript::memories::REMEMBERED;
 
 /// What the model was shown of the state in a transcript's last request.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,19 +7,21 @@
 //! tool messages; anchors stay in place between sub-ranges, in their current form. Every marker
 //! of a block names the block's one handle.
 
-use crate::store::{ContentHash, Pointer};
+use crate::store::Pointer;
 use crate::transcript::conversation::{Message, Role, ToolCall};
 use crate::transcript::count::message_tokens_with;
 use crate::transcript::layout::anchors;
-use crate::transcript::marker::{self, FoldHeader, Page, FOLD_LISTED_CALLS};
+use crate::transcript::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::transcript::memory::{Block, ChunkRef, Handle, Manifest, Slot};
 use crate::transcript::plan::{FoldSummaryRequest, PendingSummary};
 use crate::transcript::span::chunk;
-use crate::transcript::steps::{Built, OldSlots, Point, State, OVER};
+use crate::transcript::steps::{Built, OldSlots, Point, OVER};
 use std::collections::HashMap;
 
 /// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
 /// convenience, and the range is in the store whatever its size.
+mod zone;
+
 pub(crate) const SUMMARY_SOURCE_BYTES: usize = 256 * 1024;
 
 /// One part of a block's output.
@@ -258,7 +260,7 @@ fn estimate_block(point: &mut Point<'_>, first: usize, end: usize) -> usize {
                     let position = old.kept.get(index).copied();
                     match position {
                         Some(position) => point.base.record.slots[position].tokens,
-                        None => count_kept(point, *index),
+                        None => point.count_kept(*index),
                     }
                 }
             }
@@ -275,12 +277,6 @@ fn estimate_block(point: &mut Point<'_>, first: usize, end: usize) -> usize {
         total = total.saturating_add(cost);
     }
     total.min(OVER)
-}
-
-fn count_kept(point: &Point<'_>, index: usize) -> usize {
-    let message = &point.ctx.messages[index];
-    let content = marker::escape(&message.content);
-    message_tokens_with(message, &content, &mut |t| point.ctx.counter.count(t))
 }
 
 impl Point<'_> {
@@ -326,7 +322,7 @@ fn build(point: &mut Point<'_>) -> Built {
         }
     }
     for index in fold_end..point.zone.end {
-        write_item(point, &mut built, index);
+        point.write_item(&mut built, index);
     }
     // Every marker's handle, and every block's (a block of anchors only has no marker).
     let referenced: std::collections::HashSet<Handle> = built
@@ -383,7 +379,7 @@ fn write_block(
             }
             Piece::Hoisted(index) | Piece::Anchor(index) => {
                 if *index >= point.zone.start {
-                    write_item(point, built, *index);
+                    point.write_item(built, *index);
                 } else {
                     let position = old.kept.get(index).copied();
                     match position {
@@ -396,7 +392,7 @@ fn write_block(
                             );
                         }
                         None => {
-                            let message = kept_message(&point.ctx.messages[*index]);
+                            let message = marker::kept(&point.ctx.messages[*index]);
                             let tokens = count(&message);
                             built.push(message, Slot::Kept { index: *index }, tokens);
                         }
@@ -502,133 +498,4 @@ fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -
         text.push('\n');
     }
     text
-}
-
-/// A message as it is sent when kept.
-fn kept_message(message: &Message) -> Message {
-    let mut kept = message.clone();
-    if marker::needs_escape(&kept.content) {
-        kept.content = marker::escape(&message.content).into_owned();
-    }
-    kept
-}
-
-/// A message without its content (what a tombstone or page keeps). Only tool messages are
-/// tombstoned or paged, and they carry no opaque parts (`validate`): a shell never does.
-fn shell(message: &Message) -> Message {
-    Message {
-        content: String::new(),
-        tool_calls: Vec::new(),
-        opaque: Vec::new(),
-        ..message.clone()
-    }
-}
-
-/// Writes zone message `index` in its decided state.
-fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
-    let message = &point.ctx.messages[index];
-    let counter = point.ctx.counter;
-    let count = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
-    match point.item(index).state {
-        State::Kept => {
-            let tokens = match point.kept_cost(index) {
-                OVER => count_kept(point, index),
-                tokens => tokens,
-            };
-            built.push(kept_message(message), Slot::Kept { index }, tokens);
-        }
-        State::Fixed => {
-            let (position, tokens, slot) = point.item(index).base.clone().expect("fixed from base");
-            built.push(point.base.messages[position].clone(), slot, tokens);
-        }
-        State::Tombstone => {
-            let handle = stored_handle(point, built, index);
-            let mut out = shell(message);
-            out.content = marker::tombstone_text(handle, message.content.len());
-            let tokens = count(&out);
-            built.push(out, Slot::Tombstoned { index, handle }, tokens);
-        }
-        State::Page(allowance) => {
-            let handle = stored_handle(point, built, index);
-            let (out, tokens) = fit_page(point, message, handle, allowance);
-            built.push(out, Slot::Paged { index, handle }, tokens);
-        }
-    }
-}
-
-/// The handle of message `index`'s content, stored with this plan's blobs when it is new.
-fn stored_handle(point: &Point<'_>, built: &mut Built, index: usize) -> Handle {
-    let content = &point.ctx.messages[index].content;
-    let pointer = Pointer::for_hash(ContentHash::of(content.as_bytes()));
-    if point.base.record.handles.handle(&pointer).is_none()
-        && built.handles.handle(&pointer).is_none()
-    {
-        built
-            .blobs
-            .push((pointer.hash(), content.as_bytes().to_vec()));
-    }
-    built.handles.assign(&pointer)
-}
-
-/// The page of `message` that fits `allowance` tokens (or its smallest page): the head gets
-/// two thirds of the excerpt bytes, the tail one third.
-fn fit_page(
-    point: &Point<'_>,
-    message: &Message,
-    handle: Handle,
-    allowance: usize,
-) -> (Message, usize) {
-    let counter = point.ctx.counter;
-    let content = &message.content;
-    let total = content.len();
-    let write = |bytes: usize| -> Message {
-        let head_end = floor_boundary(content, (bytes * 2 / 3).min(total));
-        let tail_start =
-            ceil_boundary(content, total.saturating_sub(bytes - bytes * 2 / 3)).max(head_end);
-        let mut out = shell(message);
-        out.content = marker::page_text(&Page {
-            handle,
-            total,
-            head: &content[..head_end],
-            tail: &content[tail_start..],
-        });
-        out
-    };
-    let tokens_of = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
-    let empty = write(0);
-    let empty_tokens = tokens_of(&empty);
-    if allowance <= empty_tokens {
-        return (empty, empty_tokens);
-    }
-    let mut bytes = ((allowance - empty_tokens) * 4).min(total);
-    for _ in 0..16 {
-        let out = write(bytes);
-        let tokens = tokens_of(&out);
-        if tokens <= allowance {
-            return (out, tokens);
-        }
-        // Shrink in proportion to the overshoot, at least by one byte.
-        let over = tokens - allowance;
-        let room = tokens - empty_tokens;
-        let shrink = (bytes * over).div_ceil(room.max(1)).max(1);
-        bytes = bytes.saturating_sub(shrink + bytes / 32);
-        if bytes == 0 {
-            break;
-        }
-    }
-    (empty, empty_tokens)
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    while index < text.len() && !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }

@@ -12,8 +12,9 @@
 //! Markers name what they stand for by a short [`Handle`] (`p17`), mapped to its full
 //! content address by the [`HandleTable`](crate::transcript::HandleTable) of the checkpoint.
 
-use crate::transcript::conversation::ToolCall;
+use crate::transcript::conversation::{Message, ToolCall};
 use crate::transcript::memory::Handle;
+use crate::window::escape::is_invisible_format;
 use std::borrow::Cow;
 use std::fmt::Write;
 
@@ -36,40 +37,9 @@ const UPDATE: &str = "update";
 /// space, joiners, bidi controls, variation selectors, tags, fillers). A text that begins with
 /// them and then a marker looks like a marker to a model.
 pub(crate) fn is_invisible(c: char) -> bool {
-    c.is_whitespace()
-        || c.is_control()
-        || matches!(
-            c,
-            '\u{00AD}'
-                | '\u{034F}'
-                | '\u{061C}'
-                | '\u{115F}'
-                | '\u{1160}'
-                | '\u{17B4}'
-                | '\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{2800}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFFB}'
-                | '\u{0600}'..='\u{0605}'
-                | '\u{06DD}'
-                | '\u{070F}'
-                | '\u{0890}'
-                | '\u{0891}'
-                | '\u{08E2}'
-                | '\u{110BD}'
-                | '\u{110CD}'
-                | '\u{13430}'..='\u{1343F}'
-                | '\u{1BCA0}'..='\u{1BCA3}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
+    // U+2800 (Braille blank) renders as a blank at the start of a text but is not a format
+    // character, so the window's escape keeps it as itself.
+    c.is_whitespace() || c.is_control() || c == '\u{2800}' || is_invisible_format(c)
 }
 
 /// Whether a kept content must be escaped to stay distinguishable from a marker: its first
@@ -77,6 +47,15 @@ pub(crate) fn is_invisible(c: char) -> bool {
 /// the two prefixes on purpose: a near miss (`⟦compaction :`, `⟦Compaction:`) is escaped too.
 pub(crate) fn needs_escape(content: &str) -> bool {
     content.trim_start_matches(is_invisible).starts_with('⟦')
+}
+
+/// A message as it is sent when kept: its content escaped when it begins like a marker.
+pub(crate) fn kept(message: &Message) -> Message {
+    let mut kept = message.clone();
+    if needs_escape(&kept.content) {
+        kept.content = escape(&message.content).into_owned();
+    }
+    kept
 }
 
 /// The content as it is sent when kept.

@@ -9,16 +9,12 @@
 //! points; the open zone is every later message in its current form, plus state updates.
 
 use crate::store::{ContentHash, Pointer};
-use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Transcript;
 use crate::transcript::conversation::{Link, Message, ROOT};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::num::NonZeroU64;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
 
 // Short handles: what the model reads in a marker (`p17`, a few tokens) instead of a full
 // `store://sha256:<64 hex>` pointer (about 38 tokens), and the table that maps them back. One
@@ -381,7 +377,7 @@ pub(crate) struct Block {
 
 /// The planner's memory of one agent's last request: the request's messages, what each stands
 /// for, the compacted blocks and their chunks, the handle table. A checkpoint carries it;
-/// [`TranscriptPlanner::resume`] installs it. Serializes as the record with its `messages`;
+/// [`TranscriptPlanner::resume`](crate::transcript::TranscriptPlanner::resume) installs it. Serializes as the record with its `messages`;
 /// deserializing checks that they agree (one slot per message, contiguous blocks whose
 /// manifests match their chunks, every handle in the table).
 #[derive(Debug, Clone)]
@@ -552,101 +548,6 @@ impl MemoryRecord {
     }
 }
 
-/// How many transcripts' memories a planner keeps (the most recently planned ones).
-pub const REMEMBERED: usize = 16;
-
-/// Plans the requests of agents' transcripts for one token counter, remembering the last
-/// request of each (up to [`REMEMBERED`] agents) so the next plan only appends to it.
-///
-/// ```
-/// use compaction::transcript::{EffectStatuses, TranscriptBudget, TranscriptPlanner, TranscriptPolicy};
-/// use compaction::{Message, Tokenizer, Transcript};
-/// use std::sync::Arc;
-///
-/// let planner = TranscriptPlanner::new(Arc::new(Tokenizer::O200kBase));
-/// let mut chat = Transcript::new();
-/// let budget = TranscriptBudget::with_marks(2_000, 0.9, 0.6);
-/// let (policy, effects) = (TranscriptPolicy::default(), EffectStatuses::new());
-/// let mut previous: Vec<Message> = Vec::new();
-/// for turn in 0..200 {
-///     chat.push(Message::user(format!("turn {turn}: what next?")));
-///     chat.push(Message::assistant("Some work done. ".repeat(10)));
-///     let planned = planner.plan_without_summaries(&chat, &policy, budget, &effects)?;
-///     assert!(planned.tokens() <= 2_000);
-///     if !planned.compacted() {
-///         // Between compaction points a request only appends to the previous one.
-///         assert!(planned.messages().starts_with(&previous));
-///     }
-///     previous = planned.messages().to_vec();
-///     planner.commit(&planned);
-/// }
-/// # Ok::<(), compaction::transcript::TranscriptPlanError>(())
-/// ```
-pub struct TranscriptPlanner {
-    pub(crate) counter: Arc<dyn TokenCounter>,
-    memories: Mutex<VecDeque<Arc<TranscriptMemory>>>,
-}
-
-impl std::fmt::Debug for TranscriptPlanner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TranscriptPlanner")
-            .field("counter", &self.counter.name())
-            .finish_non_exhaustive()
-    }
-}
-
-impl TranscriptPlanner {
-    /// A planner counting with `counter`, remembering nothing yet.
-    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
-        TranscriptPlanner {
-            counter,
-            memories: Mutex::new(VecDeque::new()),
-        }
-    }
-
-    /// The token counter.
-    pub fn counter(&self) -> &dyn TokenCounter {
-        &*self.counter
-    }
-
-    /// Installs a memory read back from a checkpoint, so this process plans the next request
-    /// exactly as the one that wrote the checkpoint would have.
-    pub fn resume(&self, memory: TranscriptMemory) {
-        self.remember(Arc::new(memory));
-    }
-
-    /// Forgets every memory: the next plan of any transcript starts from nothing.
-    pub fn forget_all(&self) {
-        self.memories
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    }
-
-    pub(crate) fn remember(&self, memory: Arc<TranscriptMemory>) {
-        let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
-        memories.retain(|m| {
-            !(m.record.len == memory.record.len && m.record.link == memory.record.link)
-        });
-        memories.push_front(memory);
-        memories.truncate(REMEMBERED);
-    }
-
-    /// The memory `transcript` grew from (the longest one), or the empty memory.
-    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<TranscriptMemory> {
-        let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
-        memories
-            .iter()
-            .filter(|m| {
-                m.record.counter == self.counter.name()
-                    && transcript.link(m.record.len) == Some(m.record.link)
-            })
-            .max_by_key(|m| m.record.len)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(self.counter.name())))
-    }
-}
-
 mod link_hex {
     use crate::transcript::conversation::Link;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -672,53 +573,4 @@ mod link_hex {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pointer(n: u8) -> Pointer {
-        Pointer::for_hash(ContentHash::of(&[n]))
-    }
-
-    #[test]
-    fn handles_count_up_are_reused_for_the_same_address_and_never_given_twice() {
-        let mut table = HandleTable::new();
-        let a = table.assign(&pointer(1));
-        let b = table.assign(&pointer(2));
-        assert_eq!((a.to_string(), b.to_string()), ("p1".into(), "p2".into()));
-        assert_eq!(table.assign(&pointer(1)), a);
-        table.retain(|h| h == b);
-        assert_eq!(table.pointer(a), None);
-        // The forgotten address gets a new number, never p1 again.
-        assert_eq!(table.assign(&pointer(1)).to_string(), "p3");
-        let json = serde_json::to_string(&table).unwrap();
-        let back: HandleTable = serde_json::from_str(&json).unwrap();
-        assert_eq!(back, table);
-    }
-
-    #[test]
-    fn handles_parse_in_one_spelling_only() {
-        assert_eq!("p17".parse::<Handle>().unwrap().number(), 17);
-        assert_eq!(" ⟦p17⟧ ".parse::<Handle>().unwrap().number(), 17);
-        for bad in [
-            "p0",
-            "p017",
-            "p",
-            "17",
-            "p1x",
-            "P1",
-            "p-1",
-            "p99999999999999999999",
-        ] {
-            assert!(bad.parse::<Handle>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn an_edited_table_is_refused() {
-        let p = pointer(1).to_string();
-        let ahead = format!(r#"{{"next":2,"handles":{{"p2":"{p}"}}}}"#);
-        assert!(serde_json::from_str::<HandleTable>(&ahead).is_err());
-        let twice = format!(r#"{{"next":3,"handles":{{"p1":"{p}","p2":"{p}"}}}}"#);
-        assert!(serde_json::from_str::<HandleTable>(&twice).is_err());
-    }
-}
+mod tests;

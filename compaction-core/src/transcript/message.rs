@@ -1,12 +1,11 @@
 //! The values of a conversation: `Message`, `Role`, `ToolCall`, a call's exact `ToolArguments`
 //! and a turn's provider-opaque `OpaquePart`s, with their serialization (byte-for-byte for what
-//! the model or the provider wrote), and the documented shape of an OpenAI reasoning item that
-//! `OpaquePart::from_block` checks. A leaf: the pairing rules over a list of them are in
-//! `conversation.rs`.
+//! the model or the provider wrote). A leaf: the pairing rules over a list of them are in
+//! `conversation.rs`, reading arguments in `arguments.rs`, checking and building opaque parts
+//! in `opaque.rs`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -423,37 +422,6 @@ impl OpaqueKind {
             OpaqueKind::AnthropicThinking | OpaqueKind::AnthropicRedactedThinking
         )
     }
-
-    /// The string fields a block of this kind must have.
-    fn required_strings(self) -> &'static [&'static str] {
-        match self {
-            OpaqueKind::AnthropicThinking => &["thinking", "signature"],
-            OpaqueKind::AnthropicRedactedThinking => &["data"],
-            OpaqueKind::OpenAiReasoning => &[],
-        }
-    }
-}
-
-/// The fields of a block that are checked. Deriving `Deserialize` refuses a repeated one of
-/// them (`duplicate field`), so a block cannot say two things about its own type or signature.
-#[derive(Deserialize)]
-struct Head {
-    #[serde(rename = "type")]
-    kind: Option<Value>,
-    thinking: Option<Value>,
-    signature: Option<Value>,
-    data: Option<Value>,
-}
-
-impl Head {
-    fn field(&self, name: &str) -> Option<&Value> {
-        match name {
-            "thinking" => self.thinking.as_ref(),
-            "signature" => self.signature.as_ref(),
-            "data" => self.data.as_ref(),
-            _ => None,
-        }
-    }
 }
 
 /// One provider-opaque part of an assistant message: the provider's JSON block, exactly as it
@@ -497,11 +465,10 @@ impl Head {
 /// assert_eq!(serde_json::from_str::<Message>(&json).unwrap(), turn); // byte-for-byte
 /// # Ok::<(), compaction::transcript::OpaquePartError>(())
 /// ```
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(try_from = "UncheckedPart")]
+#[derive(Debug, Clone, Serialize)]
 pub struct OpaquePart {
-    kind: OpaqueKind,
-    block: Box<RawValue>,
+    pub(super) kind: OpaqueKind,
+    pub(super) block: Box<RawValue>,
 }
 
 /// Why a block is not an opaque part of the kind named.
@@ -543,44 +510,6 @@ pub enum OpaquePartError {
 }
 
 impl OpaquePart {
-    /// A part from the provider's JSON block as it arrived (kept byte-for-byte, whitespace
-    /// around it aside). The block must be an object, without a repeated `type`, `thinking`,
-    /// `signature` or `data`, whose `type` is the
-    /// kind's, with the kind's fields: `thinking` and `signature` for
-    /// [`AnthropicThinking`](OpaqueKind::AnthropicThinking), `data` for
-    /// [`AnthropicRedactedThinking`](OpaqueKind::AnthropicRedactedThinking).
-    pub fn from_block(kind: OpaqueKind, block: impl Into<String>) -> Result<Self, OpaquePartError> {
-        let block = block.into();
-        let not_object = |reason: String| OpaquePartError::NotAnObject { kind, reason };
-        let raw = RawValue::from_string(block).map_err(|e| not_object(e.to_string()))?;
-        if !raw.get().starts_with('{') {
-            return Err(not_object("not an object".to_owned()));
-        }
-        let head: Head = serde_json::from_str(raw.get()).map_err(|e| not_object(e.to_string()))?;
-        let expected = kind.wire_type();
-        match &head.kind {
-            Some(Value::String(found)) if found == expected => {}
-            other => {
-                return Err(OpaquePartError::WrongType {
-                    expected,
-                    found: other.as_ref().and_then(Value::as_str).map(str::to_owned),
-                })
-            }
-        }
-        for field in kind.required_strings() {
-            if !head.field(field).is_some_and(Value::is_string) {
-                return Err(OpaquePartError::MissingField {
-                    expected_type: expected,
-                    field,
-                });
-            }
-        }
-        if kind == OpaqueKind::OpenAiReasoning {
-            check_reasoning_shape(raw.get()).map_err(|reason| OpaquePartError::Shape { reason })?;
-        }
-        Ok(OpaquePart { kind, block: raw })
-    }
-
     /// What the part is.
     pub fn kind(&self) -> OpaqueKind {
         self.kind
@@ -606,72 +535,3 @@ impl PartialEq for OpaquePart {
 }
 
 impl Eq for OpaquePart {}
-
-/// An [`OpaquePart`] as read, before its block is checked against its kind.
-#[derive(Deserialize)]
-struct UncheckedPart {
-    kind: OpaqueKind,
-    block: Box<RawValue>,
-}
-
-impl TryFrom<UncheckedPart> for OpaquePart {
-    type Error = OpaquePartError;
-
-    fn try_from(read: UncheckedPart) -> Result<Self, OpaquePartError> {
-        OpaquePart::from_block(read.kind, String::from(Box::<str>::from(read.block)))
-    }
-}
-
-/// The documented fields of a Responses `reasoning` item and their types; any other field is
-/// refused, so no reasoning part holds what the Responses adapter could not send unchanged.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // read only to check the shape
-struct ReasoningShape {
-    #[serde(rename = "type")]
-    kind: String,
-    id: Option<String>,
-    summary: Vec<TypedText<SummaryText>>,
-    content: Option<Vec<TypedText<ReasoningText>>>,
-    encrypted_content: Option<String>,
-    status: Option<ItemStatus>,
-}
-
-/// A `{"type": K, "text": ..}` part: `summary_text` in `summary`, `reasoning_text` in
-/// `content` (each list takes only its own).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // read only to check the shape
-struct TypedText<K> {
-    #[serde(rename = "type")]
-    kind: K,
-    text: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum SummaryText {
-    SummaryText,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ReasoningText {
-    ReasoningText,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum ItemStatus {
-    InProgress,
-    Completed,
-    Incomplete,
-}
-
-/// Whether `block` has the documented shape of an OpenAI Responses reasoning item: `Err` names
-/// what does not (an unknown field, a missing `summary`, a value of the wrong type).
-fn check_reasoning_shape(block: &str) -> Result<(), String> {
-    serde_json::from_str::<ReasoningShape>(block)
-        .map(drop)
-        .map_err(|e| e.to_string())
-}

@@ -101,6 +101,7 @@ pub(crate) mod effects;
 pub(crate) mod error;
 pub(crate) mod layout;
 pub(crate) mod marker;
+pub(crate) mod memories;
 pub(crate) mod memory;
 pub(crate) mod message;
 pub(crate) mod opaque;
@@ -124,10 +125,8 @@ pub use count::{
 pub use effects::{AmbiguousKey, EffectStatuses};
 pub use error::TranscriptPlanError;
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
-pub use memory::{
-    Handle, HandleParseError, HandleTable, HandleTableError, TranscriptMemory, TranscriptPlanner,
-    REMEMBERED,
-};
+pub use memories::{TranscriptPlanner, REMEMBERED};
+pub use memory::{Handle, HandleParseError, HandleTable, HandleTableError, TranscriptMemory};
 pub use message::{
     Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
     ToolCall,

@@ -25,9 +25,8 @@ use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
-use crate::transcript::memory::{
-    MemoryRecord, Slot, SlotMeta, TranscriptMemory, TranscriptPlanner,
-};
+use crate::transcript::memories::TranscriptPlanner;
+use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
 use crate::transcript::steps::{Built, Ctx, Point};

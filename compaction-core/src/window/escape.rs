@@ -23,8 +23,10 @@ fn breaks_lines(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') || is_invisible_format(c)
 }
 
-/// Format and default-ignorable characters: a reader does not see them.
-fn is_invisible_format(c: char) -> bool {
+/// Format and default-ignorable characters: a reader does not see them. The one list of them:
+/// the transcript's markers (`transcript/marker.rs`) skip the same characters before deciding
+/// whether a text begins like a marker.
+pub(crate) fn is_invisible_format(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'
