@@ -92,7 +92,10 @@ pub(crate) type EffectCalls = Arc<dyn Fn(&ToolCall) -> Option<EffectCall> + Send
 ///     session.run_effect_blocking(&call, || async { Ok::<_, std::io::Error>("deployed".to_owned()) })?;
 /// }
 /// let request = session.next_request_blocking()?;
-/// assert_eq!(request.messages().last().unwrap().content, "deployed");
+/// let answered = request.messages().iter().find(|m| m.tool_call_id.as_deref() == Some("call_1"));
+/// assert_eq!(answered.unwrap().content, "deployed");
+/// // The deploy's new status comes late, as a state update: the front stays cacheable.
+/// assert!(request.messages().last().unwrap().content.contains("\"status\":\"committed\""));
 /// assert_eq!(request.sequence(), 2);
 /// # Ok(()) }
 /// ```
