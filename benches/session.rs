@@ -31,10 +31,8 @@ use std::time::Instant;
 /// The seed of the session every policy plays.
 const SEED: u64 = 22;
 
-/// How an agent built on this library turns its state into the next request. The bench's
-/// `main` picks one in one line: today `CompactEveryRequest`; with the hysteresis marks of the
-/// transcript planner, the same policy with the marks set in [`compactor`]; with a `Session`
-/// type, a policy that pushes each event into the session and asks it for the next request.
+/// How an agent built on this library turns its state into the next request: a
+/// [`SessionPolicy`] (the default), or [`CompactEveryRequest`] with `--every-request`.
 trait Policy {
     /// A message joins the conversation, or the agent's state changes.
     fn event(&mut self, event: &Event);
@@ -42,7 +40,8 @@ trait Policy {
     fn request(&mut self) -> Result<Vec<Message>, String>;
 }
 
-/// Compacts the whole state before every request, the way the README's agent loop does today.
+/// Compacts the whole state before every request with no hysteresis marks: the 0.2 agent loop,
+/// kept to compare with.
 struct CompactEveryRequest {
     state: CodingSession,
     compactor: Compactor,
@@ -123,9 +122,8 @@ impl Policy for SessionPolicy {
     }
 }
 
-/// The compactor every policy of this library uses: the request budget, exact o200k counts,
-/// the offline extractive summarizer, a store that counts what it is given. (The transcript
-/// planner's hysteresis marks, once they exist, are set here.)
+/// The compactor of [`CompactEveryRequest`]: the request budget, exact o200k counts,
+/// the offline extractive summarizer, a store that counts what it is given.
 fn compactor(budget: usize, store: CountingStore) -> Compactor {
     Compactor::builder()
         .budget(budget)
