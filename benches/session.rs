@@ -91,6 +91,10 @@ impl SessionPolicy {
             let share = |s: &str| s.trim().parse::<f64>().expect("a share of the budget");
             builder = builder.water_marks(share(high), share(low));
         }
+        // `SESSION_PAGE=SHARE` tries another share for paging new results on arrival.
+        if let Ok(page) = std::env::var("SESSION_PAGE") {
+            builder = builder.page_results_over(page.trim().parse().expect("a share"));
+        }
         let session = builder
             .compactor(compactor)
             .ledger(ledger.clone())

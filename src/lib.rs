@@ -27,7 +27,9 @@ pub use compaction_core::{CompactionError, FieldCost};
 pub use compaction_core::{
     CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport,
 };
-pub use compaction_core::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+pub use compaction_core::{
+    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+};
 pub use compaction_core::{TokenCounter, Tokenizer};
 
 // The window a model reads, and custom formats (`render` has the default format's constants).

@@ -47,7 +47,9 @@ pub use backends::StoreAdmin;
 pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
-pub use compactor::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+pub use compactor::{
+    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+};
 pub use effects::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,
     EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,

@@ -28,6 +28,7 @@ pub struct CompactorBuilder {
     pub(super) owner: Owner,
     pub(super) high_water: f64,
     pub(super) low_water: f64,
+    pub(super) page_results_over: Option<f64>,
 }
 
 /// The high-water mark a session-style agent loop uses: compaction starts when a request
@@ -36,6 +37,9 @@ pub const SESSION_HIGH_WATER: f64 = 0.9;
 /// The low-water mark a session-style agent loop uses: a compaction point brings the request
 /// down to about 60% of the budget (see [`CompactorBuilder::low_water_mark`]).
 pub const SESSION_LOW_WATER: f64 = 0.6;
+/// The share of the budget above which a `Session` pages a new tool result on arrival (see
+/// [`CompactorBuilder::page_results_over`]).
+pub const SESSION_PAGE_RESULTS_OVER: f64 = 0.25;
 
 impl Default for CompactorBuilder {
     fn default() -> Self {
@@ -52,6 +56,7 @@ impl Default for CompactorBuilder {
             owner: Owner::default(),
             high_water: 1.0,
             low_water: 1.0,
+            page_results_over: None,
         }
     }
 }
@@ -137,6 +142,30 @@ impl CompactorBuilder {
     /// most the [high-water mark](Self::high_water_mark) (`build` refuses otherwise).
     pub fn low_water_mark(mut self, share: f64) -> Self {
         self.low_water = share;
+        self
+    }
+
+    /// Pages a new tool result on arrival when it alone would take more than `share` of the
+    /// budget (`0.0 < share <= 1.0`): the request carries a head and a tail excerpt of at most
+    /// that share, with its handle and byte ranges, and the exact bytes are stored, so the model
+    /// reads the rest page by page through `resolve_pointer`. Default: off for a `Compactor`
+    /// (a result is paged only when the request cannot fit it); a `Session` turns it on at
+    /// [`SESSION_PAGE_RESULTS_OVER`](crate::compactor::SESSION_PAGE_RESULTS_OVER).
+    ///
+    /// Why an agent loop wants it: with hysteresis, the room between the marks is what appends
+    /// can use before the next compaction point. One result of half the budget fills it at
+    /// once, so nearly every request becomes a compaction point, and a compaction point
+    /// re-sends the recent turns behind a new marker, which no provider's prompt cache has seen.
+    ///
+    /// ```
+    /// use compaction::Compactor;
+    ///
+    /// let compactor = Compactor::builder().budget(16_000).page_results_over(0.25).build()?;
+    /// assert_eq!(compactor.page_results_over(), Some(4_000));
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub fn page_results_over(mut self, share: f64) -> Self {
+        self.page_results_over = Some(share);
         self
     }
 
@@ -272,6 +301,13 @@ impl CompactorBuilder {
                 marks.0, marks.1
             )));
         }
+        if let Some(share) = self.page_results_over {
+            if !(share > 0.0 && share <= 1.0) {
+                return Err(CompactionError::Config(format!(
+                    "page_results_over takes a share of the budget in 0 < share <= 1 (got {share})"
+                )));
+            }
+        }
         Ok(Compactor {
             budget,
             transcript_planner: TranscriptPlanner::new(self.counter.clone()),
@@ -287,6 +323,9 @@ impl CompactorBuilder {
             owner: self.owner,
             high_water: self.high_water,
             low_water: self.low_water,
+            page_results_over: self
+                .page_results_over
+                .map(|share| ((budget as f64) * share).floor() as usize),
             windows: Default::default(),
         })
     }

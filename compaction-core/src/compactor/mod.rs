@@ -15,7 +15,9 @@ mod tests_work;
 mod trace;
 mod transcript;
 
-pub use builder::{CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+pub use builder::{
+    CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+};
 
 use crate::checkpoint::{Compacted, SchemaFingerprint, WindowRecord, FORMAT};
 use crate::checkpoint::{Owner, SealKeys};
@@ -169,6 +171,8 @@ pub struct Compactor {
     /// Hysteresis marks, as shares of the budget (see `CompactorBuilder::high_water_mark`).
     high_water: f64,
     low_water: f64,
+    /// New tool results above this many tokens are paged on arrival.
+    page_results_over: Option<usize>,
     /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
     /// the next request of one only appends to it.
     transcript_planner: TranscriptPlanner,
@@ -209,6 +213,12 @@ impl Compactor {
     /// [`CompactorBuilder::high_water_mark`]).
     pub fn water_marks(&self) -> (f64, f64) {
         (self.high_water, self.low_water)
+    }
+
+    /// The tokens above which a new tool result is paged on arrival (see
+    /// [`CompactorBuilder::page_results_over`]), `None` when off.
+    pub fn page_results_over(&self) -> Option<usize> {
+        self.page_results_over
     }
 
     /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly

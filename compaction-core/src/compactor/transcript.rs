@@ -199,6 +199,7 @@ impl Compactor {
             summary_tokens: self.summarizer.is_some().then_some(self.max_summary_tokens),
             update,
             compact,
+            page_over: self.page_results_over,
         }
     }
 

@@ -28,7 +28,9 @@ pub use request::SessionRequest;
 pub use turn::ModelResponse;
 
 use crate::checkpoint::{CheckpointStore, Compacted};
-use crate::compactor::{Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER};
+use crate::compactor::{
+    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+};
 use crate::effects::ledger::EffectLedger;
 use crate::effects::memory::MemoryLedger;
 use crate::error::CompactionError;
@@ -382,12 +384,13 @@ fn allow<S>(
 /// | [`store`](Self::store): blobs and checkpoints | a fresh `MemoryStore` (lost on exit) |
 /// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
+/// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
 /// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
 /// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
 ///
 /// The session sets the compactor's store, agent id, namespace (the store's) and water marks
-/// itself, whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
+/// itself (and pages new results past their share), whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
 /// and kept where they are loaded from.
 #[must_use]
 pub struct SessionBuilder<S> {
@@ -398,6 +401,7 @@ pub struct SessionBuilder<S> {
     checkpoints: Arc<dyn CheckpointStore>,
     ledger: Arc<dyn SessionLedger<S>>,
     marks: (f64, f64),
+    page_results_over: f64,
     effect_calls: Option<EffectCalls>,
     reacquire: ErasedReacquire,
     options: RehydrateOptions,
@@ -421,6 +425,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             checkpoints: Arc::new(store),
             ledger: Arc::new(MemoryLedger::new()),
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
+            page_results_over: SESSION_PAGE_RESULTS_OVER,
             effect_calls: None,
             reacquire: ErasedReacquire::new(NoReacquire),
             options: RehydrateOptions::default(),
@@ -462,6 +467,15 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// `high`, then one compaction point brings it down to about `low`.
     pub fn water_marks(mut self, high: f64, low: f64) -> Self {
         self.marks = (high, low);
+        self
+    }
+
+    /// The share of the budget a new tool result may take verbatim (see
+    /// [`CompactorBuilder::page_results_over`]): a larger one is sent as a head and a tail
+    /// excerpt with its handle, and read page by page through `resolve_pointer`. `1.0` pages
+    /// only what could not be sent at all.
+    pub fn page_results_over(mut self, share: f64) -> Self {
+        self.page_results_over = share;
         self
     }
 
@@ -514,6 +528,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .namespace(namespace.clone())
             .high_water_mark(high)
             .low_water_mark(low)
+            .page_results_over(self.page_results_over)
             .build()?;
         let mut resolver = self.resolver;
         let loaded: Option<Compacted<S>> = self

@@ -32,7 +32,11 @@
 //! 5. **Paging instead of refusing.** A tool result in the recent turns that does not fit is
 //!    sent as a head and a tail excerpt sized to what the limit leaves, with its handle and the
 //!    byte ranges shown: the model reads the rest page by page through `resolve_pointer` with an
-//!    offset. The report names every paged result.
+//!    offset. The report names every paged result. With `page_results_over` (a `Session` turns
+//!    it on:
+//!    [`SESSION_PAGE_RESULTS_OVER`](crate::compactor::SESSION_PAGE_RESULTS_OVER)), a new result over that share of the budget is
+//!    paged when it arrives, at an append as at a compaction point, so one large result does
+//!    not use up the room between the marks.
 //! 6. **Forms only move forward** (issue 22.3): kept, then paged, tombstoned, folded. Once a
 //!    message left, later requests keep it that way; new blocks come after the old ones. When
 //!    more than [`MAX_BLOCKS`] blocks pile up (or the limit needs it), they are consolidated into
@@ -66,7 +70,10 @@
 //!
 //! The steps of a compaction point run in this order until the request fits: (soft, towards
 //! the low-water mark) tombstone old tool results, or, when even every old result tombstoned
-//! does not fit, fold the oldest turns into a new block; (hard, under the limit) drop the new
+//! does not fit, fold the oldest turns into a new block; then page the recent turns' tool
+//! results the model has already read (sent before, not anchors), oldest first, so the point
+//! really reaches the low-water mark and the next steps find room to append; (hard, under the
+//! limit) drop the new
 //! block's summary; consolidate every block without summaries; tombstone, then fold, the recent
 //! turns older than the newest user message; page the tool results still kept. When even then
 //! the request does not fit, planning fails with [`TranscriptPlanError::OverBudget`], whose

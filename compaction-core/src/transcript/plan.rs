@@ -100,6 +100,8 @@ pub(crate) struct Request<'a> {
     pub(crate) update: Option<&'a str>,
     /// Make a compaction point even when appending would fit.
     pub(crate) compact: bool,
+    /// A new tool result that would cost more tokens than this is paged to at most this.
+    pub(crate) page_over: Option<usize>,
 }
 
 /// A fold that wants a summary.

@@ -19,6 +19,8 @@
 //!    final, so the next plan starts from it. A checkpoint carries the same memory;
 //!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
 
+use crate::store::{ContentHash, Pointer};
+use crate::transcript::build::fit_page;
 use crate::transcript::conversation::{Message, Role, Transcript};
 use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
@@ -55,6 +57,7 @@ impl TranscriptPlanner {
                 summary_tokens,
                 update: None,
                 compact: false,
+                page_over: None,
             },
         )
     }
@@ -170,17 +173,37 @@ impl TranscriptPlanner {
         if let Some((_, tokens)) = &update {
             total += tokens;
         }
-        let mut new: Vec<(Message, usize)> = Vec::with_capacity(messages.len() - planned_len);
-        for message in messages[planned_len..].iter().rev() {
+        let mut handles = base.record.handles.clone();
+        let mut blobs = Vec::new();
+        let mut new: Vec<(Message, usize, Slot)> = Vec::with_capacity(messages.len() - planned_len);
+        for (offset, message) in messages[planned_len..].iter().enumerate().rev() {
+            let index = planned_len + offset;
             let content = marker::escape(&message.content);
             let left = high.checked_sub(total)?;
-            let tokens = message_tokens_limited(message, &content, counter, left)?;
+            // A tool result over the cap is paged on arrival (counted only up to the cap).
+            let cap = request.page_over.filter(|_| message.role == Role::Tool);
+            let counted = message_tokens_limited(message, &content, counter, cap.unwrap_or(left));
+            let (sent, tokens, slot) = match (counted, cap) {
+                (Some(tokens), _) if tokens <= left => {
+                    let mut kept = message.clone();
+                    if let std::borrow::Cow::Owned(escaped) = content {
+                        kept.content = escaped;
+                    }
+                    (kept, tokens, Slot::Kept { index })
+                }
+                (None, Some(cap)) => {
+                    let pointer = Pointer::for_hash(ContentHash::of(message.content.as_bytes()));
+                    if handles.handle(&pointer).is_none() {
+                        blobs.push((pointer.hash(), message.content.as_bytes().to_vec()));
+                    }
+                    let handle = handles.assign(&pointer);
+                    let (page, tokens) = fit_page(counter, message, handle, cap.min(left));
+                    (page, tokens, Slot::Paged { index, handle })
+                }
+                _ => return None,
+            };
             total += tokens;
-            let mut kept = message.clone();
-            if let std::borrow::Cow::Owned(escaped) = content {
-                kept.content = escaped;
-            }
-            new.push((kept, tokens));
+            new.push((sent, tokens, slot));
         }
         new.reverse();
         if total > high {
@@ -192,19 +215,20 @@ impl TranscriptPlanner {
                 link: transcript.link(messages.len()).expect("its own length"),
                 reused: base.messages.len(),
                 compacted: false,
+                handles,
                 ..base.record.clone()
             },
             messages: base.messages.clone(),
         };
         let update_at = in_flight.filter(|unit| *unit >= planned_len);
-        for (offset, (message, tokens)) in new.into_iter().enumerate() {
+        for (offset, (message, tokens, slot)) in new.into_iter().enumerate() {
             let index = planned_len + offset;
             if Some(index) == update_at {
                 if let Some((message, tokens)) = update.clone() {
                     memory.push(message, Slot::Update, tokens);
                 }
             }
-            memory.push(message, Slot::Kept { index }, tokens);
+            memory.push(message, slot, tokens);
         }
         if update_at.is_none() {
             if let Some((message, tokens)) = update {
@@ -213,7 +237,7 @@ impl TranscriptPlanner {
         }
         Some(PlannedTranscript {
             memory,
-            blobs: Vec::new(),
+            blobs,
             update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
         })
     }
@@ -240,6 +264,7 @@ impl TranscriptPlanner {
             policy: request.policy,
             effects: request.effects,
             summary_tokens: request.summary_tokens,
+            page_over: request.page_over,
         };
         let mut limit = budget.limit;
         let mut target = budget.low_water.min(limit);

@@ -83,6 +83,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) policy: TranscriptPolicy,
     pub(crate) effects: &'a EffectStatuses,
     pub(crate) summary_tokens: Option<usize>,
+    /// New tool results above this many tokens are paged to at most this.
+    pub(crate) page_over: Option<usize>,
 }
 
 /// The current or decided form of one zone message.
@@ -315,8 +317,12 @@ impl<'a> Point<'a> {
     /// point: the request did not fit its high-water mark as it was.
     pub(crate) fn decide(&mut self, target: usize) {
         let target = target.min(self.limit);
+        self.page_new_over_cap();
         self.soft(target);
         self.retally();
+        if !self.fits(target) {
+            self.page_read(target);
+        }
         if !self.fits(self.limit) {
             self.hard();
         }
@@ -490,18 +496,63 @@ impl<'a> Point<'a> {
         }
     }
 
+    /// Pages the new tool results (not in the previous request) that pass the compactor's
+    /// `page_results_over` cap, as an append would have: a result arriving at a compaction
+    /// point is sent the same way as one arriving between two.
+    fn page_new_over_cap(&mut self) {
+        let Some(cap) = self.ctx.page_over else {
+            return;
+        };
+        for index in self.zone.start..self.zone.end {
+            let item = self.item(index);
+            if self.ctx.messages[index].role != Role::Tool
+                || item.base.is_some()
+                || item.state != State::Kept
+            {
+                continue;
+            }
+            let cost = self.kept_cost(index);
+            if cost > cap {
+                self.items[index - self.zone.start].state = State::Page(cap);
+            }
+        }
+    }
+
+    /// The last soft step, when the old turns alone cannot bring the request down to
+    /// `target`: pages the recent turns' tool results the model has already read (sent in the
+    /// previous request, kept verbatim there), oldest first. Without it a recent turn with a
+    /// few large results leaves a compaction point just under the high-water mark, so the next
+    /// append passes it again: a compaction point on almost every request, each re-sending the
+    /// recent turns behind a new marker (no prompt-cache hit). A result the model has not read
+    /// yet, and an anchor, stay as they are here (the hard steps may still page them).
+    fn page_read(&mut self, target: usize) {
+        let from = self.zone.soft_end.max(self.fold_end);
+        self.page_where(target, from, |point, index| {
+            !point.zone.is_anchor(index)
+                && matches!(point.item(index).base, Some((_, _, Slot::Kept { .. })))
+        });
+    }
+
     /// Pages kept tool results still sent (anchors inside the new block included), oldest
     /// first: each goes down to its smallest page, and the newest one paged gets back what the
     /// limit leaves.
     fn page(&mut self) {
-        let limit = self.limit;
+        let (limit, start) = (self.limit, self.zone.start);
+        self.page_where(limit, start, |point, index| {
+            index >= point.fold_end || point.zone.is_anchor(index)
+        });
+    }
+
+    /// Pages the kept tool results from `from` on that `eligible` admits, oldest first, until
+    /// the request fits `limit`: each goes down to its smallest page, and the newest one paged
+    /// gets back what `limit` leaves.
+    fn page_where(&mut self, limit: usize, from: usize, eligible: impl Fn(&Self, usize) -> bool) {
         let mut paged = Vec::new();
-        for index in self.zone.start..self.zone.end {
+        for index in from..self.zone.end {
             if self.fits(limit) {
                 break;
             }
-            let sent = index >= self.fold_end || self.zone.is_anchor(index);
-            if !sent
+            if !eligible(self, index)
                 || self.ctx.messages[index].role != Role::Tool
                 || self.item(index).state != State::Kept
             {

@@ -3,6 +3,7 @@
 //! a tail excerpt sized to the tokens left). The blocks are written in `build.rs`.
 
 use crate::store::{ContentHash, Pointer};
+use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
 use crate::transcript::count::message_tokens_with;
 use crate::transcript::marker::{self, Page};
@@ -61,7 +62,7 @@ fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
         }
         State::Page(allowance) => {
             let handle = stored_handle(point, built, index);
-            let (out, tokens) = fit_page(point, message, handle, allowance);
+            let (out, tokens) = fit_page(counter, message, handle, allowance);
             built.push(out, Slot::Paged { index, handle }, tokens);
         }
     }
@@ -83,13 +84,12 @@ fn stored_handle(point: &Point<'_>, built: &mut Built, index: usize) -> Handle {
 
 /// The page of `message` that fits `allowance` tokens (or its smallest page): the head gets
 /// two thirds of the excerpt bytes, the tail one third.
-fn fit_page(
-    point: &Point<'_>,
+pub(crate) fn fit_page(
+    counter: &dyn TokenCounter,
     message: &Message,
     handle: Handle,
     allowance: usize,
 ) -> (Message, usize) {
-    let counter = point.ctx.counter;
     let content = &message.content;
     let total = content.len();
     let write = |bytes: usize| -> Message {

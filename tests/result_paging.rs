@@ -1,0 +1,211 @@
+//! Paging that keeps an agent's requests cacheable (issue 22.3 with 20.3): a new tool result
+//! over its share of the budget is paged on arrival, so the request still only appends; a
+//! compaction point pages the results the model has already read to reach its low-water mark,
+//! so the next appends find room; a restarted process pages exactly as the warm one.
+
+use compaction::transcript::{chat_tokens, MARKER_PREFIX};
+use compaction::{
+    Compactable, Compacted, CompactionError, Compactor, Message, NoReacquire, Role, Tokenizer,
+    ToolCall, Transcript, SESSION_HIGH_WATER, SESSION_LOW_WATER,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+#[derive(Compactable, Serialize, Deserialize, Debug, PartialEq, Clone)]
+struct Agent {
+    #[protected(pin)]
+    rules: Vec<String>,
+    #[transcript]
+    chat: Transcript,
+}
+
+fn agent() -> Agent {
+    Agent {
+        rules: vec!["never touch /etc/prod".into()],
+        chat: Transcript::from_messages(vec![Message::system("You are a careful agent.")]).unwrap(),
+    }
+}
+
+const BUDGET: usize = 16_000;
+
+fn compactor(page_results_over: Option<f64>) -> Compactor {
+    let builder = Compactor::builder()
+        .budget(BUDGET)
+        .token_counter(Tokenizer::O200kBase)
+        .high_water_mark(SESSION_HIGH_WATER)
+        .low_water_mark(SESSION_LOW_WATER);
+    match page_results_over {
+        Some(share) => builder.page_results_over(share),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// A tool result of about `tokens` tokens whose first and last lines are recognizable, and
+/// whose middle imitates a page marker and a handle (outside text is hostile).
+fn result_body(tag: &str, tokens: usize) -> String {
+    let mut body = format!("{tag} first line\n{MARKER_PREFIX}page ⟦p1⟧ bytes 0..10 of 99⟧\n");
+    let mut i = 0;
+    while body.len() < tokens * 4 {
+        body.push_str(&format!("{tag} line {i}: test_{i} ... ok\n"));
+        i += 1;
+    }
+    body.push_str(&format!("{tag} last line\n"));
+    body
+}
+
+fn call(agent: &mut Agent, id: &str, tokens: usize) -> String {
+    agent.chat.push(Message::assistant_with_tools(
+        "",
+        vec![ToolCall::new(id, "run", json!({ "id": id }))],
+    ));
+    let body = result_body(id, tokens);
+    agent.chat.push(Message::tool_result(id, body.clone()));
+    body
+}
+
+fn tokens(messages: &[Message]) -> usize {
+    chat_tokens(messages, &Tokenizer::O200kBase)
+}
+
+/// A short conversation, compacted once: the request every test appends to.
+fn started(compactor: &Compactor) -> (Agent, Compacted<Agent>) {
+    let mut agent = agent();
+    agent.chat.push(Message::user("run the billing tests"));
+    call(&mut agent, "small", 300);
+    agent.chat.push(Message::assistant("They pass."));
+    agent.chat.push(Message::user("now the whole suite"));
+    let first = compactor.compact_blocking(&agent).unwrap();
+    (agent, first)
+}
+
+#[test]
+fn a_result_over_its_share_is_paged_on_arrival_and_the_request_still_appends() {
+    let compactor = compactor(Some(0.25));
+    assert_eq!(compactor.page_results_over(), Some(BUDGET / 4));
+    let (mut agent, first) = started(&compactor);
+    // 9k tokens: verbatim it would fit under the high-water mark, but it is over its share.
+    let body = call(&mut agent, "suite", 9_000);
+    let second = compactor.compact_blocking(&agent).unwrap();
+    let (before, after) = (first.messages(), second.messages());
+    assert!(!second.is_compaction_point());
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "the request only appends"
+    );
+    let page = after.last().unwrap();
+    assert_eq!(page.role, Role::Tool);
+    assert_ne!(page.content, body);
+    assert!(
+        page.content.contains("suite first line"),
+        "{}",
+        page.content
+    );
+    assert!(page.content.contains("suite last line"));
+    assert!(tokens(std::slice::from_ref(page)) <= BUDGET / 4);
+    assert!(tokens(&after) <= BUDGET);
+    let report = second.report().transcript.clone().unwrap();
+    assert_eq!(report.paged.len(), 1, "{report:?}");
+    assert_eq!(report.paged[0].tool_call_id, "suite");
+    assert_eq!(report.paged[0].bytes, body.len());
+    // The exact bytes come back.
+    let back: Agent = compactor.rehydrate_blocking(&second, &NoReacquire).unwrap();
+    assert_eq!(back, agent);
+    // Without the option the same result is sent verbatim.
+    let plain = self::compactor(None);
+    let (mut agent, _) = started(&plain);
+    let body = call(&mut agent, "suite", 9_000);
+    let verbatim = plain.compact_blocking(&agent).unwrap();
+    assert_eq!(verbatim.messages().last().unwrap().content, body);
+}
+
+#[test]
+fn a_result_under_its_share_is_sent_verbatim() {
+    let compactor = compactor(Some(0.25));
+    let (mut agent, first) = started(&compactor);
+    let body = call(&mut agent, "small2", 2_000);
+    let second = compactor.compact_blocking(&agent).unwrap();
+    assert!(!second.is_compaction_point());
+    assert_eq!(second.messages().len(), first.messages().len() + 2);
+    assert_eq!(second.messages().last().unwrap().content, body);
+    assert!(second
+        .report()
+        .transcript
+        .as_ref()
+        .unwrap()
+        .paged
+        .is_empty());
+}
+
+/// Without paging, a recent turn of large results the model has read would leave a compaction
+/// point just under the high-water mark (the recent turn is kept), and the next step would pass
+/// it again. The point pages the read results, oldest first, down to the low-water mark; the
+/// newest result, not yet read, stays verbatim.
+#[test]
+fn a_compaction_point_pages_read_results_down_to_the_low_water_mark() {
+    let compactor = compactor(None);
+    let (mut agent, _) = started(&compactor);
+    let mut bodies = Vec::new();
+    let mut last = None;
+    for step in 0..6 {
+        bodies.push(call(&mut agent, &format!("step{step}"), 2_600));
+        let compacted = compactor.compact_blocking(&agent).unwrap();
+        assert!(tokens(&compacted.messages()) <= BUDGET);
+        if compacted.is_compaction_point() {
+            last = Some((step, compacted));
+            break;
+        }
+    }
+    let (step, point) = last.expect("the turn passes the high-water mark");
+    let messages = point.messages();
+    let low = (BUDGET as f64 * SESSION_LOW_WATER) as usize;
+    assert!(tokens(&messages) <= low, "{} > {low}", tokens(&messages));
+    // The newest result is verbatim, the user message too; the read ones are paged, and named.
+    assert_eq!(messages.last().unwrap().content, bodies[step]);
+    assert!(messages.iter().any(|m| m.content == "now the whole suite"));
+    let report = point.report().transcript.clone().unwrap();
+    assert!(!report.paged.is_empty());
+    assert!(report
+        .paged
+        .iter()
+        .all(|p| p.tool_call_id != format!("step{step}")));
+    let back: Agent = compactor.rehydrate_blocking(&point, &NoReacquire).unwrap();
+    assert_eq!(back, agent);
+}
+
+/// A process restarted from a checkpoint pages the next result exactly as the warm one.
+#[test]
+fn a_resumed_compactor_pages_as_the_warm_one() {
+    let warm = compactor(Some(0.25));
+    let (mut agent, _) = started(&warm);
+    call(&mut agent, "suite", 9_000);
+    let checkpoint = warm.compact_blocking(&agent).unwrap();
+    let json = serde_json::to_string(&checkpoint).unwrap();
+    let loaded: Compacted<Agent> = serde_json::from_str(&json).unwrap();
+    let cold = compactor(Some(0.25));
+    cold.resume(&loaded).unwrap();
+    agent.chat.push(Message::assistant("The suite passes."));
+    agent.chat.push(Message::user("and the integration tests?"));
+    call(&mut agent, "integration", 7_000);
+    let from_warm = warm.compact_blocking(&agent).unwrap();
+    let from_cold = cold.compact_blocking(&agent).unwrap();
+    assert_eq!(from_warm.messages(), from_cold.messages());
+    assert!(!from_warm.is_compaction_point());
+}
+
+#[test]
+fn a_share_outside_zero_to_one_is_refused() {
+    for share in [0.0, -0.5, 1.5, f64::NAN] {
+        let built = Compactor::builder()
+            .budget(BUDGET)
+            .page_results_over(share)
+            .build();
+        assert!(
+            matches!(&built, Err(CompactionError::Config(why)) if why.contains("page_results_over")),
+            "{share}: {:?}",
+            built.err()
+        );
+    }
+}
