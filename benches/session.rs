@@ -91,6 +91,10 @@ impl SessionPolicy {
             let share = |s: &str| s.trim().parse::<f64>().expect("a share of the budget");
             builder = builder.water_marks(share(high), share(low));
         }
+        // `SESSION_WINDOW=SHARE` tries another cap on the window.
+        if let Ok(share) = std::env::var("SESSION_WINDOW") {
+            builder = builder.window_share(share.trim().parse().expect("a share"));
+        }
         // `SESSION_PAGE=SHARE` tries another share for paging new results on arrival.
         if let Ok(page) = std::env::var("SESSION_PAGE") {
             builder = builder.page_results_over(page.trim().parse().expect("a share"));

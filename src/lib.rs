@@ -29,6 +29,7 @@ pub use compaction_core::{
 };
 pub use compaction_core::{
     Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+    SESSION_WINDOW_SHARE,
 };
 pub use compaction_core::{TokenCounter, Tokenizer};
 

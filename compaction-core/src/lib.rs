@@ -49,6 +49,7 @@ pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{
     Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+    SESSION_WINDOW_SHARE,
 };
 pub use effects::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,

@@ -29,6 +29,7 @@ pub struct CompactorBuilder {
     pub(super) high_water: f64,
     pub(super) low_water: f64,
     pub(super) page_results_over: Option<f64>,
+    pub(super) window_share: Option<f64>,
 }
 
 /// The high-water mark a session-style agent loop uses: compaction starts when a request
@@ -40,6 +41,9 @@ pub const SESSION_LOW_WATER: f64 = 0.6;
 /// The share of the budget above which a `Session` pages a new tool result on arrival (see
 /// [`CompactorBuilder::page_results_over`]).
 pub const SESSION_PAGE_RESULTS_OVER: f64 = 0.25;
+/// The share of the budget a `Session`'s window may grow to beyond its floor (see
+/// [`CompactorBuilder::window_share`]).
+pub const SESSION_WINDOW_SHARE: f64 = 0.1;
 
 impl Default for CompactorBuilder {
     fn default() -> Self {
@@ -57,6 +61,7 @@ impl Default for CompactorBuilder {
             high_water: 1.0,
             low_water: 1.0,
             page_results_over: None,
+            window_share: None,
         }
     }
 }
@@ -166,6 +171,31 @@ impl CompactorBuilder {
     /// ```
     pub fn page_results_over(mut self, share: f64) -> Self {
         self.page_results_over = Some(share);
+        self
+    }
+
+    /// Caps the state window of a `#[transcript]` state at `share` of the budget
+    /// (`0.0 < share <= 1.0`) beyond its floor. The floor always stays whatever the cap: the
+    /// window's smallest form (pinned protected fields verbatim, the live records of every
+    /// non-idempotent effect log, a pointer for everything else), so the cap only decides how
+    /// much of the rest is shown rather than left behind its pointer, in the planning order
+    /// (unpinned protected fields first, then settled effect records one by one, payloads,
+    /// derivable and redundant values).
+    ///
+    /// Default: off for a `Compactor` (the window takes what the transcript leaves); a `Session`
+    /// uses [`SESSION_WINDOW_SHARE`]. Why: the window is the front of every request. Left to
+    /// grow, a long session's effect log takes a large part of the budget, and it is rendered
+    /// again at every compaction point, so everything after it leaves the prompt cache.
+    ///
+    /// ```
+    /// use compaction::Compactor;
+    ///
+    /// let compactor = Compactor::builder().budget(64_000).window_share(0.1).build()?;
+    /// assert_eq!(compactor.window_share(), Some(6_400));
+    /// # Ok::<(), compaction::CompactionError>(())
+    /// ```
+    pub fn window_share(mut self, share: f64) -> Self {
+        self.window_share = Some(share);
         self
     }
 
@@ -301,13 +331,17 @@ impl CompactorBuilder {
                 marks.0, marks.1
             )));
         }
-        if let Some(share) = self.page_results_over {
-            if !(share > 0.0 && share <= 1.0) {
+        for (name, share) in [
+            ("page_results_over", self.page_results_over),
+            ("window_share", self.window_share),
+        ] {
+            if let Some(share) = share.filter(|s| !(*s > 0.0 && *s <= 1.0)) {
                 return Err(CompactionError::Config(format!(
-                    "page_results_over takes a share of the budget in 0 < share <= 1 (got {share})"
+                    "{name} takes a share of the budget in 0 < share <= 1 (got {share})"
                 )));
             }
         }
+        let tokens = |share: Option<f64>| share.map(|s| ((budget as f64) * s).floor() as usize);
         Ok(Compactor {
             budget,
             transcript_planner: TranscriptPlanner::new(self.counter.clone()),
@@ -323,9 +357,8 @@ impl CompactorBuilder {
             owner: self.owner,
             high_water: self.high_water,
             low_water: self.low_water,
-            page_results_over: self
-                .page_results_over
-                .map(|share| ((budget as f64) * share).floor() as usize),
+            page_results_over: tokens(self.page_results_over),
+            window_share: tokens(self.window_share),
             windows: Default::default(),
         })
     }

@@ -17,6 +17,7 @@ mod transcript;
 
 pub use builder::{
     CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+    SESSION_WINDOW_SHARE,
 };
 
 use crate::checkpoint::{Compacted, SchemaFingerprint, WindowRecord, FORMAT};
@@ -173,6 +174,8 @@ pub struct Compactor {
     low_water: f64,
     /// New tool results above this many tokens are paged on arrival.
     page_results_over: Option<usize>,
+    /// The most tokens the window grows to beyond its floor.
+    window_share: Option<usize>,
     /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
     /// the next request of one only appends to it.
     transcript_planner: TranscriptPlanner,
@@ -219,6 +222,12 @@ impl Compactor {
     /// [`CompactorBuilder::page_results_over`]), `None` when off.
     pub fn page_results_over(&self) -> Option<usize> {
         self.page_results_over
+    }
+
+    /// The most tokens the window takes beyond its floor (see
+    /// [`CompactorBuilder::window_share`]), `None` when it takes whatever the transcript leaves.
+    pub fn window_share(&self) -> Option<usize> {
+        self.window_share
     }
 
     /// Compacts `state` to the budget. The state is only borrowed: on any error it is exactly

@@ -170,10 +170,14 @@ impl Compactor {
         let left = self.budget - overhead - plan.tokens();
         let share = ((self.budget as f64 * self.low_water).floor() as usize)
             .saturating_sub(overhead + plan.tokens());
+        // And never past the window's share, when one is set: a window that grows into the
+        // room the transcript leaves (an effect log listed record by record) is rendered again,
+        // larger, at every compaction point, and everything after it leaves the prompt cache.
+        let cap = self.window_share.unwrap_or(usize::MAX);
         let window_budget = if self.low_water < 1.0 {
-            left.min(share.max(floor_tokens))
+            left.min(share.min(cap).max(floor_tokens))
         } else {
-            left
+            left.min(cap.max(floor_tokens))
         };
         let pending = PendingTranscript {
             path: field.path.clone(),

@@ -30,6 +30,7 @@ pub use turn::ModelResponse;
 use crate::checkpoint::{CheckpointStore, Compacted};
 use crate::compactor::{
     Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
+    SESSION_WINDOW_SHARE,
 };
 use crate::effects::ledger::EffectLedger;
 use crate::effects::memory::MemoryLedger;
@@ -385,12 +386,13 @@ fn allow<S>(
 /// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
+/// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
 /// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
 /// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
 ///
 /// The session sets the compactor's store, agent id, namespace (the store's) and water marks
-/// itself (and pages new results past their share), whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
+/// itself (and pages new results past their share, and caps the window), whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
 /// and kept where they are loaded from.
 #[must_use]
 pub struct SessionBuilder<S> {
@@ -402,6 +404,7 @@ pub struct SessionBuilder<S> {
     ledger: Arc<dyn SessionLedger<S>>,
     marks: (f64, f64),
     page_results_over: f64,
+    window_share: f64,
     effect_calls: Option<EffectCalls>,
     reacquire: ErasedReacquire,
     options: RehydrateOptions,
@@ -426,6 +429,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             ledger: Arc::new(MemoryLedger::new()),
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
             page_results_over: SESSION_PAGE_RESULTS_OVER,
+            window_share: SESSION_WINDOW_SHARE,
             effect_calls: None,
             reacquire: ErasedReacquire::new(NoReacquire),
             options: RehydrateOptions::default(),
@@ -479,6 +483,15 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
         self
     }
 
+    /// The share of the budget the state window may grow to beyond its floor (see
+    /// [`CompactorBuilder::window_share`], which gives the order): pinned protected fields and
+    /// live effects are always shown; past the share, the rest waits behind its pointers.
+    /// `1.0` lets the window take whatever the conversation leaves.
+    pub fn window_share(mut self, share: f64) -> Self {
+        self.window_share = share;
+        self
+    }
+
     /// Which tool calls have side effects, and as which effect: `map` gets each call of the
     /// model's responses and returns its [`EffectCall`] (the `#[effect]` field's scope, and
     /// the effect with an idempotency key derived from the call's arguments, so the same
@@ -529,6 +542,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .high_water_mark(high)
             .low_water_mark(low)
             .page_results_over(self.page_results_over)
+            .window_share(self.window_share)
             .build()?;
         let mut resolver = self.resolver;
         let loaded: Option<Compacted<S>> = self

@@ -1,12 +1,13 @@
-//! Paging that keeps an agent's requests cacheable (issue 22.3 with 20.3): a new tool result
-//! over its share of the budget is paged on arrival, so the request still only appends; a
-//! compaction point pages the results the model has already read to reach its low-water mark,
-//! so the next appends find room; a restarted process pages exactly as the warm one.
+//! Room in an agent's requests that keeps them cacheable (issue 22.3 with 20.3): a new tool
+//! result over its share of the budget is paged on arrival, so the request still only appends;
+//! a compaction point pages the results the model has already read to reach its low-water
+//! mark, so the next appends find room; a restarted process pages exactly as the warm one; the
+//! window grows no further than its share, whatever room the conversation leaves.
 
 use compaction::transcript::{chat_tokens, MARKER_PREFIX};
 use compaction::{
-    Compactable, Compacted, CompactionError, Compactor, Message, NoReacquire, Role, Tokenizer,
-    ToolCall, Transcript, SESSION_HIGH_WATER, SESSION_LOW_WATER,
+    Compactable, Compacted, CompactionError, Compactor, Effect, EffectLog, Message, NoReacquire,
+    Role, Tokenizer, ToolCall, Transcript, SESSION_HIGH_WATER, SESSION_LOW_WATER,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -198,14 +199,89 @@ fn a_resumed_compactor_pages_as_the_warm_one() {
 #[test]
 fn a_share_outside_zero_to_one_is_refused() {
     for share in [0.0, -0.5, 1.5, f64::NAN] {
-        let built = Compactor::builder()
+        let paging = Compactor::builder()
             .budget(BUDGET)
             .page_results_over(share)
             .build();
         assert!(
-            matches!(&built, Err(CompactionError::Config(why)) if why.contains("page_results_over")),
+            matches!(&paging, Err(CompactionError::Config(why)) if why.contains("page_results_over")),
             "{share}: {:?}",
-            built.err()
+            paging.err()
+        );
+        let window = Compactor::builder()
+            .budget(BUDGET)
+            .window_share(share)
+            .build();
+        assert!(
+            matches!(&window, Err(CompactionError::Config(why)) if why.contains("window_share")),
+            "{share}: {:?}",
+            window.err()
         );
     }
+}
+
+#[derive(Compactable, Serialize, Deserialize, Debug, PartialEq, Clone)]
+struct Writer {
+    #[protected(pin)]
+    rules: Vec<String>,
+    #[transcript]
+    chat: Transcript,
+    #[effect(idempotent = false)]
+    writes: EffectLog,
+}
+
+/// A long session's effect log (hundreds of committed writes and one whose outcome is unknown)
+/// would take most of a roomy budget's window; with a share, the window stays within it, the
+/// unknown write is still listed, and the state comes back exactly.
+#[test]
+fn the_window_grows_no_further_than_its_share() {
+    let mut writer = Writer {
+        rules: vec!["never touch /etc/prod".into()],
+        chat: Transcript::from_messages(vec![Message::system("You write files.")]).unwrap(),
+        writes: EffectLog::new(),
+    };
+    for i in 0..400 {
+        let key = format!("write:src/module_{i}.rs#{i}");
+        writer
+            .writes
+            .record(Effect::new("write_file", "repo", &key))
+            .unwrap();
+        writer.writes.begin(&key).unwrap();
+        writer.writes.commit(&key).unwrap();
+    }
+    writer
+        .writes
+        .record(Effect::new(
+            "write_file",
+            "repo",
+            "write:deploy/prod.yaml#400",
+        ))
+        .unwrap();
+    // Claimed and never settled: its outcome is unknown.
+    writer.writes.begin("write:deploy/prod.yaml#400").unwrap();
+    writer.chat.push(Message::user("what did we write?"));
+    let budget = 64_000;
+    let builder = || {
+        Compactor::builder()
+            .budget(budget)
+            .token_counter(Tokenizer::O200kBase)
+            .high_water_mark(SESSION_HIGH_WATER)
+            .low_water_mark(SESSION_LOW_WATER)
+    };
+    let capped = builder().window_share(0.1).build().unwrap();
+    let roomy = builder().build().unwrap();
+    let window_tokens = |compactor: &Compactor| {
+        let compacted = compactor.compact_blocking(&writer).unwrap();
+        let window = compacted.messages()[0].clone();
+        assert!(window.content.contains("write:deploy/prod.yaml#400"));
+        assert!(window.content.contains("unknown"));
+        let back: Writer = compactor
+            .rehydrate_blocking(&compacted, &NoReacquire)
+            .unwrap();
+        assert_eq!(back, writer);
+        tokens(&[window])
+    };
+    let (free, limited) = (window_tokens(&roomy), window_tokens(&capped));
+    assert!(free > budget / 10, "the log alone takes {free} tokens");
+    assert!(limited <= budget / 10, "{limited} > {}", budget / 10);
 }
