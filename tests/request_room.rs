@@ -285,3 +285,93 @@ fn the_window_grows_no_further_than_its_share() {
     assert!(free > budget / 10, "the log alone takes {free} tokens");
     assert!(limited <= budget / 10, "{limited} > {}", budget / 10);
 }
+
+/// A turn of the writer: a short request, a call whose result is about `tokens` tokens, and a
+/// write recorded and committed (the state changes on every turn).
+fn write_turn(writer: &mut Writer, turn: usize, tokens: usize) {
+    writer
+        .chat
+        .push(Message::user(format!("turn {turn}: fix module {turn}")));
+    let id = format!("read{turn}");
+    writer.chat.push(Message::assistant_with_tools(
+        "",
+        vec![ToolCall::new(&id, "read", json!({ "module": turn }))],
+    ));
+    writer
+        .chat
+        .push(Message::tool_result(&id, result_body(&id, tokens)));
+    writer
+        .chat
+        .push(Message::assistant(format!("Module {turn} is fixed.")));
+    let key = format!("write:src/module_{turn}.rs");
+    writer
+        .writes
+        .record(Effect::new("write_file", "repo", &key))
+        .unwrap();
+    writer.writes.begin(&key).unwrap();
+    writer.writes.commit(&key).unwrap();
+}
+
+/// Issue 22.3: a compaction point keeps the window at the front when the fields that changed
+/// since it was rendered fit in a state update: the front (and what follows it up to the
+/// blocks) is byte-identical to the previous request's, the update goes last and names the
+/// new write, and a process resumed from the checkpoint before the point sends the same
+/// request as the warm one.
+#[test]
+fn a_compaction_point_keeps_the_front_and_sends_what_changed_last() {
+    let compactor = || {
+        Compactor::builder()
+            .budget(BUDGET)
+            .token_counter(Tokenizer::O200kBase)
+            .high_water_mark(SESSION_HIGH_WATER)
+            .low_water_mark(SESSION_LOW_WATER)
+            .window_share(0.1)
+            .build()
+            .unwrap()
+    };
+    let warm = compactor();
+    let mut writer = Writer {
+        rules: vec!["never touch /etc/prod".into()],
+        chat: Transcript::from_messages(vec![Message::system("You write files.")]).unwrap(),
+        writes: EffectLog::new(),
+    };
+    let mut previous: Option<Compacted<Writer>> = None;
+    let mut kept_points = 0;
+    for turn in 0..40 {
+        write_turn(&mut writer, turn, 1_500);
+        let compacted = warm.compact_blocking(&writer).unwrap();
+        let messages = compacted.messages();
+        assert!(tokens(&messages) <= BUDGET);
+        let back: Writer = warm.rehydrate_blocking(&compacted, &NoReacquire).unwrap();
+        assert_eq!(back, writer);
+        if let (Some(last), true) = (&previous, compacted.is_compaction_point()) {
+            let old = last.messages();
+            if messages[0] == old[0] {
+                kept_points += 1;
+                // The front and the transcript's system prompt are still the old request's.
+                assert_eq!(messages[1], old[1]);
+                let update = &messages.last().unwrap().content;
+                assert!(
+                    update.starts_with(&format!("{MARKER_PREFIX}update⟧")),
+                    "{update}"
+                );
+                assert!(
+                    update.contains(&format!("{} records", writer.writes.len())),
+                    "{update}"
+                );
+                // A process resumed from the checkpoint before this point sends the same.
+                let cold = compactor();
+                let json = serde_json::to_string(last).unwrap();
+                let loaded: Compacted<Writer> = serde_json::from_str(&json).unwrap();
+                cold.resume(&loaded).unwrap();
+                let again = cold.compact_blocking(&writer).unwrap();
+                assert_eq!(again.messages(), messages);
+            }
+        }
+        previous = Some(compacted);
+    }
+    assert!(
+        kept_points >= 2,
+        "{kept_points} compaction points kept the front"
+    );
+}

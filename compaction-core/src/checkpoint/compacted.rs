@@ -141,6 +141,32 @@ pub(crate) struct WindowRecord {
     /// was held back behind a call still in flight).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) shown: Option<Vec<Entry>>,
+    /// The fields the window at the front was rendered from (absent in checkpoints from
+    /// before fronts were kept across compaction points, whose bytes and seals stay as they
+    /// were).
+    #[serde(default, skip_serializing_if = "FrontFields::is_unknown")]
+    pub(crate) front: FrontFields,
+}
+
+/// The fields the window at the front of a request was rendered from: a compaction point keeps
+/// the front when the fields that changed since fit in a state update after the conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FrontFields {
+    /// Not recorded (a checkpoint from before fronts were kept): the next compaction point
+    /// renders the front again.
+    #[default]
+    Unknown,
+    /// The checkpoint's own entries.
+    Entries,
+    /// Earlier values of the fields, whose changes the updates after the front carry.
+    Fields(Vec<Entry>),
+}
+
+impl FrontFields {
+    fn is_unknown(&self) -> bool {
+        *self == FrontFields::Unknown
+    }
 }
 
 impl CompactedTranscript {

@@ -20,7 +20,7 @@ pub use builder::{
     SESSION_WINDOW_SHARE,
 };
 
-use crate::checkpoint::{Compacted, SchemaFingerprint, WindowRecord, FORMAT};
+use crate::checkpoint::{Compacted, FrontFields, SchemaFingerprint, WindowRecord, FORMAT};
 use crate::checkpoint::{Owner, SealKeys};
 use crate::compactor::ledger::ledger_views;
 use crate::effects::ledger::EffectLedger;
@@ -107,6 +107,8 @@ struct RequestParts {
     shown: Vec<Entry>,
     /// Whether the front is the same text as the previous request's.
     same_front: bool,
+    /// The fields the front was rendered from.
+    front_fields: FrontFields,
 }
 
 /// How a compaction ended: a checkpoint, or (rarely) a plan to make again from nothing.
@@ -528,6 +530,7 @@ impl Compactor {
             budget: prepared.window_budget,
             compact,
             shown: None,
+            front: FrontFields::Entries,
         };
         let transcript =
             parts.map(|parts| self.complete_transcript(parts, &entries, record, &mut report));

@@ -19,14 +19,18 @@
 //! moving it would change the request before it. OpenAI's chat format takes a system message
 //! there; a format that cannot (Anthropic's) carries it inside the next user turn.
 //!
-//! A compaction point (the request passed its high-water mark, or the state's fields changed
-//! shape) renders the window again at the front (the same text when nothing changed) and drops
-//! the updates: their values are in it. The compactor remembers, per transcript, the window it
-//! showed; a checkpoint carries the same record, so `Compactor::resume` restores it.
+//! A compaction point (the request passed its high-water mark) drops the updates and keeps the
+//! front window when the fields that changed since the front was rendered fit in one state
+//! update that costs less than the front and the stable part after it (system prompt, blocks):
+//! that update goes last, and the front, the system prompt and the old blocks stay in the
+//! prompt cache. Otherwise (a field appeared or went, the update would cost more, or the front's
+//! fields are not known) it renders the window again at the front with the current values. The
+//! compactor remembers, per transcript, the window it showed and the fields the front was
+//! rendered from; a checkpoint carries the same record, so `Compactor::resume` restores it.
 //!
 //! [`WindowView::is_update`]: crate::window::WindowView::is_update
 
-use crate::checkpoint::{Compacted, WindowRecord};
+use crate::checkpoint::{Compacted, FrontFields, WindowRecord};
 use crate::effects::record::EffectStatus;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
@@ -85,6 +89,9 @@ pub(super) struct WindowMemory {
     pub(super) compact: bool,
     /// The fields as the model knows them now: the front window with every update after it.
     pub(super) shown: Vec<Entry>,
+    /// The fields the front was rendered from (`None`: not known, render it again at the next
+    /// compaction point).
+    pub(super) front: Option<Vec<Entry>>,
 }
 
 /// A window memory and the transcript memory it goes with (its length and chain link).
@@ -141,5 +148,10 @@ pub(super) fn window_memory<S>(compacted: &Compacted<S>, record: &WindowRecord) 
             .shown
             .clone()
             .unwrap_or_else(|| compacted.entries.clone()),
+        front: match &record.front {
+            FrontFields::Unknown => None,
+            FrontFields::Entries => Some(compacted.entries.clone()),
+            FrontFields::Fields(fields) => Some(fields.clone()),
+        },
     }
 }

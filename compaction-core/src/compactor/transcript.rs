@@ -8,7 +8,7 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::checkpoint::{Compacted, CompactedTranscript, WindowRecord};
+use crate::checkpoint::{Compacted, CompactedTranscript, FrontFields, WindowRecord};
 use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::trace;
 use crate::compactor::{
@@ -133,6 +133,13 @@ fn transcript_report(
     }
 }
 
+/// What a request's record says of the fields its front was rendered from.
+fn front_fields(front: Option<&[Entry]>) -> FrontFields {
+    front.map_or(FrontFields::Unknown, |fields| {
+        FrontFields::Fields(fields.to_vec())
+    })
+}
+
 /// The transcript's limits inside a request of `budget` tokens whose window and overhead take
 /// `taken`: the hard limit is what is left; the marks are the compactor's shares of the whole
 /// request, less `taken`.
@@ -245,6 +252,7 @@ impl Compactor {
             },
             shown: entries.to_vec(),
             same_front,
+            front_fields: FrontFields::Entries,
         })
     }
 
@@ -297,8 +305,15 @@ impl Compactor {
                     finished,
                     shown,
                     same_front: true,
+                    front_fields: front_fields(remembered.front.as_deref()),
                 }));
             }
+        }
+        if let Some(parts) = self
+            .point_keeping_front(&next, schema, number, compact, entries)
+            .await?
+        {
+            return Ok(Some(parts));
         }
         // A compaction point, this window at the front (the same text when no field changed).
         let budget = transcript_budget(self, overhead + tokens);
@@ -321,6 +336,74 @@ impl Compactor {
             finished,
             shown: entries.to_vec(),
             same_front: window == remembered.stable,
+            front_fields: FrontFields::Entries,
+        }))
+    }
+
+    /// A compaction point that keeps the window at the front, when the fields that changed
+    /// since it was rendered fit in a state update that costs less than rendering the front
+    /// again would: the update goes last (`plan_request` places it), and the front and the
+    /// request's stable part after it (system prompt, blocks) stay in the prompt cache; a new
+    /// front would take all of them out. `None` when the front must be rendered again (a field
+    /// appeared or went, the front's fields are not known, the update costs more than that
+    /// prefix, or the point does not fit beside them).
+    async fn point_keeping_front(
+        &self,
+        next: &NextRequest<'_>,
+        schema: &'static Schema,
+        number: u64,
+        compact: bool,
+        entries: &[Entry],
+    ) -> Result<Option<RequestParts>, CompactionError> {
+        let remembered = &next.window;
+        let Some(front) = &remembered.front else {
+            return Ok(None);
+        };
+        let Some(changed) = request::changed(front, entries) else {
+            return Ok(None);
+        };
+        let update = (!changed.is_empty())
+            .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
+        if let Some(text) = &update {
+            let prefix = self
+                .transcript_planner
+                .memory_for(next.transcript)
+                .stable_tokens();
+            let most = remembered.stable_tokens + prefix;
+            if self.counter.count_till_limit(text, most).is_none() {
+                return Ok(None);
+            }
+        }
+        let overhead = request_overhead(&*self.counter);
+        let budget = transcript_budget(self, overhead + remembered.stable_tokens);
+        let request = self.request(next.policy, budget, &next.effects, update.as_deref(), true);
+        let plan = match self
+            .transcript_planner
+            .plan_request(next.transcript, &request)
+        {
+            Ok(plan) => plan,
+            Err(TranscriptPlanError::OverBudget { .. }) => return Ok(None),
+            Err(e) => return Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        };
+        let shown = if plan.planned.update_sent() || update.is_none() {
+            entries.to_vec()
+        } else {
+            front.clone()
+        };
+        let paged = plan.planned.paged_results(next.transcript);
+        let planned = self.finish_transcript(&next.path, plan).await?;
+        Ok(Some(RequestParts {
+            front: remembered.stable.clone(),
+            front_tokens: remembered.stable_tokens,
+            finished: FinishedTranscript {
+                planned,
+                path: next.path.clone(),
+                messages_in: next.transcript.len(),
+                paged,
+            },
+            shown,
+            same_front: true,
+            front_fields: front_fields(Some(front)),
         }))
     }
 
@@ -339,6 +422,7 @@ impl Compactor {
             finished,
             shown,
             same_front,
+            front_fields,
             ..
         } = parts;
         let FinishedTranscript {
@@ -359,6 +443,10 @@ impl Compactor {
         if shown != entries {
             window.shown = Some(shown);
         }
+        window.front = match front_fields {
+            FrontFields::Fields(fields) if fields == entries => FrontFields::Entries,
+            other => other,
+        };
         let tokens = planned.tokens();
         let memory = planned.memory;
         CompactedTranscript {

@@ -9,7 +9,7 @@
 //! points; the open zone is every later message in its current form, plus state updates.
 
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::conversation::{Link, Message, ROOT};
+use crate::transcript::conversation::{Link, Message, Role, ROOT};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -468,6 +468,19 @@ impl TranscriptMemory {
     /// Output slots the blocks take: the part kept across compaction points.
     pub(crate) fn block_slots(&self) -> usize {
         self.record.block_slots()
+    }
+
+    /// Tokens of the request's part that stays byte-identical across compaction points: the
+    /// blocks, and the system messages leading the request.
+    pub(crate) fn stable_tokens(&self) -> usize {
+        let blocks = self.block_slots();
+        self.messages
+            .iter()
+            .zip(&self.record.slots)
+            .enumerate()
+            .take_while(|(i, (message, _))| *i < blocks || message.role == Role::System)
+            .map(|(_, (_, slot))| slot.tokens)
+            .sum()
     }
 
     /// Input index where the open zone starts (the end of the last block).

@@ -96,7 +96,52 @@ impl TranscriptPlanner {
                 });
             }
         }
-        self.compaction_point(transcript, &base, request)
+        // A state update at a compaction point (the window at the front kept, the fields that
+        // changed since it rendered) goes last; not when a unit is in flight (it would have to
+        // go between the call and its results): the caller then shows the fields again later.
+        let update = request
+            .update
+            .filter(|_| in_flight_unit(transcript.messages()).is_none())
+            .map(|text| {
+                let message = Message::system(marker::update_text(text));
+                let counter = &*self.counter;
+                let tokens =
+                    message_tokens_with(&message, &message.content, &mut |t| counter.count(t));
+                (message, tokens)
+            });
+        let Some((message, tokens)) = update else {
+            return self.compaction_point(transcript, &base, request);
+        };
+        let shrink = |mark: usize| mark.saturating_sub(tokens);
+        let budget = request.budget;
+        let Some(limit) = budget.limit.checked_sub(tokens) else {
+            return Err(TranscriptPlanError::OverBudget {
+                required_tokens: tokens,
+                budget: budget.limit,
+            });
+        };
+        let room = Request {
+            budget: TranscriptBudget {
+                limit,
+                high_water: shrink(budget.high_water),
+                low_water: shrink(budget.low_water),
+            },
+            ..*request
+        };
+        let mut plan = self
+            .compaction_point(transcript, &base, &room)
+            .map_err(|e| match e {
+                TranscriptPlanError::OverBudget {
+                    required_tokens, ..
+                } => TranscriptPlanError::OverBudget {
+                    required_tokens: required_tokens + tokens,
+                    budget: budget.limit,
+                },
+                other => other,
+            })?;
+        plan.planned.memory.push(message, Slot::Update, tokens);
+        plan.planned.update_sent = true;
+        Ok(plan)
     }
 
     /// The previous request plus the new messages and the state update, when that stays within
