@@ -38,6 +38,7 @@ use crate::rehydrate::{NoReacquire, Reacquire, RehydrateOptions};
 use crate::state::has_transcript::HasTranscript;
 use crate::store::{MemoryStore, Store};
 use crate::transcript::conversation::Transcript;
+use crate::transcript::format::ChatFormat;
 use crate::transcript::message::{Message, Role, ToolCall};
 use ledger::SessionLedger;
 use reacquire::ErasedReacquire;
@@ -382,6 +383,7 @@ fn allow<S>(
 /// | [`store`](Self::store): blobs and checkpoints | a fresh `MemoryStore` (lost on exit) |
 /// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
+/// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
 /// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
 /// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
@@ -398,6 +400,7 @@ pub struct SessionBuilder<S> {
     checkpoints: Arc<dyn CheckpointStore>,
     ledger: Arc<dyn SessionLedger<S>>,
     marks: (f64, f64),
+    chat_format: Option<Arc<dyn ChatFormat>>,
     effect_calls: Option<EffectCalls>,
     reacquire: ErasedReacquire,
     options: RehydrateOptions,
@@ -421,6 +424,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             checkpoints: Arc::new(store),
             ledger: Arc::new(MemoryLedger::new()),
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
+            chat_format: None,
             effect_calls: None,
             reacquire: ErasedReacquire::new(NoReacquire),
             options: RehydrateOptions::default(),
@@ -462,6 +466,16 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// `high`, then one compaction point brings it down to about `low`.
     pub fn water_marks(mut self, high: f64, low: f64) -> Self {
         self.marks = (high, low);
+        self
+    }
+
+    /// The wire format the session's requests are planned for, passed on to the compactor
+    /// (see [`CompactorBuilder::chat_format`]; set here, it wins over the `CompactorBuilder`'s
+    /// whatever the order of the calls). An agent on Anthropic's Messages API, which sends
+    /// [`SessionRequest::anthropic_request`](crate::SessionRequest), chooses
+    /// [`AnthropicMessages`](crate::transcript::AnthropicMessages).
+    pub fn chat_format(mut self, format: impl ChatFormat + 'static) -> Self {
+        self.chat_format = Some(Arc::new(format));
         self
     }
 
@@ -509,7 +523,11 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     pub async fn open(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
         let namespace = self.checkpoints.namespace().to_owned();
         let (high, low) = self.marks;
-        let compactor = (self.set_store)(self.compactor)
+        let mut compactor = self.compactor;
+        if let Some(format) = self.chat_format {
+            compactor = compactor.shared_chat_format(format);
+        }
+        let compactor = (self.set_store)(compactor)
             .agent_id(self.agent_id.clone())
             .namespace(namespace.clone())
             .high_water_mark(high)

@@ -20,9 +20,9 @@
 //!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
 
 use crate::transcript::conversation::{Message, Role, Transcript};
-use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::format::message_tokens_limited;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
 use crate::transcript::memories::TranscriptPlanner;
@@ -150,14 +150,14 @@ impl TranscriptPlanner {
         base: &TranscriptMemory,
         request: &Request<'_>,
     ) -> Option<PlannedTranscript> {
-        let counter = &*self.counter;
+        let (counter, format) = (&*self.counter, &*self.format);
         let messages = transcript.messages();
         let planned_len = base.record.len;
         let high = request.budget.high_water.min(request.budget.limit);
         let mut total = base.tokens();
         let update = request.update.map(|text| {
             let message = Message::system(marker::update_text(text));
-            let tokens = message_tokens_with(&message, &message.content, &mut |t| counter.count(t));
+            let tokens = format.message_tokens(&message, &message.content, counter);
             (message, tokens)
         });
         // Where the update goes: last, but never between a call and its results (before the
@@ -174,7 +174,7 @@ impl TranscriptPlanner {
         for message in messages[planned_len..].iter().rev() {
             let content = marker::escape(&message.content);
             let left = high.checked_sub(total)?;
-            let tokens = message_tokens_limited(message, &content, counter, left)?;
+            let tokens = message_tokens_limited(format, message, &content, counter, left)?;
             total += tokens;
             let mut kept = message.clone();
             if let std::borrow::Cow::Owned(escaped) = content {
@@ -237,6 +237,7 @@ impl TranscriptPlanner {
         let ctx = || Ctx {
             messages,
             counter: &*self.counter,
+            format: &*self.format,
             policy: request.policy,
             effects: request.effects,
             summary_tokens: request.summary_tokens,
@@ -307,7 +308,7 @@ impl TranscriptPlanner {
                 handles: built.handles,
                 reused,
                 compacted: true,
-                counter: self.counter.name().to_owned(),
+                counter: self.counts_key().to_owned(),
             },
             messages: built.messages,
         };
@@ -361,7 +362,9 @@ impl TranscriptPlanner {
             let memory = &mut planned.memory;
             let content = marker::with_summary(&pending.base, &summary);
             let message = &mut memory.messages[pending.position];
-            let tokens = message_tokens_with(message, &content, &mut |t| self.counter.count(t));
+            let tokens = self
+                .format
+                .message_tokens(message, &content, &*self.counter);
             let slot = &mut memory.record.slots[pending.position];
             if tokens <= pending.reserved {
                 message.content = content;

@@ -4,7 +4,6 @@
 
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::Message;
-use crate::transcript::count::message_tokens_with;
 use crate::transcript::marker::{self, Page};
 use crate::transcript::memory::{Handle, Slot};
 use crate::transcript::steps::{Built, Point, State, OVER};
@@ -15,7 +14,9 @@ impl Point<'_> {
     pub(super) fn count_kept(&self, index: usize) -> usize {
         let message = &self.ctx.messages[index];
         let content = marker::escape(&message.content);
-        message_tokens_with(message, &content, &mut |t| self.ctx.counter.count(t))
+        self.ctx
+            .format
+            .message_tokens(message, &content, self.ctx.counter)
     }
 
     /// Writes zone message `index` in its decided state.
@@ -38,8 +39,8 @@ fn shell(message: &Message) -> Message {
 /// Writes zone message `index` in its decided state.
 fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
     let message = &point.ctx.messages[index];
-    let counter = point.ctx.counter;
-    let count = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let (counter, format) = (point.ctx.counter, point.ctx.format);
+    let count = |m: &Message| format.message_tokens(m, &m.content, counter);
     match point.item(index).state {
         State::Kept => {
             let tokens = match point.kept_cost(index) {
@@ -89,7 +90,7 @@ fn fit_page(
     handle: Handle,
     allowance: usize,
 ) -> (Message, usize) {
-    let counter = point.ctx.counter;
+    let (counter, format) = (point.ctx.counter, point.ctx.format);
     let content = &message.content;
     let total = content.len();
     let write = |bytes: usize| -> Message {
@@ -105,7 +106,7 @@ fn fit_page(
         });
         out
     };
-    let tokens_of = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let tokens_of = |m: &Message| format.message_tokens(m, &m.content, counter);
     let empty = write(0);
     let empty_tokens = tokens_of(&empty);
     if allowance <= empty_tokens {
