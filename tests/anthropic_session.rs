@@ -188,3 +188,50 @@ fn an_anthropic_reply_is_pushed_as_it_comes() {
         ContentBlock::ToolResult { tool_use_id, .. } if tool_use_id == "toolu_1"
     ));
 }
+
+#[test]
+fn a_session_planned_for_anthropic_fits_its_budget_by_anthropics_formula() {
+    use compaction::{AnthropicMessages, ChatFormat, Tokenizer};
+    let budget = 3_000;
+    let script = Script { seed: 7, turns: 14 };
+    let mut session = Session::builder("agent-anthropic-format")
+        .compactor(compactor(budget))
+        .chat_format(AnthropicMessages)
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    assert_eq!(
+        session.compactor().chat_format().name(),
+        "anthropic-messages"
+    );
+    let world = Performed::default();
+    let mut driver = Driver::default();
+    let (mut points, mut merged) = (0, 0);
+    loop {
+        match driver
+            .step(&mut session, &script, &world, Stop::Never)
+            .unwrap()
+        {
+            Some(Step::Done) => break,
+            Some(Step::Request(request)) => {
+                let wire = request.anthropic_request("claude-test", 1024).unwrap();
+                check_anthropic(&wire.messages).unwrap();
+                let exact =
+                    AnthropicMessages.request_tokens(request.messages(), &Tokenizer::O200kBase);
+                assert!(exact <= request.tokens() && request.tokens() <= budget);
+                // Turns merged on the wire (a state update joins the results' user turn): fewer
+                // Anthropic messages than ours after the leading system messages.
+                let ours = request
+                    .messages()
+                    .iter()
+                    .skip_while(|m| m.role == Role::System);
+                merged += usize::from(wire.messages.len() < ours.count());
+                points += usize::from(request.is_compaction_point());
+            }
+            Some(_) => {}
+            None => unreachable!("Stop::Never never stops inside an effect"),
+        }
+    }
+    assert!(points >= 2, "{points} compaction points");
+    assert!(merged > 0, "merged turns are exercised");
+}
