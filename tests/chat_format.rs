@@ -113,7 +113,7 @@ fn every_format_plans_within_the_budget_by_its_own_formula() {
         Arc::new(Heavy),
     ];
     for format in formats {
-        let full = format.request_tokens(&state.chat.messages().to_vec(), &counter);
+        let full = format.request_tokens(state.chat.messages(), &counter);
         let mut compacted_somewhere = false;
         for budget in (1_500..full).step_by(997) {
             let compacted = compact(&state, budget, format.clone());
