@@ -8,7 +8,7 @@ use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
-use crate::transcript::format::{ChatFormat, OpenAiChat};
+use crate::transcript::format::{default_request_messages, ChatFormat};
 use crate::transcript::memory::{HandleTable, MemoryRecord, TranscriptMemory};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
@@ -218,7 +218,8 @@ impl<S> Compacted<S> {
     /// window and the budget covers its text.
     ///
     /// The format is the compactor's that made this checkpoint; a checkpoint read back from
-    /// JSON lays out with the default ([`OpenAiChat`]):
+    /// JSON lays out with the default
+    /// ([`OpenAiChat`](crate::transcript::OpenAiChat)):
     /// [`messages_in`](Self::messages_in) names another.
     ///
     /// A call still in flight (the last assistant message's calls without results, which
@@ -228,7 +229,7 @@ impl<S> Compacted<S> {
     pub fn messages(&self) -> Vec<Message> {
         match &self.chat_format {
             Some(format) => self.messages_in(&**format),
-            None => self.messages_in(&OpenAiChat),
+            None => default_request_messages(&self.window, self.transcript_messages()),
         }
     }
 

@@ -11,10 +11,40 @@ mod anthropic;
 mod openai_chat;
 
 pub use anthropic::AnthropicMessages;
-pub use openai_chat::OpenAiChat;
 
 use crate::tokens::TokenCounter;
 use crate::transcript::message::{Message, Role};
+
+/// OpenAI chat completions: every message, system messages (the window first) included, is a
+/// message of the list; no turns merge. The default format. Its formula (the overheads are
+/// private to its impl, `transcript/format/openai_chat.rs`):
+///
+/// ```text
+/// message  = 3 + count(role) + count(content)
+///            + (1 + count(name))        when the message has a name
+///            + count(tool_call_id)      for tool messages
+///            + per tool call: 3 + count(id) + count(name) + count(arguments, the exact text)
+///            + per opaque part: count(its block, the provider's JSON as received)
+/// request  = sum(message) + 3           (the reply is primed with 3 tokens)
+/// ```
+///
+/// This is OpenAI's cookbook (`num_tokens_from_messages`), extended to tool calls. `count` is
+/// the configured [`TokenCounter`]; providers differ by a few tokens per message, the
+/// overheads here are the ones OpenAI documents.
+///
+/// ```
+/// use compaction::transcript::{ChatFormat, OpenAiChat};
+/// use compaction::{Message, Tokenizer};
+///
+/// let messages = [Message::system("be brief"), Message::user("hello world")];
+/// // 3 + "system" (1) + "be brief" (2), then 3 + "user" (1) + "hello world" (2), then 3.
+/// assert_eq!(OpenAiChat.request_tokens(&messages, &Tokenizer::O200kBase), 6 + 6 + 3);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenAiChat;
+
+/// [`OpenAiChat`]'s name: the default format's, which memories do not record.
+pub(crate) const OPENAI_CHAT: &str = "openai-chat";
 
 /// Where a format sends the system prompt and the state window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,10 +167,7 @@ pub trait ChatFormat: Send + Sync {
     /// The request an author sends: the window's message first, then the transcript's
     /// messages, in order.
     fn request_messages(&self, window: &str, transcript: &[Message]) -> Vec<Message> {
-        let mut out = Vec::with_capacity(transcript.len() + 1);
-        out.push(self.window_message(window));
-        out.extend_from_slice(transcript);
-        out
+        window_first(self.window_message(window), transcript)
     }
 
     /// Tokens of a whole request, exactly as this format sends it: leading system messages
@@ -171,6 +198,21 @@ pub trait ChatFormat: Send + Sync {
     }
 }
 
+/// The request with `window` first, then the transcript's messages.
+fn window_first(window: Message, transcript: &[Message]) -> Vec<Message> {
+    let mut out = Vec::with_capacity(transcript.len() + 1);
+    out.push(window);
+    out.extend_from_slice(transcript);
+    out
+}
+
+/// The default format's request ([`OpenAiChat`]'s: the window a system message first), for a
+/// checkpoint that names no format (read back from JSON). Here, beside the trait, so what
+/// lays out a checkpoint does not depend on a format's formula.
+pub(crate) fn default_request_messages(window: &str, transcript: &[Message]) -> Vec<Message> {
+    window_first(Message::system(window), transcript)
+}
+
 impl std::fmt::Debug for dyn ChatFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -195,7 +237,7 @@ pub(crate) fn message_tokens_limited(
 /// The key a planner's memory records for counts by `counter` in `format`: the counter's name
 /// alone for the default format (so checkpoints of the default are unchanged), else both.
 pub(crate) fn counts_key(counter: &dyn TokenCounter, format: &dyn ChatFormat) -> String {
-    if format.name() == OpenAiChat.name() {
+    if format.name() == OPENAI_CHAT {
         counter.name().to_owned()
     } else {
         format!("{} in {}", counter.name(), format.name())

@@ -1,20 +1,9 @@
-//! [`OpenAiChat`]: OpenAI chat completions' token formula, the default format.
-//!
-//! ```text
-//! message  = 3 + count(role) + count(content)
-//!            + (1 + count(name))        when the message has a name
-//!            + count(tool_call_id)      for tool messages
-//!            + per tool call: 3 + count(id) + count(name) + count(arguments, the exact text)
-//!            + per opaque part: count(its block, the provider's JSON as received)
-//! request  = sum(message) + 3           (the reply is primed with 3 tokens)
-//! ```
-//!
-//! This is OpenAI's cookbook (`num_tokens_from_messages`), extended to tool calls. `count` is
-//! the configured [`TokenCounter`]; providers differ by a few tokens per message, the
-//! overheads here are the ones OpenAI documents.
+//! [`OpenAiChat`]'s formula (spelled out on the type): OpenAI chat completions' token count,
+//! the default format's. The type is declared beside the trait, in `mod.rs`, so a planner can
+//! default to it without depending on this file.
 
 use crate::tokens::TokenCounter;
-use crate::transcript::format::ChatFormat;
+use crate::transcript::format::{ChatFormat, OpenAiChat, OPENAI_CHAT};
 use crate::transcript::message::Message;
 
 /// Tokens every message costs besides its fields.
@@ -26,24 +15,9 @@ const TOOL_CALL_OVERHEAD_TOKENS: usize = 3;
 /// Tokens that prime the model's reply, once per request.
 const REPLY_PRIMING_TOKENS: usize = 3;
 
-/// OpenAI chat completions: every message, system messages (the window first) included, is a
-/// message of the list, priced by the formula in this module's docs; no turns merge. The
-/// default format.
-///
-/// ```
-/// use compaction::transcript::{ChatFormat, OpenAiChat};
-/// use compaction::{Message, Tokenizer};
-///
-/// let messages = [Message::system("be brief"), Message::user("hello world")];
-/// // 3 + "system" (1) + "be brief" (2), then 3 + "user" (1) + "hello world" (2), then 3.
-/// assert_eq!(OpenAiChat.request_tokens(&messages, &Tokenizer::O200kBase), 6 + 6 + 3);
-/// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OpenAiChat;
-
 impl ChatFormat for OpenAiChat {
     fn name(&self) -> &str {
-        "openai-chat"
+        OPENAI_CHAT
     }
 
     fn message_tokens(
