@@ -3,14 +3,13 @@
 //! user's), and the format really drives the plan: a heavier framing per message keeps fewer
 //! messages at the same budget.
 
-use compaction::transcript::{chat_tokens, SystemPlacement};
+use compaction::transcript::chat_tokens;
 use compaction::{
     AnthropicMessages, ChatFormat, Compactable, Compacted, Compactor, Message, OpenAiChat,
     TokenCounter, Tokenizer, ToolCall, Transcript,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::sync::Arc;
 
 #[derive(Compactable, Serialize, Deserialize, Clone)]
 struct Agent {
@@ -37,53 +36,20 @@ fn agent(turns: usize) -> Agent {
     }
 }
 
-fn compact(agent: &Agent, budget: usize, format: Arc<dyn ChatFormat>) -> Compacted<Agent> {
+fn compact(agent: &Agent, budget: usize, format: impl ChatFormat + 'static) -> Compacted<Agent> {
     Compactor::builder()
         .budget(budget)
         .token_counter(Tokenizer::O200kBase)
-        .chat_format(Shared(format))
+        .chat_format(format)
         .build()
         .unwrap()
         .compact_blocking(agent)
         .unwrap()
 }
 
-/// A shared format as a format (the test picks formats at run time).
-struct Shared(Arc<dyn ChatFormat>);
-
-impl ChatFormat for Shared {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn message_tokens(
-        &self,
-        message: &Message,
-        content: &str,
-        counter: &dyn TokenCounter,
-    ) -> usize {
-        self.0.message_tokens(message, content, counter)
-    }
-    fn reply_priming(&self) -> usize {
-        self.0.reply_priming()
-    }
-    fn system_placement(&self) -> SystemPlacement {
-        self.0.system_placement()
-    }
-    fn system_block_tokens(&self, text: &str, counter: &dyn TokenCounter) -> usize {
-        self.0.system_block_tokens(text, counter)
-    }
-    fn window_message(&self, window: &str) -> Message {
-        self.0.window_message(window)
-    }
-    fn joins_turn(&self, previous: &Message, message: &Message) -> bool {
-        self.0.joins_turn(previous, message)
-    }
-    fn joined_tokens(&self, message: &Message, counter: &dyn TokenCounter) -> usize {
-        self.0.joined_tokens(message, counter)
-    }
-}
-
-/// OpenAI's formula with a heavy framing: 40 more tokens per message.
+/// OpenAI's formula with a heavy framing (40 more tokens per message), and the window as a
+/// developer message.
+#[derive(Clone, Copy, Debug)]
 struct Heavy;
 
 impl ChatFormat for Heavy {
@@ -101,35 +67,42 @@ impl ChatFormat for Heavy {
     fn reply_priming(&self) -> usize {
         3
     }
+    fn window_message(&self, window: &str) -> Message {
+        Message::developer(window)
+    }
+}
+
+/// Plans `state` at budgets from 1,500 up to its full size: each request fits the budget by
+/// `format`'s own count, and the planner's count is never under it.
+fn fits_by_its_own_formula(
+    state: &Agent,
+    format: impl ChatFormat + Copy + std::fmt::Debug + 'static,
+) {
+    let counter = Tokenizer::O200kBase;
+    let full = format.request_tokens(state.chat.messages(), &counter);
+    let mut compacted_somewhere = false;
+    for budget in (1_500..full).step_by(997) {
+        let compacted = compact(state, budget, format);
+        let messages = compacted.messages();
+        let exact = format.request_tokens(&messages, &counter);
+        let reported = compacted.request_tokens().unwrap();
+        assert!(exact <= budget, "{format:?} at {budget}: {exact} tokens");
+        // The planner prices each message as its own turn: never under the exact count.
+        assert!(
+            exact <= reported && reported <= budget,
+            "{format:?}: {exact} {reported}"
+        );
+        compacted_somewhere |= messages.len() < state.chat.len() + 1;
+    }
+    assert!(compacted_somewhere, "{format:?}: some budget compacts");
 }
 
 #[test]
 fn every_format_plans_within_the_budget_by_its_own_formula() {
-    let counter = Tokenizer::O200kBase;
     let state = agent(60);
-    let formats: [Arc<dyn ChatFormat>; 3] = [
-        Arc::new(OpenAiChat),
-        Arc::new(AnthropicMessages),
-        Arc::new(Heavy),
-    ];
-    for format in formats {
-        let full = format.request_tokens(state.chat.messages(), &counter);
-        let mut compacted_somewhere = false;
-        for budget in (1_500..full).step_by(997) {
-            let compacted = compact(&state, budget, format.clone());
-            let messages = compacted.messages();
-            let exact = format.request_tokens(&messages, &counter);
-            let reported = compacted.request_tokens().unwrap();
-            assert!(exact <= budget, "{format:?} at {budget}: {exact} tokens");
-            // The planner prices each message as its own turn: never under the exact count.
-            assert!(
-                exact <= reported && reported <= budget,
-                "{format:?}: {exact} {reported}"
-            );
-            compacted_somewhere |= messages.len() < state.chat.len() + 1;
-        }
-        assert!(compacted_somewhere, "{format:?}: some budget compacts");
-    }
+    fits_by_its_own_formula(&state, OpenAiChat);
+    fits_by_its_own_formula(&state, AnthropicMessages);
+    fits_by_its_own_formula(&state, Heavy);
 }
 
 #[test]
@@ -147,7 +120,7 @@ fn the_default_counts_the_chat_way_and_anthropic_counts_its_window_top_level() {
         default.request_tokens().unwrap(),
         "the default's request count is exactly the chat formula's"
     );
-    let anthropic = compact(&state, 3_000, Arc::new(AnthropicMessages));
+    let anthropic = compact(&state, 3_000, AnthropicMessages);
     // Same layout (the window first, then the transcript); the window's framing is a system
     // block's, not a message's.
     assert_eq!(anthropic.messages()[0], Message::system(anthropic.render()));
@@ -161,8 +134,8 @@ fn the_default_counts_the_chat_way_and_anthropic_counts_its_window_top_level() {
 fn a_heavier_framing_per_message_keeps_fewer_messages() {
     let state = agent(60);
     let budget = 6_000;
-    let plain = compact(&state, budget, Arc::new(OpenAiChat));
-    let heavy = compact(&state, budget, Arc::new(Heavy));
+    let plain = compact(&state, budget, OpenAiChat);
+    let heavy = compact(&state, budget, Heavy);
     let kept = |c: &Compacted<Agent>| c.report().transcript.as_ref().unwrap().kept;
     assert!(
         kept(&heavy) < kept(&plain),
@@ -178,29 +151,16 @@ fn a_heavier_framing_per_message_keeps_fewer_messages() {
 
 #[test]
 fn the_format_lays_out_the_window_and_a_loaded_checkpoint_can_name_it() {
-    struct Developer;
-    impl ChatFormat for Developer {
-        fn name(&self) -> &str {
-            "developer-window"
-        }
-        fn message_tokens(&self, m: &Message, content: &str, c: &dyn TokenCounter) -> usize {
-            OpenAiChat.message_tokens(m, content, c)
-        }
-        fn reply_priming(&self) -> usize {
-            OpenAiChat.reply_priming()
-        }
-        fn window_message(&self, window: &str) -> Message {
-            Message::developer(window)
-        }
-    }
     let state = agent(10);
-    let compacted = compact(&state, 4_000, Arc::new(Developer));
-    let window = Message::developer(compacted.render());
-    assert_eq!(compacted.messages()[0], window);
+    let compacted = compact(&state, 4_000, Heavy);
+    assert_eq!(
+        compacted.messages()[0],
+        Message::developer(compacted.render())
+    );
     // The format is code, not part of the checkpoint: read back, the default lays it out,
     // unless named.
     let json = serde_json::to_string(&compacted).unwrap();
     let loaded: Compacted<Agent> = serde_json::from_str(&json).unwrap();
     assert_eq!(loaded.messages()[0], Message::system(compacted.render()));
-    assert_eq!(loaded.messages_in(&Developer), compacted.messages());
+    assert_eq!(loaded.messages_in(&Heavy), compacted.messages());
 }

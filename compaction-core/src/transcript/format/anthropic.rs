@@ -21,7 +21,7 @@
 //! (`ClaudeEstimate` adds the margin Claude's tokenizer needs over `o200k_base`).
 
 use crate::tokens::TokenCounter;
-use crate::transcript::format::{ChatFormat, SystemPlacement};
+use crate::transcript::format::{calls_and_parts_tokens, ChatFormat, SystemPlacement};
 use crate::transcript::message::{Message, Role};
 
 /// Tokens that open a turn besides its role.
@@ -78,17 +78,7 @@ fn blocks_tokens(message: &Message, content: &str, counter: &dyn TokenCounter) -
     if let Some(name) = &message.name {
         tokens += count(name);
     }
-    if let Some(id) = &message.tool_call_id {
-        tokens += count(id);
-    }
-    for call in &message.tool_calls {
-        tokens += TOOL_USE_OVERHEAD_TOKENS + count(&call.id) + count(&call.name);
-        tokens += count(call.arguments_text());
-    }
-    for part in &message.opaque {
-        tokens += count(part.block());
-    }
-    tokens
+    tokens + calls_and_parts_tokens(message, TOOL_USE_OVERHEAD_TOKENS, counter)
 }
 
 impl ChatFormat for AnthropicMessages {

@@ -198,6 +198,29 @@ pub trait ChatFormat: Send + Sync {
     }
 }
 
+/// Tokens of the fields both built-in formats count alike, with `call_overhead` per tool call:
+/// a tool result's call id, each call's id, name and exact argument text, and each
+/// provider-opaque part (thinking, encrypted reasoning) as its JSON block, which over-counts
+/// what a provider bills (see `OpaquePart`).
+pub(crate) fn calls_and_parts_tokens(
+    message: &Message,
+    call_overhead: usize,
+    counter: &dyn TokenCounter,
+) -> usize {
+    let count = |text: &str| counter.count(text);
+    let mut tokens = message.tool_call_id.as_deref().map_or(0, count);
+    for call in &message.tool_calls {
+        tokens += call_overhead + count(&call.id) + count(&call.name);
+        tokens += count(call.arguments_text());
+    }
+    tokens
+        + message
+            .opaque
+            .iter()
+            .map(|p| count(p.block()))
+            .sum::<usize>()
+}
+
 /// The request with `window` first, then the transcript's messages.
 fn window_first(window: Message, transcript: &[Message]) -> Vec<Message> {
     let mut out = Vec::with_capacity(transcript.len() + 1);

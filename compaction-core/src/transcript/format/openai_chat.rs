@@ -3,7 +3,7 @@
 //! default to it without depending on this file.
 
 use crate::tokens::TokenCounter;
-use crate::transcript::format::{ChatFormat, OpenAiChat, OPENAI_CHAT};
+use crate::transcript::format::{calls_and_parts_tokens, ChatFormat, OpenAiChat, OPENAI_CHAT};
 use crate::transcript::message::Message;
 
 /// Tokens every message costs besides its fields.
@@ -31,20 +31,7 @@ impl ChatFormat for OpenAiChat {
         if let Some(name) = &message.name {
             tokens += NAME_OVERHEAD_TOKENS + count(name);
         }
-        if let Some(id) = &message.tool_call_id {
-            tokens += count(id);
-        }
-        for call in &message.tool_calls {
-            tokens += TOOL_CALL_OVERHEAD_TOKENS + count(&call.id) + count(&call.name);
-            tokens += count(call.arguments_text());
-        }
-        // Provider-opaque parts (thinking, encrypted reasoning) are sent with their turn:
-        // counted as their JSON block, which over-counts what a provider bills (see
-        // `OpaquePart`).
-        for part in &message.opaque {
-            tokens += count(part.block());
-        }
-        tokens
+        tokens + calls_and_parts_tokens(message, TOOL_CALL_OVERHEAD_TOKENS, counter)
     }
 
     fn reply_priming(&self) -> usize {
