@@ -2,12 +2,12 @@
 //! settled (by scope and key), the token limits the planner works to, the fold summaries, and
 //! the mapping of the planner's errors.
 //!
-//! The request is the window at the front (where the compactor's
-//! [`ChatFormat`](crate::transcript::ChatFormat) puts it: a system message by default), then
-//! the transcript's messages, and the budget covers all of it, counted the format's way. The transcript is
-//! planned first, against what the state's smallest window leaves; the state's evictable
-//! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
-//! protected state is never traded for it.
+//! The request is the window at the front (as the compactor's
+//! [`ChatFormat`](crate::transcript::ChatFormat) sends it: a system message by default), then
+//! the transcript's messages, and the budget covers all of it, counted the format's way. The
+//! transcript is planned first, against what the state's smallest window leaves; the state's
+//! evictable fields then get the rest. So the conversation stays as verbatim as the budget
+//! allows, and protected state is never traded for it.
 
 use crate::checkpoint::{Compacted, CompactedTranscript, WindowRecord};
 use crate::compactor::request::{self, WindowMemory};

@@ -1,7 +1,7 @@
-//! [`TranscriptPlanner`]: a token counter, a wire format and the planner's memories of the last requests it
-//! planned (up to [`REMEMBERED`] agents), each found again by the transcript's hash chain, or
-//! installed from a checkpoint. The planning itself is in `planner.rs`; what one memory holds is
-//! in `memory.rs`.
+//! [`TranscriptPlanner`]: a token counter, a wire format and the planner's memories of the last
+//! requests it planned (up to [`REMEMBERED`] agents), each found again by the transcript's hash
+//! chain, or installed from a checkpoint. The planning itself is in `planner.rs`; what one
+//! memory holds is in `memory.rs`.
 
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;

@@ -56,7 +56,8 @@ const REPLY_PRIMING_TOKENS: usize = 3;
 /// let anthropic = AnthropicMessages.request_tokens(&messages, &counter);
 /// assert!(anthropic < OpenAiChat.request_tokens(&messages, &counter));
 /// // What the planner prices (each message a turn of its own) is never less.
-/// let priced: usize = messages.iter().map(|m| AnthropicMessages.message_tokens(m, &m.content, &counter)).sum();
+/// let alone = |m: &Message| AnthropicMessages.message_tokens(m, &m.content, &counter);
+/// let priced: usize = messages.iter().map(alone).sum();
 /// assert!(anthropic <= priced + AnthropicMessages.reply_priming());
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
