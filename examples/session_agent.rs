@@ -24,6 +24,7 @@ use compaction::pointer_tool::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
 use compaction::session::{EffectCall, Session, SessionRequest};
+use compaction::{AnthropicMessages, OpenAiChat};
 use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, Message, Role};
 use compaction::{SealKey, SqliteLedger, SqliteStore, Tokenizer, ToolCall, Transcript};
 use compaction_fixtures::openai_server::{FakeOpenAi, RecordedRequest, Reply};
@@ -71,13 +72,18 @@ fn deploy_effect(call: &ToolCall) -> Option<EffectCall> {
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse()?;
     let (model, _loopback) = Model::connect(args.anthropic)?;
-    let mut session = Session::builder("coding-agent")
-        .compactor(
-            Compactor::builder()
-                .budget(4_000)
-                .token_counter(Tokenizer::O200kBase)
-                .seal_key(SealKey::new("session-agent", [7u8; 32])?), // yours: from a secret store
-        )
+    let session = Session::builder("coding-agent").compactor(
+        Compactor::builder()
+            .budget(4_000)
+            .token_counter(Tokenizer::O200kBase)
+            .seal_key(SealKey::new("session-agent", [7u8; 32])?), // yours: from a secret store
+    );
+    // The budget is counted the way the wire bills the request.
+    let session = match args.anthropic {
+        true => session.chat_format(AnthropicMessages),
+        false => session.chat_format(OpenAiChat),
+    };
+    let mut session = session
         .store(SqliteStore::open(&args.db)?)
         .ledger(SqliteLedger::open(&args.db)?)
         .effect_calls(deploy_effect)

@@ -80,8 +80,10 @@ pub use compaction_core::{
     EffectRecords, EffectStatus, MemoryLedger, Settlement, SyncSummary, Transition,
 };
 
-// Transcripts: the conversation as typed state (the planner's details are in `transcript`).
+// Transcripts: the conversation as typed state (the planner's details are in `transcript`),
+// and the wire formats a request is planned for.
 pub use compaction_core::transcript;
+pub use compaction_core::{AnthropicMessages, ChatFormat, OpenAiChat};
 pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
 
 // The pointer tool a model calls to read what left its context.

@@ -12,7 +12,7 @@ use compaction::anthropic::{
 use compaction::session::{Session, SessionRequest};
 use compaction::{MemoryLedger, MemoryStore, Message, Role};
 use serde_json::json;
-use session_driver::{compactor, effect_of, fresh_agent, Driver, Script, Step, Stop, World};
+use session_driver::{compactor, effect_of, fresh_agent, Agent, Driver, Script, Step, Stop, World};
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -86,6 +86,21 @@ fn breakpoint_at_the_stable_prefix(
     found[0]
 }
 
+/// Plays `script` to its end (no crash), returning every request the session made.
+fn play(session: &mut Session<Agent>, script: &Script) -> Vec<SessionRequest> {
+    let world = Performed::default();
+    let mut driver = Driver::default();
+    let mut requests = Vec::new();
+    loop {
+        match driver.step(session, script, &world, Stop::Never).unwrap() {
+            Some(Step::Done) => return requests,
+            Some(Step::Request(request)) => requests.push(request),
+            Some(_) => {}
+            None => unreachable!("Stop::Never never stops inside an effect"),
+        }
+    }
+}
+
 #[test]
 fn every_request_is_valid_and_cached_up_to_its_stable_prefix() {
     for seed in [3, 11, 29] {
@@ -97,46 +112,34 @@ fn every_request_is_valid_and_cached_up_to_its_stable_prefix() {
             .effect_calls(effect_of)
             .open_blocking(fresh_agent)
             .unwrap();
-        let world = Performed::default();
-        let mut driver = Driver::default();
         let mut previous: Option<String> = None;
         let (mut requests, mut points, mut grown, mut late_system) = (0, 0, 0, 0);
-        loop {
-            match driver
-                .step(&mut session, &script, &world, Stop::Never)
-                .unwrap()
-            {
-                Some(Step::Done) => break,
-                Some(Step::Request(request)) => {
-                    let wire = request.anthropic_request("claude-test", 1024).unwrap();
-                    check_anthropic(&wire.messages).unwrap();
-                    // Through JSON, as the provider reads it.
-                    let sent: AnthropicRequest =
-                        serde_json::from_str(&serde_json::to_string(&wire).unwrap()).unwrap();
-                    assert_eq!(sent, wire);
-                    let at = breakpoint_at_the_stable_prefix(&request, &wire);
-                    let prefix = cached_prefix(&wire, at);
-                    if request.is_compaction_point() {
-                        points += 1;
-                    } else if let Some(previous) = &previous {
-                        assert_eq!(
-                            &prefix, previous,
-                            "seed {seed}, request {requests}: the cached prefix changed without \
-                             a compaction point"
-                        );
-                        grown += 1;
-                    }
-                    late_system += request.messages()[1..]
-                        .iter()
-                        .skip_while(|m| m.role == Role::System)
-                        .filter(|m| m.role == Role::System)
-                        .count();
-                    previous = Some(prefix);
-                    requests += 1;
-                }
-                Some(_) => {}
-                None => unreachable!("Stop::Never never stops inside an effect"),
+        for request in play(&mut session, &script) {
+            let wire = request.anthropic_request("claude-test", 1024).unwrap();
+            check_anthropic(&wire.messages).unwrap();
+            // Through JSON, as the provider reads it.
+            let sent: AnthropicRequest =
+                serde_json::from_str(&serde_json::to_string(&wire).unwrap()).unwrap();
+            assert_eq!(sent, wire);
+            let at = breakpoint_at_the_stable_prefix(&request, &wire);
+            let prefix = cached_prefix(&wire, at);
+            if request.is_compaction_point() {
+                points += 1;
+            } else if let Some(previous) = &previous {
+                assert_eq!(
+                    &prefix, previous,
+                    "seed {seed}, request {requests}: the cached prefix changed without \
+                     a compaction point"
+                );
+                grown += 1;
             }
+            late_system += request.messages()[1..]
+                .iter()
+                .skip_while(|m| m.role == Role::System)
+                .filter(|m| m.role == Role::System)
+                .count();
+            previous = Some(prefix);
+            requests += 1;
         }
         assert!(points >= 2, "seed {seed}: {points} compaction points");
         assert!(grown >= 5, "seed {seed}: {grown} requests only appended");
@@ -187,4 +190,38 @@ fn an_anthropic_reply_is_pushed_as_it_comes() {
         &last.content[0],
         ContentBlock::ToolResult { tool_use_id, .. } if tool_use_id == "toolu_1"
     ));
+}
+
+#[test]
+fn a_session_planned_for_anthropic_fits_its_budget_by_anthropics_formula() {
+    use compaction::{AnthropicMessages, ChatFormat, Tokenizer};
+    let budget = 3_000;
+    let script = Script { seed: 7, turns: 14 };
+    let mut session = Session::builder("agent-anthropic-format")
+        .compactor(compactor(budget))
+        .chat_format(AnthropicMessages)
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    assert_eq!(
+        session.compactor().chat_format().name(),
+        "anthropic-messages"
+    );
+    let (mut points, mut merged) = (0, 0);
+    for request in play(&mut session, &script) {
+        let wire = request.anthropic_request("claude-test", 1024).unwrap();
+        check_anthropic(&wire.messages).unwrap();
+        let exact = AnthropicMessages.request_tokens(request.messages(), &Tokenizer::O200kBase);
+        assert!(exact <= request.tokens() && request.tokens() <= budget);
+        // Turns merged on the wire (a state update joins the results' user turn): fewer
+        // Anthropic messages than ours after the leading system messages.
+        let ours = request
+            .messages()
+            .iter()
+            .skip_while(|m| m.role == Role::System);
+        merged += usize::from(wire.messages.len() < ours.count());
+        points += usize::from(request.is_compaction_point());
+    }
+    assert!(points >= 2, "{points} compaction points");
+    assert!(merged > 0, "merged turns are exercised");
 }

@@ -287,7 +287,8 @@ fn the_report_counts_every_message_once_by_outcome() {
     assert_eq!(report.kept, verbatim);
     assert_eq!(
         report.tokens,
-        chat_tokens(sent, &Tokenizer::O200kBase) - compaction::transcript::REPLY_PRIMING_TOKENS
+        chat_tokens(sent, &Tokenizer::O200kBase)
+            - compaction::ChatFormat::reply_priming(&compaction::OpenAiChat)
     );
     assert!(!compacted.report().nothing_evicted());
     assert!(compacted.report().to_string().contains("tombstoned"));

@@ -14,9 +14,11 @@
 use compaction::transcript::{
     chat_tokens, rehydrate_transcript, EffectStatuses, MessageOutcome, PlannedTranscript,
     TranscriptBudget, TranscriptPlanError, TranscriptPlanner, TranscriptPolicy, MARKER_PREFIX,
-    REPLY_PRIMING_TOKENS, VERBATIM_ESCAPE,
+    VERBATIM_ESCAPE,
 };
-use compaction::{ContentHash, Message, Role, Tokenizer, ToolCall, Transcript};
+use compaction::{
+    ChatFormat, ContentHash, Message, OpenAiChat, Role, Tokenizer, ToolCall, Transcript,
+};
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -165,7 +167,7 @@ fn check_planned(
     let out = planned.messages();
     let sent: Transcript = out.iter().cloned().collect();
     prop_assert_eq!(sent.validate(), Ok(()));
-    let counted = chat_tokens(out, counter) - REPLY_PRIMING_TOKENS;
+    let counted = chat_tokens(out, counter) - OpenAiChat.reply_priming();
     prop_assert_eq!(counted, planned.tokens());
     prop_assert!(counted <= budget, "{} > {}", counted, budget);
     // Every kept message is in the request as it is (escaped when it looks like a marker).

@@ -85,7 +85,9 @@ pub use summaries::{
     summary_cache_problem, Extractive, FnSummarizer, Summarizer, SummarizerError, SummaryRequest,
 };
 pub use tokens::{TokenCounter, Tokenizer};
-pub use transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
+pub use transcript::{
+    AnthropicMessages, ChatFormat, Message, OpenAiChat, Role, ToolCall, Transcript, TranscriptError,
+};
 pub use window::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,
 };

@@ -1,7 +1,7 @@
 //! The baseline most agents ship today: keep the system prompt, the last messages that fit, and
 //! a summary of everything older, cutting wherever the token count says.
 
-use compaction::transcript::{message_tokens, REPLY_PRIMING_TOKENS};
+use compaction::transcript::{message_tokens, ChatFormat, OpenAiChat};
 use compaction::{block_on, Message, Summarizer, SummaryRequest, TokenCounter};
 
 /// What the naive compactor puts in front of its summary.
@@ -40,7 +40,7 @@ impl<'a, S: Summarizer> Naive<'a, S> {
         }
         let summary_room =
             message_tokens(&Message::system(SUMMARY_HEADER), self.counter) + self.summary_tokens;
-        let mut total = self.costs[0] + REPLY_PRIMING_TOKENS;
+        let mut total = self.costs[0] + OpenAiChat.reply_priming();
         if total + self.costs[1..].iter().sum::<usize>() <= self.budget {
             return history.to_vec();
         }

@@ -8,10 +8,12 @@ use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
+use crate::transcript::format::{default_request_messages, ChatFormat};
 use crate::transcript::memory::{HandleTable, MemoryRecord, TranscriptMemory};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// A compacted state: the window text for the model, and a sealed checkpoint of everything
 /// needed to rehydrate it.
@@ -72,6 +74,11 @@ pub struct Compacted<S> {
     /// (`CompactorBuilder::seal_key`). Absent otherwise, so unkeyed checkpoints are unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) keyed_seal: Option<KeyedSeal>,
+    /// The wire format of the compactor that made it, which lays out
+    /// [`messages`](Compacted::messages). Not part of the checkpoint (a format is code, not
+    /// data): `None` when read back, then the default.
+    #[serde(skip)]
+    pub(crate) chat_format: Option<Arc<dyn ChatFormat>>,
     #[serde(skip)]
     pub(crate) _state: PhantomData<fn() -> S>,
 }
@@ -226,22 +233,36 @@ impl<S> Compacted<S> {
         &self.window
     }
 
-    /// What an author sends to a chat API: one system message holding the rendered window of
-    /// the state's other fields, then the `#[transcript]` field's messages (kept, stubbed,
-    /// tombstoned and folded, in order; they always pass
-    /// [`Transcript::validate`](crate::Transcript::validate)). With a transcript, the budget
-    /// covers this whole list counted the chat way
-    /// ([`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
+    /// What an author sends to a chat API: one message holding the rendered window of the
+    /// state's other fields (a system message, unless the compactor's
+    /// [`ChatFormat`] says otherwise: [`ChatFormat::window_message`]), then the
+    /// `#[transcript]` field's messages (kept, stubbed, tombstoned and folded, in order; they
+    /// always pass [`Transcript::validate`](crate::Transcript::validate)). With a transcript,
+    /// the budget covers this whole list counted the format's way
+    /// ([`ChatFormat::request_tokens`]; by default
+    /// [`chat_tokens`](crate::transcript::chat_tokens)); without one, the list is just the
     /// window and the budget covers its text.
+    ///
+    /// The format is the compactor's that made this checkpoint; a checkpoint read back from
+    /// JSON lays out with the default
+    /// ([`OpenAiChat`](crate::transcript::OpenAiChat)):
+    /// [`messages_in`](Self::messages_in) names another.
     ///
     /// A call still in flight (the last assistant message's calls without results, which
     /// `validate` allows so a state can be compacted and checkpointed mid-call) is kept
     /// verbatim at the end of this list, never folded: the list is then not a request a chat
     /// API accepts until the results are pushed and the state compacted again.
     pub fn messages(&self) -> Vec<Message> {
-        let mut out = vec![Message::system(self.window.clone())];
-        out.extend(self.transcript_messages().iter().cloned());
-        out
+        match &self.chat_format {
+            Some(format) => self.messages_in(&**format),
+            None => default_request_messages(&self.window, self.transcript_messages()),
+        }
+    }
+
+    /// [`messages`](Self::messages) laid out by `format`
+    /// ([`ChatFormat::request_messages`]), for a checkpoint read back from JSON.
+    pub fn messages_in(&self, format: &dyn ChatFormat) -> Vec<Message> {
+        format.request_messages(&self.window, self.transcript_messages())
     }
 
     /// The transcript's kept, stubbed, tombstoned and folded messages, borrowed (empty without a
@@ -436,6 +457,7 @@ impl<S> Clone for Compacted<S> {
             binding: self.binding.clone(),
             seal: self.seal,
             keyed_seal: self.keyed_seal.clone(),
+            chat_format: self.chat_format.clone(),
             _state: PhantomData,
         }
     }

@@ -8,6 +8,7 @@ use crate::store::{DynStore, MemoryStore, Store};
 use crate::summaries::contract::DynSummarizer;
 use crate::summaries::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
+use crate::transcript::format::{ChatFormat, OpenAiChat};
 use crate::transcript::memories::TranscriptPlanner;
 use crate::window::{DefaultRenderer, Renderer};
 use std::sync::atomic::AtomicU64;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 pub struct CompactorBuilder {
     pub(super) budget: Option<usize>,
     pub(super) counter: Arc<dyn TokenCounter>,
+    pub(super) chat_format: Arc<dyn ChatFormat>,
     pub(super) summarizer: Option<Arc<dyn DynSummarizer>>,
     pub(super) store: Arc<dyn DynStore>,
     pub(super) renderer: Arc<dyn Renderer>,
@@ -50,6 +52,7 @@ impl Default for CompactorBuilder {
         CompactorBuilder {
             budget: None,
             counter: Arc::new(Tokenizer::O200kBase),
+            chat_format: Arc::new(OpenAiChat),
             summarizer: None,
             store: Arc::new(MemoryStore::default()),
             renderer: Arc::new(DefaultRenderer),
@@ -76,6 +79,25 @@ impl CompactorBuilder {
     /// The token counter (default: exact `o200k_base`).
     pub fn token_counter(mut self, counter: impl TokenCounter + 'static) -> Self {
         self.counter = Arc::new(counter);
+        self
+    }
+
+    /// The wire format requests are planned for (default: [`OpenAiChat`]): its token formula
+    /// prices every message of a `#[transcript]` field and the window, and it lays out
+    /// [`Compacted::messages`](crate::Compacted::messages). Choose
+    /// [`AnthropicMessages`](crate::transcript::AnthropicMessages) when the request goes to
+    /// Anthropic's Messages API (the window is then counted as a top-level system block), or a
+    /// [`ChatFormat`] of your own. Set here, on the compactor, rather than per field: one
+    /// request has one wire format. The planner's memory of a request (and a checkpoint's) is
+    /// only continued by a compactor with the same counter and format.
+    pub fn chat_format(mut self, format: impl ChatFormat + 'static) -> Self {
+        self.chat_format = Arc::new(format);
+        self
+    }
+
+    /// [`chat_format`](Self::chat_format) with a format already shared (the session's).
+    pub(crate) fn shared_chat_format(mut self, format: Arc<dyn ChatFormat>) -> Self {
+        self.chat_format = format;
         self
     }
 
@@ -344,8 +366,12 @@ impl CompactorBuilder {
         let tokens = |share: Option<f64>| share.map(|s| ((budget as f64) * s).floor() as usize);
         Ok(Compactor {
             budget,
-            transcript_planner: TranscriptPlanner::new(self.counter.clone()),
+            transcript_planner: TranscriptPlanner::with_format(
+                self.counter.clone(),
+                self.chat_format.clone(),
+            ),
             counter: self.counter,
+            chat_format: self.chat_format,
             summarizer: self.summarizer,
             store: self.store,
             renderer: self.renderer,

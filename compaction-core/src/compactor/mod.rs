@@ -38,6 +38,7 @@ use crate::summaries::contract::DynSummarizer;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;
 use crate::transcript::effects::EffectStatuses;
+use crate::transcript::format::ChatFormat;
 use crate::transcript::memories::TranscriptPlanner;
 use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
@@ -164,6 +165,8 @@ enum Finished<S> {
 pub struct Compactor {
     budget: usize,
     counter: Arc<dyn TokenCounter>,
+    /// The wire format requests are planned for (`CompactorBuilder::chat_format`).
+    chat_format: Arc<dyn ChatFormat>,
     summarizer: Option<Arc<dyn DynSummarizer>>,
     store: Arc<dyn DynStore>,
     renderer: Arc<dyn Renderer>,
@@ -194,6 +197,7 @@ impl std::fmt::Debug for Compactor {
         f.debug_struct("Compactor")
             .field("budget", &self.budget)
             .field("counter", &self.counter.name())
+            .field("chat_format", &self.chat_format.name())
             .field("summarizer", &self.summarizer.is_some())
             .field("refuse_on_unknown_effects", &self.refuse_on_unknown)
             .field("seal_key_ids", &self.seal_keys.ids())
@@ -212,6 +216,12 @@ impl Compactor {
     /// The token counter.
     pub fn counter(&self) -> &dyn TokenCounter {
         &*self.counter
+    }
+
+    /// The wire format requests are planned for
+    /// ([`CompactorBuilder::chat_format`](crate::CompactorBuilder::chat_format)).
+    pub fn chat_format(&self) -> &dyn ChatFormat {
+        &*self.chat_format
     }
 
     /// The hysteresis marks `(high, low)` as shares of the budget (see
@@ -550,6 +560,7 @@ impl Compactor {
             binding: self.owner.bind(prepared.number),
             seal: ContentHash::of(b""),
             keyed_seal: None,
+            chat_format: Some(self.chat_format.clone()),
             _state: PhantomData,
         };
         compacted.seal_with(&self.seal_keys);

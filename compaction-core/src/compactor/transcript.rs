@@ -2,11 +2,12 @@
 //! settled (by scope and key), the token limits the planner works to, the fold summaries, and
 //! the mapping of the planner's errors.
 //!
-//! The request is `[system(window), transcript messages...]`, and the budget covers all of it,
-//! counted the chat way ([`chat_tokens`](crate::transcript::chat_tokens)). The transcript is
-//! planned first, against what the state's smallest window leaves; the state's evictable
-//! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
-//! protected state is never traded for it.
+//! The request is the window at the front (as the compactor's
+//! [`ChatFormat`](crate::transcript::ChatFormat) sends it: a system message by default), then
+//! the transcript's messages, and the budget covers all of it, counted the format's way. The
+//! transcript is planned first, against what the state's smallest window leaves; the state's
+//! evictable fields then get the rest. So the conversation stays as verbatim as the budget
+//! allows, and protected state is never traded for it.
 
 use crate::checkpoint::{Compacted, CompactedTranscript, FrontFields, WindowRecord};
 use crate::compactor::request::{self, WindowMemory};
@@ -24,9 +25,9 @@ use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Transcript};
-use crate::transcript::count::{message_tokens, REPLY_PRIMING_TOKENS};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::format::ChatFormat;
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
 use crate::transcript::rehydrate::{span_message, SpanReadError};
@@ -34,10 +35,10 @@ use crate::window::Entry;
 use std::sync::Arc;
 use tracing::Instrument;
 
-/// Tokens a request costs besides the window text and the transcript: the system message's
-/// overhead and the reply priming.
-pub(super) fn request_overhead(counter: &dyn TokenCounter) -> usize {
-    message_tokens(&Message::system(""), counter) + REPLY_PRIMING_TOKENS
+/// Tokens a request costs besides the window text and the transcript: the window's overhead
+/// where `format` puts it, and the reply priming.
+pub(super) fn request_overhead(format: &dyn ChatFormat, counter: &dyn TokenCounter) -> usize {
+    format.window_tokens("", counter) + format.reply_priming()
 }
 
 /// One summary per fold request `(source, target)`, each held to its contract (none when no
@@ -165,7 +166,7 @@ impl Compactor {
         effects: &EffectStatuses,
         floor_tokens: usize,
     ) -> Result<(usize, PendingTranscript), CompactionError> {
-        let overhead = request_overhead(&*self.counter);
+        let overhead = request_overhead(&*self.chat_format, &*self.counter);
         let budget = transcript_budget(self, overhead + floor_tokens);
         let request = self.request(field.policy, budget, effects, None, false);
         let plan = self
@@ -271,7 +272,7 @@ impl Compactor {
         current: (&[Entry], &str, usize),
     ) -> Result<Option<RequestParts>, CompactionError> {
         let (entries, window, tokens) = current;
-        let overhead = request_overhead(&*self.counter);
+        let overhead = request_overhead(&*self.chat_format, &*self.counter);
         let remembered = &next.window;
         let finished = |planned, path: &str| FinishedTranscript {
             planned,
@@ -374,7 +375,7 @@ impl Compactor {
                 return Ok(None);
             }
         }
-        let overhead = request_overhead(&*self.counter);
+        let overhead = request_overhead(&*self.chat_format, &*self.counter);
         let budget = transcript_budget(self, overhead + remembered.stable_tokens);
         let request = self.request(next.policy, budget, &next.effects, update.as_deref(), true);
         let plan = match self
@@ -433,7 +434,8 @@ impl Compactor {
         } = finished;
         report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
         self.transcript_planner.commit(&planned);
-        let request_tokens = front_tokens + request_overhead(&*self.counter) + planned.tokens();
+        let request_tokens =
+            front_tokens + request_overhead(&*self.chat_format, &*self.counter) + planned.tokens();
         report.request_tokens = Some(request_tokens);
         let reused = if same_front {
             1 + planned.reused_prefix()

@@ -41,6 +41,7 @@ use crate::rehydrate::{NoReacquire, Reacquire, RehydrateOptions};
 use crate::state::has_transcript::HasTranscript;
 use crate::store::{MemoryStore, Store};
 use crate::transcript::conversation::Transcript;
+use crate::transcript::format::ChatFormat;
 use crate::transcript::message::{Message, Role, ToolCall};
 use ledger::SessionLedger;
 use reacquire::ErasedReacquire;
@@ -387,6 +388,7 @@ fn allow<S>(
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
 /// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
+/// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
 /// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
 /// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
@@ -405,6 +407,7 @@ pub struct SessionBuilder<S> {
     marks: (f64, f64),
     page_results_over: f64,
     window_share: f64,
+    chat_format: Option<Arc<dyn ChatFormat>>,
     effect_calls: Option<EffectCalls>,
     reacquire: ErasedReacquire,
     options: RehydrateOptions,
@@ -430,6 +433,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
             page_results_over: SESSION_PAGE_RESULTS_OVER,
             window_share: SESSION_WINDOW_SHARE,
+            chat_format: None,
             effect_calls: None,
             reacquire: ErasedReacquire::new(NoReacquire),
             options: RehydrateOptions::default(),
@@ -492,6 +496,16 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
         self
     }
 
+    /// The wire format the session's requests are planned for, passed on to the compactor
+    /// (see [`CompactorBuilder::chat_format`]; set here, it wins over the `CompactorBuilder`'s
+    /// whatever the order of the calls). An agent on Anthropic's Messages API, which sends
+    /// [`SessionRequest::anthropic_request`](crate::SessionRequest), chooses
+    /// [`AnthropicMessages`](crate::transcript::AnthropicMessages).
+    pub fn chat_format(mut self, format: impl ChatFormat + 'static) -> Self {
+        self.chat_format = Some(Arc::new(format));
+        self
+    }
+
     /// Which tool calls have side effects, and as which effect: `map` gets each call of the
     /// model's responses and returns its [`EffectCall`] (the `#[effect]` field's scope, and
     /// the effect with an idempotency key derived from the call's arguments, so the same
@@ -536,7 +550,11 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     pub async fn open(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
         let namespace = self.checkpoints.namespace().to_owned();
         let (high, low) = self.marks;
-        let compactor = (self.set_store)(self.compactor)
+        let mut compactor = self.compactor;
+        if let Some(format) = self.chat_format {
+            compactor = compactor.shared_chat_format(format);
+        }
+        let compactor = (self.set_store)(compactor)
             .agent_id(self.agent_id.clone())
             .namespace(namespace.clone())
             .high_water_mark(high)

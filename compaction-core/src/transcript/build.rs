@@ -9,7 +9,6 @@
 
 use crate::store::Pointer;
 use crate::transcript::conversation::{Message, Role, ToolCall};
-use crate::transcript::count::message_tokens_with;
 use crate::transcript::layout::anchors;
 use crate::transcript::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::transcript::memory::{Block, ChunkRef, Handle, Manifest, Slot};
@@ -244,8 +243,8 @@ fn estimate_block(point: &mut Point<'_>, first: usize, end: usize) -> usize {
     let summary = wants_summary(point, &old, first, end);
     let last_fold = pieces.iter().rposition(|p| matches!(p, Piece::Fold { .. }));
     let handle = point.provisional;
-    let counter = point.ctx.counter;
-    let count = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let (counter, format) = (point.ctx.counter, point.ctx.format);
+    let count = |m: &Message| format.message_tokens(m, &m.content, counter);
     let mut total = 0usize;
     for (k, piece) in pieces.iter().enumerate() {
         let cost = match piece {
@@ -357,8 +356,8 @@ fn write_block(
     let pieces = outline(point, &old, first, end);
     let summary = wants_summary(point, &old, first, end);
     let last_fold = pieces.iter().rposition(|p| matches!(p, Piece::Fold { .. }));
-    let counter = point.ctx.counter;
-    let count = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let (counter, format) = (point.ctx.counter, point.ctx.format);
+    let count = |m: &Message| format.message_tokens(m, &m.content, counter);
     let slots_before = built.slots.len();
     let (mut spilled, mut folded) = (0, 0);
     for (k, piece) in pieces.iter().enumerate() {

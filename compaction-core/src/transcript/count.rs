@@ -1,95 +1,48 @@
-//! Chat token counting: what a list of messages costs in a chat request.
-//!
-//! # The formula
-//!
-//! Chat APIs bill a message for more than its text. We count the way OpenAI's cookbook does
-//! (`num_tokens_from_messages`), extended to tool calls:
-//!
-//! ```text
-//! message  = 3 + count(role) + count(content)
-//!            + (1 + count(name))        when the message has a name
-//!            + count(tool_call_id)      for tool messages
-//!            + per tool call: 3 + count(id) + count(name) + count(arguments, the exact text)
-//!            + per opaque part: count(its block, the provider's JSON as received)
-//! request  = sum(message) + 3           (the reply is primed with 3 tokens)
-//! ```
-//!
-//! `count` is the configured [`TokenCounter`] (exact `o200k_base` by default). Providers differ
-//! by a few tokens per message; the per-message overheads above are the ones OpenAI documents.
+//! Chat token counting with the default format's formula ([`OpenAiChat`]: see its module for
+//! the formula): what a list of messages costs in an OpenAI chat request. Other wire formats
+//! count through their [`ChatFormat`](crate::transcript::ChatFormat).
 
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
+use crate::transcript::format::{ChatFormat, OpenAiChat};
 
-/// Tokens every message costs besides its fields.
-pub const MESSAGE_OVERHEAD_TOKENS: usize = 3;
-/// Extra tokens for a message that carries a `name`.
-pub const NAME_OVERHEAD_TOKENS: usize = 1;
-/// Tokens every tool call costs besides its id, name and arguments.
-pub const TOOL_CALL_OVERHEAD_TOKENS: usize = 3;
-/// Tokens that prime the model's reply, once per request.
-pub const REPLY_PRIMING_TOKENS: usize = 3;
-
-/// Tokens of one message in a chat request (see the module docs for the formula).
+/// Tokens of one message in an OpenAI chat request ([`OpenAiChat::message_tokens`]).
 pub fn message_tokens<C: TokenCounter + ?Sized>(message: &Message, counter: &C) -> usize {
-    message_tokens_with(message, &message.content, &mut |text| counter.count(text))
+    OpenAiChat.message_tokens(message, &message.content, &Borrowed(counter))
 }
 
-/// Tokens of a whole chat request: every message plus the reply priming.
+/// Tokens of a whole OpenAI chat request: every message plus the reply priming
+/// ([`OpenAiChat::request_tokens`]).
 ///
 /// ```
-/// use compaction::transcript::{chat_tokens, REPLY_PRIMING_TOKENS};
+/// use compaction::transcript::{chat_tokens, ChatFormat, OpenAiChat};
 /// use compaction::{Message, Tokenizer};
 ///
 /// let messages = [Message::system("be brief"), Message::user("hello world")];
 /// // 3 + "system" (1) + "be brief" (2), then 3 + "user" (1) + "hello world" (2), then 3.
-/// assert_eq!(chat_tokens(&messages, &Tokenizer::O200kBase), 6 + 6 + REPLY_PRIMING_TOKENS);
+/// let priming = OpenAiChat.reply_priming();
+/// assert_eq!(chat_tokens(&messages, &Tokenizer::O200kBase), 6 + 6 + priming);
 /// ```
 pub fn chat_tokens<C: TokenCounter + ?Sized>(messages: &[Message], counter: &C) -> usize {
-    messages
-        .iter()
-        .map(|m| message_tokens(m, counter))
-        .sum::<usize>()
-        + REPLY_PRIMING_TOKENS
+    OpenAiChat.request_tokens(messages, &Borrowed(counter))
 }
 
-/// The formula for `message` with `content` in place of its own, with the text counter
-/// supplied (so the planner can price a stub without cloning the message, through its cache).
-pub(crate) fn message_tokens_with(
-    message: &Message,
-    content: &str,
-    count: &mut dyn FnMut(&str) -> usize,
-) -> usize {
-    let mut tokens = MESSAGE_OVERHEAD_TOKENS + count(message.role.as_str()) + count(content);
-    if let Some(name) = &message.name {
-        tokens += NAME_OVERHEAD_TOKENS + count(name);
-    }
-    if let Some(id) = &message.tool_call_id {
-        tokens += count(id);
-    }
-    for call in &message.tool_calls {
-        tokens += TOOL_CALL_OVERHEAD_TOKENS + count(&call.id) + count(&call.name);
-        tokens += count(call.arguments_text());
-    }
-    // Provider-opaque parts (thinking, encrypted reasoning) are sent with their turn: counted
-    // as their JSON block, which over-counts what a provider bills (see `OpaquePart`).
-    for part in &message.opaque {
-        tokens += count(part.block());
-    }
-    tokens
-}
+/// A borrowed counter of any kind (a `dyn TokenCounter` too) as a sized one, for the format's
+/// `&dyn TokenCounter`.
+struct Borrowed<'a, C: ?Sized>(&'a C);
 
-/// The formula for `message` with `content` in place of its own, or `None` when it passes
-/// `limit`: the content is counted with [`TokenCounter::count_till_limit`], so a huge text far
-/// over the limit costs little to reject (issue 20.5).
-pub(crate) fn message_tokens_limited(
-    message: &Message,
-    content: &str,
-    counter: &dyn TokenCounter,
-    limit: usize,
-) -> Option<usize> {
-    let rest = message_tokens_with(message, "", &mut |t| counter.count(t)) - counter.count("");
-    let left = limit.checked_sub(rest)?;
-    Some(rest + counter.count_till_limit(content, left)?)
+impl<C: TokenCounter + ?Sized> TokenCounter for Borrowed<'_, C> {
+    fn count(&self, text: &str) -> usize {
+        self.0.count(text)
+    }
+
+    fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
+        self.0.count_till_limit(text, limit)
+    }
+
+    fn name(&self) -> &str {
+        self.0.name()
+    }
 }
 
 #[cfg(test)]
@@ -97,6 +50,7 @@ mod tests {
     use super::*;
     use crate::tokens::Tokenizer;
     use crate::transcript::conversation::ToolCall;
+    use crate::transcript::format::message_tokens_limited;
     use serde_json::json;
 
     #[test]
@@ -112,11 +66,11 @@ mod tests {
         assert_eq!(message_tokens(&result, &words), 3 + 1 + 2 + 1);
         assert_eq!(
             chat_tokens(&[user, assistant, result], &words),
-            9 + 10 + 7 + REPLY_PRIMING_TOKENS
+            9 + 10 + 7 + OpenAiChat.reply_priming()
         );
         assert_eq!(
             chat_tokens(&[], &Tokenizer::O200kBase),
-            REPLY_PRIMING_TOKENS
+            OpenAiChat.reply_priming()
         );
     }
 
@@ -125,7 +79,9 @@ mod tests {
         let counter = Tokenizer::O200kBase;
         let message = Message::user("hello world, this is a test").with_name("ann");
         let exact = message_tokens(&message, &counter);
-        let limited = |limit| message_tokens_limited(&message, &message.content, &counter, limit);
+        let limited = |limit| {
+            message_tokens_limited(&OpenAiChat, &message, &message.content, &counter, limit)
+        };
         assert_eq!(limited(exact), Some(exact));
         assert_eq!(limited(exact - 1), None);
         assert_eq!(limited(0), None);

@@ -1,10 +1,11 @@
-//! [`TranscriptPlanner`]: a token counter and the planner's memories of the last requests it
-//! planned (up to [`REMEMBERED`] agents), each found again by the transcript's hash chain, or
-//! installed from a checkpoint. The planning itself is in `planner.rs`; what one memory holds is
-//! in `memory.rs`.
+//! [`TranscriptPlanner`]: a token counter, a wire format and the planner's memories of the last
+//! requests it planned (up to [`REMEMBERED`] agents), each found again by the transcript's hash
+//! chain, or installed from a checkpoint. The planning itself is in `planner.rs`; what one
+//! memory holds is in `memory.rs`.
 
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Transcript;
+use crate::transcript::format::{counts_key, ChatFormat, OpenAiChat};
 use crate::transcript::memory::TranscriptMemory;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,8 @@ use std::sync::{Arc, Mutex};
 /// How many transcripts' memories a planner keeps (the most recently planned ones).
 pub const REMEMBERED: usize = 16;
 
-/// Plans the requests of agents' transcripts for one token counter, remembering the last
+/// Plans the requests of agents' transcripts for one token counter and one wire format
+/// ([`OpenAiChat`] unless [`with_format`](Self::with_format) names another), remembering the last
 /// request of each (up to [`REMEMBERED`] agents) so the next plan only appends to it.
 ///
 /// ```
@@ -41,6 +43,9 @@ pub const REMEMBERED: usize = 16;
 /// ```
 pub struct TranscriptPlanner {
     pub(crate) counter: Arc<dyn TokenCounter>,
+    pub(crate) format: Arc<dyn ChatFormat>,
+    /// What the memories of this planner's counts record (see `format::counts_key`).
+    key: String,
     memories: Mutex<VecDeque<Arc<TranscriptMemory>>>,
 }
 
@@ -48,17 +53,37 @@ impl std::fmt::Debug for TranscriptPlanner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TranscriptPlanner")
             .field("counter", &self.counter.name())
+            .field("format", &self.format.name())
             .finish_non_exhaustive()
     }
 }
 
 impl TranscriptPlanner {
-    /// A planner counting with `counter`, remembering nothing yet.
+    /// A planner counting with `counter` in the default format ([`OpenAiChat`]), remembering
+    /// nothing yet.
     pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        Self::with_format(counter, Arc::new(OpenAiChat))
+    }
+
+    /// A planner counting with `counter` in `format`, remembering nothing yet.
+    pub fn with_format(counter: Arc<dyn TokenCounter>, format: Arc<dyn ChatFormat>) -> Self {
         TranscriptPlanner {
+            key: counts_key(&*counter, &*format),
             counter,
+            format,
             memories: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// The wire format whose formula prices the messages.
+    pub fn format(&self) -> &dyn ChatFormat {
+        &*self.format
+    }
+
+    /// What this planner's memories record as their counter: the counter's name, with the
+    /// format's when that is not the default.
+    pub(crate) fn counts_key(&self) -> &str {
+        &self.key
     }
 
     /// The token counter.
@@ -95,11 +120,10 @@ impl TranscriptPlanner {
         memories
             .iter()
             .filter(|m| {
-                m.record.counter == self.counter.name()
-                    && transcript.link(m.record.len) == Some(m.record.link)
+                m.record.counter == self.key && transcript.link(m.record.len) == Some(m.record.link)
             })
             .max_by_key(|m| m.record.len)
             .cloned()
-            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(self.counter.name())))
+            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(&self.key)))
     }
 }

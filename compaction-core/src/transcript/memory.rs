@@ -401,8 +401,9 @@ pub(crate) struct MemoryRecord {
     pub(crate) reused: usize,
     /// Whether this request was a compaction point (else it only appended).
     pub(crate) compacted: bool,
-    /// The token counter its counts come from ([`TokenCounter::name`](crate::TokenCounter::name)):
-    /// a planner with another counter plans from nothing instead.
+    /// The token counter its counts come from ([`TokenCounter::name`](crate::TokenCounter::name)),
+    /// followed by ` in ` and the format's name when that is not the default `openai-chat`:
+    /// a planner with another counter or format plans from nothing instead.
     pub(crate) counter: String,
 }
 

@@ -47,9 +47,11 @@
 //!    previous request is an exact prefix of it); past the mark, one **compaction point** brings
 //!    it down to about the low-water mark. The limit is hard either way.
 //! 8. **Newer is kept before older**: each step takes the oldest candidates first.
-//! 9. **The budget covers the whole request**, counted the way chat APIs count it (see
-//!    [`chat_tokens`] for the formula). Text is counted newest first and only as far as a
-//!    decision needs it: a message that will be folded is hashed and stored, never tokenized.
+//! 9. **The budget covers the whole request**, counted the way the wire format counts it
+//!    ([`ChatFormat`]; by default [`OpenAiChat`], whose formula [`chat_tokens`] applies),
+//!    each message priced as a turn of its own (an upper bound where the format merges turns).
+//!    Text is counted newest first and only as far as a decision needs it: a message that
+//!    will be folded is hashed and stored, never tokenized.
 //! 10. **Refused only when the smallest form does not fit**: pinned messages and anchors, the
 //!     blocks' markers (consolidated, without summaries), the newest user message and what
 //!     follows it (tool results paged to their note). That form does not depend on the budget,
@@ -96,9 +98,10 @@
 //! [`PlannedTranscript`], [`MessageOutcome`], [`OutcomeCounts`], [`TranscriptMemory`],
 //! [`TranscriptPlanError`]; [`Handle`] and [`HandleTable`]; the way back
 //! [`rehydrate_transcript`], [`rehydrate_from_store`], [`required_blobs`],
-//! [`TranscriptRehydrateError`]; the chat formula [`chat_tokens`], [`message_tokens`] and its
-//! constants; [`MARKER_PREFIX`], [`VERBATIM_ESCAPE`], [`FOLD_LISTED_CALLS`], [`MAX_BLOCKS`],
-//! [`REMEMBERED`].
+//! [`TranscriptRehydrateError`]; the wire-format seam [`ChatFormat`] with [`OpenAiChat`] (the
+//! default), [`AnthropicMessages`] and [`SystemPlacement`]; the OpenAI chat formula
+//! [`chat_tokens`], [`message_tokens`]; [`MARKER_PREFIX`], [`VERBATIM_ESCAPE`],
+//! [`FOLD_LISTED_CALLS`], [`MAX_BLOCKS`], [`REMEMBERED`].
 
 pub(crate) mod arguments;
 pub(crate) mod build;
@@ -106,6 +109,7 @@ pub(crate) mod conversation;
 pub(crate) mod count;
 pub(crate) mod effects;
 pub(crate) mod error;
+pub(crate) mod format;
 pub(crate) mod layout;
 pub(crate) mod marker;
 pub(crate) mod memories;
@@ -125,12 +129,10 @@ mod tests_conversation;
 mod tests_plan;
 
 pub use conversation::{Transcript, TranscriptError};
-pub use count::{
-    chat_tokens, message_tokens, MESSAGE_OVERHEAD_TOKENS, NAME_OVERHEAD_TOKENS,
-    REPLY_PRIMING_TOKENS, TOOL_CALL_OVERHEAD_TOKENS,
-};
+pub use count::{chat_tokens, message_tokens};
 pub use effects::{AmbiguousKey, EffectStatuses};
 pub use error::TranscriptPlanError;
+pub use format::{AnthropicMessages, ChatFormat, OpenAiChat, SystemPlacement};
 pub use marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
 pub use memories::{TranscriptPlanner, REMEMBERED};
 pub use memory::{Handle, HandleParseError, HandleTable, HandleTableError, TranscriptMemory};

@@ -22,9 +22,9 @@
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::build::fit_page;
 use crate::transcript::conversation::{Message, Role, Transcript};
-use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::format::message_tokens_limited;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
 use crate::transcript::memories::TranscriptPlanner;
@@ -104,9 +104,9 @@ impl TranscriptPlanner {
             .filter(|_| in_flight_unit(transcript.messages()).is_none())
             .map(|text| {
                 let message = Message::system(marker::update_text(text));
-                let counter = &*self.counter;
-                let tokens =
-                    message_tokens_with(&message, &message.content, &mut |t| counter.count(t));
+                let tokens = self
+                    .format
+                    .message_tokens(&message, &message.content, &*self.counter);
                 (message, tokens)
             });
         let Some((message, tokens)) = update else {
@@ -198,14 +198,14 @@ impl TranscriptPlanner {
         base: &TranscriptMemory,
         request: &Request<'_>,
     ) -> Option<PlannedTranscript> {
-        let counter = &*self.counter;
+        let (counter, format) = (&*self.counter, &*self.format);
         let messages = transcript.messages();
         let planned_len = base.record.len;
         let high = request.budget.high_water.min(request.budget.limit);
         let mut total = base.tokens();
         let update = request.update.map(|text| {
             let message = Message::system(marker::update_text(text));
-            let tokens = message_tokens_with(&message, &message.content, &mut |t| counter.count(t));
+            let tokens = format.message_tokens(&message, &message.content, counter);
             (message, tokens)
         });
         // Where the update goes: last, but never between a call and its results (before the
@@ -227,7 +227,8 @@ impl TranscriptPlanner {
             let left = high.checked_sub(total)?;
             // A tool result over the cap is paged on arrival (counted only up to the cap).
             let cap = request.page_over.filter(|_| message.role == Role::Tool);
-            let counted = message_tokens_limited(message, &content, counter, cap.unwrap_or(left));
+            let counted =
+                message_tokens_limited(format, message, &content, counter, cap.unwrap_or(left));
             let (sent, tokens, slot) = match (counted, cap) {
                 (Some(tokens), _) if tokens <= left => {
                     let mut kept = message.clone();
@@ -242,7 +243,7 @@ impl TranscriptPlanner {
                         blobs.push((pointer.hash(), message.content.as_bytes().to_vec()));
                     }
                     let handle = handles.assign(&pointer);
-                    let (page, tokens) = fit_page(counter, message, handle, cap.min(left));
+                    let (page, tokens) = fit_page(counter, format, message, handle, cap.min(left));
                     (page, tokens, Slot::Paged { index, handle })
                 }
                 _ => return None,
@@ -306,6 +307,7 @@ impl TranscriptPlanner {
         let ctx = || Ctx {
             messages,
             counter: &*self.counter,
+            format: &*self.format,
             policy: request.policy,
             effects: request.effects,
             summary_tokens: request.summary_tokens,
@@ -377,7 +379,7 @@ impl TranscriptPlanner {
                 handles: built.handles,
                 reused,
                 compacted: true,
-                counter: self.counter.name().to_owned(),
+                counter: self.counts_key().to_owned(),
             },
             messages: built.messages,
         };
@@ -431,7 +433,9 @@ impl TranscriptPlanner {
             let memory = &mut planned.memory;
             let content = marker::with_summary(&pending.base, &summary);
             let message = &mut memory.messages[pending.position];
-            let tokens = message_tokens_with(message, &content, &mut |t| self.counter.count(t));
+            let tokens = self
+                .format
+                .message_tokens(message, &content, &*self.counter);
             let slot = &mut memory.record.slots[pending.position];
             if tokens <= pending.reserved {
                 message.content = content;

@@ -12,8 +12,8 @@
 use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Message, Role};
-use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
+use crate::transcript::format::{message_tokens_limited, ChatFormat};
 use crate::transcript::layout::{is_cut, Zone};
 use crate::transcript::marker;
 use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta, TranscriptMemory};
@@ -80,6 +80,7 @@ impl Tally {
 pub(crate) struct Ctx<'a> {
     pub(crate) messages: &'a [Message],
     pub(crate) counter: &'a dyn TokenCounter,
+    pub(crate) format: &'a dyn ChatFormat,
     pub(crate) policy: TranscriptPolicy,
     pub(crate) effects: &'a EffectStatuses,
     pub(crate) summary_tokens: Option<usize>,
@@ -189,7 +190,7 @@ impl<'a> Point<'a> {
     /// The kept cost of message `index`, or [`OVER`] when it passes the limit.
     pub(crate) fn kept_cost(&mut self, index: usize) -> usize {
         let message = &self.ctx.messages[index];
-        let (counter, limit) = (self.ctx.counter, self.limit);
+        let (counter, format, limit) = (self.ctx.counter, self.ctx.format, self.limit);
         let item = &mut self.items[index - self.zone.start];
         if let Some(tokens) = item.counted {
             return if tokens <= limit { tokens } else { OVER };
@@ -198,7 +199,7 @@ impl<'a> Point<'a> {
             return OVER;
         }
         let content = marker::escape(&message.content);
-        match message_tokens_limited(message, &content, counter, limit) {
+        match message_tokens_limited(format, message, &content, counter, limit) {
             Some(tokens) => {
                 item.counted = Some(tokens);
                 tokens
@@ -214,14 +215,18 @@ impl<'a> Point<'a> {
     pub(crate) fn tombstone_cost(&self, index: usize) -> usize {
         let message = &self.ctx.messages[index];
         let text = marker::tombstone_text(self.provisional, message.content.len());
-        message_tokens_with(message, &text, &mut |t| self.ctx.counter.count(t))
+        self.ctx
+            .format
+            .message_tokens(message, &text, self.ctx.counter)
     }
 
     /// The cost of the smallest page of tool result `index`.
     pub(crate) fn empty_page_cost(&self, index: usize) -> usize {
         let message = &self.ctx.messages[index];
         let text = marker::empty_page_text(self.provisional, message.content.len());
-        message_tokens_with(message, &text, &mut |t| self.ctx.counter.count(t))
+        self.ctx
+            .format
+            .message_tokens(message, &text, self.ctx.counter)
     }
 
     /// The cost of message `index` in its current state.

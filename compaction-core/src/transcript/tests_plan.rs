@@ -2,9 +2,10 @@
 
 use crate::tokens::{TokenCounter, Tokenizer};
 use crate::transcript::conversation::{Message, Role, ToolCall, Transcript};
-use crate::transcript::count::{chat_tokens, REPLY_PRIMING_TOKENS};
+use crate::transcript::count::chat_tokens;
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
+use crate::transcript::format::{ChatFormat, OpenAiChat};
 use crate::transcript::marker::{MARKER_PREFIX, VERBATIM_ESCAPE};
 use crate::transcript::memories::TranscriptPlanner;
 use crate::transcript::memory::TranscriptMemory;
@@ -28,7 +29,7 @@ fn none() -> EffectStatuses {
 }
 
 fn tokens(messages: &[Message]) -> usize {
-    chat_tokens(messages, &Tokenizer::Heuristic) - REPLY_PRIMING_TOKENS
+    chat_tokens(messages, &Tokenizer::Heuristic) - OpenAiChat.reply_priming()
 }
 
 /// Three turns of reading big files, then a current request.

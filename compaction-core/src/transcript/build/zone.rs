@@ -5,7 +5,7 @@
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
-use crate::transcript::count::message_tokens_with;
+use crate::transcript::format::ChatFormat;
 use crate::transcript::marker::{self, Page};
 use crate::transcript::memory::{Handle, Slot};
 use crate::transcript::steps::{Built, Point, State, OVER};
@@ -16,7 +16,9 @@ impl Point<'_> {
     pub(super) fn count_kept(&self, index: usize) -> usize {
         let message = &self.ctx.messages[index];
         let content = marker::escape(&message.content);
-        message_tokens_with(message, &content, &mut |t| self.ctx.counter.count(t))
+        self.ctx
+            .format
+            .message_tokens(message, &content, self.ctx.counter)
     }
 
     /// Writes zone message `index` in its decided state.
@@ -39,8 +41,8 @@ fn shell(message: &Message) -> Message {
 /// Writes zone message `index` in its decided state.
 fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
     let message = &point.ctx.messages[index];
-    let counter = point.ctx.counter;
-    let count = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let (counter, format) = (point.ctx.counter, point.ctx.format);
+    let count = |m: &Message| format.message_tokens(m, &m.content, counter);
     match point.item(index).state {
         State::Kept => {
             let tokens = match point.kept_cost(index) {
@@ -62,7 +64,7 @@ fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
         }
         State::Page(allowance) => {
             let handle = stored_handle(point, built, index);
-            let (out, tokens) = fit_page(counter, message, handle, allowance);
+            let (out, tokens) = fit_page(counter, point.ctx.format, message, handle, allowance);
             built.push(out, Slot::Paged { index, handle }, tokens);
         }
     }
@@ -86,6 +88,7 @@ fn stored_handle(point: &Point<'_>, built: &mut Built, index: usize) -> Handle {
 /// two thirds of the excerpt bytes, the tail one third.
 pub(crate) fn fit_page(
     counter: &dyn TokenCounter,
+    format: &dyn ChatFormat,
     message: &Message,
     handle: Handle,
     allowance: usize,
@@ -105,7 +108,7 @@ pub(crate) fn fit_page(
         });
         out
     };
-    let tokens_of = |m: &Message| message_tokens_with(m, &m.content, &mut |t| counter.count(t));
+    let tokens_of = |m: &Message| format.message_tokens(m, &m.content, counter);
     let empty = write(0);
     let empty_tokens = tokens_of(&empty);
     if allowance <= empty_tokens {
