@@ -8,6 +8,7 @@ mod builder;
 mod checkpoints;
 mod ledger;
 mod rehydrate;
+mod render;
 mod request;
 mod summarize;
 #[cfg(test)]
@@ -42,10 +43,8 @@ use crate::transcript::format::ChatFormat;
 use crate::transcript::memories::TranscriptPlanner;
 use crate::transcript::plan::{PlannedTranscript, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
-use crate::window::escape_inline;
-use crate::window::{Entry, Renderer, WindowView};
+use crate::window::{Entry, Renderer};
 use request::{WindowMemory, Windows};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -566,56 +565,5 @@ impl Compactor {
         compacted.seal_with(&self.seal_keys);
         self.install_window(&compacted);
         Ok(Finished::Done(Box::new(compacted)))
-    }
-
-    /// Renders the window in `compact` form or the full one.
-    fn render(
-        &self,
-        schema: &Schema,
-        number: u64,
-        plan: &Plan,
-        compact: bool,
-    ) -> (Vec<Entry>, String) {
-        let entries = plan.entries();
-        let window = self.render_view(schema, number, entries.iter(), compact, false);
-        (entries, window)
-    }
-
-    /// Renders the window in the prepared form: the full one when it fits, else the compact
-    /// one; with its tokens and form.
-    fn render_fitting(&self, prepared: &Prepared<'_>) -> (Vec<Entry>, String, usize, bool) {
-        let (schema, number, plan) = (prepared.schema, prepared.number, &prepared.plan);
-        let compact = prepared.form.unwrap_or(false);
-        let (entries, window) = self.render(schema, number, plan, compact);
-        let tokens = self.counter.count(&window);
-        if prepared.form.is_none() && tokens > prepared.window_budget {
-            let (entries, window) = self.render(schema, number, plan, true);
-            let tokens = self.counter.count(&window);
-            return (entries, window, tokens, true);
-        }
-        (entries, window, tokens, compact)
-    }
-
-    /// Renders `entries` (all of them, or the changed ones of a state update) as the renderer
-    /// sees them: paths, pointers and keys escaped (the checkpoint keeps the raw ones).
-    fn render_view<'e>(
-        &self,
-        schema: &Schema,
-        number: u64,
-        entries: impl Iterator<Item = &'e Entry>,
-        compact: bool,
-        update: bool,
-    ) -> String {
-        let shown: Vec<Cow<'_, Entry>> = entries.map(Entry::for_window).collect();
-        let state_type = escape_inline(schema.type_name());
-        let view = WindowView {
-            compaction: number,
-            state_type: &state_type,
-            entries: &shown,
-            budget: self.budget,
-            compact,
-            update,
-        };
-        self.renderer.render(&view)
     }
 }

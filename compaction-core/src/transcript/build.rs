@@ -21,8 +21,6 @@ use std::collections::HashMap;
 /// convenience, and the range is in the store whatever its size.
 mod zone;
 
-pub(crate) use zone::fit_page;
-
 pub(crate) const SUMMARY_SOURCE_BYTES: usize = 256 * 1024;
 
 /// One part of a block's output.

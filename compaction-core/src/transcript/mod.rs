@@ -116,6 +116,7 @@ pub(crate) mod memories;
 pub(crate) mod memory;
 pub(crate) mod message;
 pub(crate) mod opaque;
+pub(crate) mod page;
 pub(crate) mod plan;
 pub(crate) mod planner;
 pub(crate) mod policy;

@@ -20,7 +20,6 @@
 //!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
 
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::build::fit_page;
 use crate::transcript::conversation::{Message, Role, Transcript};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
@@ -29,6 +28,7 @@ use crate::transcript::layout::zone;
 use crate::transcript::marker;
 use crate::transcript::memories::TranscriptPlanner;
 use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::page::fit_page;
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
 use crate::transcript::steps::{Built, Ctx, Point};

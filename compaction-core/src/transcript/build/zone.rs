@@ -3,11 +3,10 @@
 //! a tail excerpt sized to the tokens left). The blocks are written in `build.rs`.
 
 use crate::store::{ContentHash, Pointer};
-use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Message;
-use crate::transcript::format::ChatFormat;
-use crate::transcript::marker::{self, Page};
+use crate::transcript::marker;
 use crate::transcript::memory::{Handle, Slot};
+use crate::transcript::page::{fit_page, shell};
 use crate::transcript::steps::{Built, Point, State, OVER};
 
 impl Point<'_> {
@@ -24,17 +23,6 @@ impl Point<'_> {
     /// Writes zone message `index` in its decided state.
     pub(super) fn write_item(&mut self, built: &mut Built, index: usize) {
         write_item(self, built, index)
-    }
-}
-
-/// A message without its content (what a tombstone or page keeps). Only tool messages are
-/// tombstoned or paged, and they carry no opaque parts (`validate`): a shell never does.
-fn shell(message: &Message) -> Message {
-    Message {
-        content: String::new(),
-        tool_calls: Vec::new(),
-        opaque: Vec::new(),
-        ..message.clone()
     }
 }
 
@@ -82,67 +70,4 @@ fn stored_handle(point: &Point<'_>, built: &mut Built, index: usize) -> Handle {
             .push((pointer.hash(), content.as_bytes().to_vec()));
     }
     built.handles.assign(&pointer)
-}
-
-/// The page of `message` that fits `allowance` tokens (or its smallest page): the head gets
-/// two thirds of the excerpt bytes, the tail one third.
-pub(crate) fn fit_page(
-    counter: &dyn TokenCounter,
-    format: &dyn ChatFormat,
-    message: &Message,
-    handle: Handle,
-    allowance: usize,
-) -> (Message, usize) {
-    let content = &message.content;
-    let total = content.len();
-    let write = |bytes: usize| -> Message {
-        let head_end = floor_boundary(content, (bytes * 2 / 3).min(total));
-        let tail_start =
-            ceil_boundary(content, total.saturating_sub(bytes - bytes * 2 / 3)).max(head_end);
-        let mut out = shell(message);
-        out.content = marker::page_text(&Page {
-            handle,
-            total,
-            head: &content[..head_end],
-            tail: &content[tail_start..],
-        });
-        out
-    };
-    let tokens_of = |m: &Message| format.message_tokens(m, &m.content, counter);
-    let empty = write(0);
-    let empty_tokens = tokens_of(&empty);
-    if allowance <= empty_tokens {
-        return (empty, empty_tokens);
-    }
-    let mut bytes = ((allowance - empty_tokens) * 4).min(total);
-    for _ in 0..16 {
-        let out = write(bytes);
-        let tokens = tokens_of(&out);
-        if tokens <= allowance {
-            return (out, tokens);
-        }
-        // Shrink in proportion to the overshoot, at least by one byte.
-        let over = tokens - allowance;
-        let room = tokens - empty_tokens;
-        let shrink = (bytes * over).div_ceil(room.max(1)).max(1);
-        bytes = bytes.saturating_sub(shrink + bytes / 32);
-        if bytes == 0 {
-            break;
-        }
-    }
-    (empty, empty_tokens)
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    while index < text.len() && !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
