@@ -123,6 +123,7 @@ pub(crate) mod policy;
 pub(crate) mod rehydrate;
 pub(crate) mod span;
 pub(crate) mod steps;
+pub(crate) mod tally;
 
 #[cfg(test)]
 mod tests_conversation;

@@ -21,6 +21,8 @@ use crate::transcript::plan::PendingSummary;
 use crate::transcript::policy::TranscriptPolicy;
 use std::collections::HashMap;
 
+pub(crate) use crate::transcript::tally::{Tally, OVER};
+
 /// The messages inside the base blocks that were sent in place (anchors, hoisted users), by
 /// input index: the position of their slot in the base request.
 #[derive(Debug, Clone, Default)]
@@ -31,50 +33,8 @@ pub(crate) struct OldSlots {
     pub(crate) kept: HashMap<usize, usize>,
 }
 
-/// A cost that passed the limit it was counted against.
-pub(crate) const OVER: usize = usize::MAX / 8;
-
 /// The most blocks a request keeps before they are consolidated into one.
 pub const MAX_BLOCKS: usize = 8;
-
-/// A sum of costs, some of which are only known to pass the limit.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tally {
-    sum: usize,
-    overs: usize,
-}
-
-impl Tally {
-    fn add(&mut self, cost: usize) {
-        if cost >= OVER {
-            self.overs += 1;
-        } else {
-            self.sum += cost;
-        }
-    }
-
-    fn sub(&mut self, cost: usize) {
-        if cost >= OVER {
-            self.overs -= 1;
-        } else {
-            self.sum -= cost;
-        }
-    }
-
-    /// Whether it is at most `limit`.
-    pub(crate) fn fits(&self, limit: usize) -> bool {
-        self.overs == 0 && self.sum <= limit
-    }
-
-    /// What is left under `limit` (0 when over).
-    fn left(&self, limit: usize) -> usize {
-        if self.overs > 0 {
-            0
-        } else {
-            limit.saturating_sub(self.sum)
-        }
-    }
-}
 
 /// What a compaction point reads.
 pub(crate) struct Ctx<'a> {
