@@ -198,25 +198,20 @@ fn a_resumed_compactor_pages_as_the_warm_one() {
 
 #[test]
 fn a_share_outside_zero_to_one_is_refused() {
+    type Setting = fn(compaction::CompactorBuilder, f64) -> compaction::CompactorBuilder;
+    let settings: [(&str, Setting); 2] = [
+        ("page_results_over", |b, s| b.page_results_over(s)),
+        ("window_share", |b, s| b.window_share(s)),
+    ];
     for share in [0.0, -0.5, 1.5, f64::NAN] {
-        let paging = Compactor::builder()
-            .budget(BUDGET)
-            .page_results_over(share)
-            .build();
-        assert!(
-            matches!(&paging, Err(CompactionError::Config(why)) if why.contains("page_results_over")),
-            "{share}: {:?}",
-            paging.err()
-        );
-        let window = Compactor::builder()
-            .budget(BUDGET)
-            .window_share(share)
-            .build();
-        assert!(
-            matches!(&window, Err(CompactionError::Config(why)) if why.contains("window_share")),
-            "{share}: {:?}",
-            window.err()
-        );
+        for (name, set) in settings {
+            let built = set(Compactor::builder().budget(BUDGET), share).build();
+            assert!(
+                matches!(&built, Err(CompactionError::Config(why)) if why.contains(name)),
+                "{name} {share}: {:?}",
+                built.err()
+            );
+        }
     }
 }
 

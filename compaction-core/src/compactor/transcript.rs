@@ -317,15 +317,8 @@ impl Compactor {
             return Ok(Some(parts));
         }
         // A compaction point, this window at the front (the same text when no field changed).
-        let budget = transcript_budget(self, overhead + tokens);
-        let request = self.request(next.policy, budget, &next.effects, None, true);
-        let plan = match self
-            .transcript_planner
-            .plan_request(next.transcript, &request)
-        {
-            Ok(plan) => plan,
-            Err(TranscriptPlanError::OverBudget { .. }) => return Ok(None),
-            Err(e) => return Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        let Some(plan) = self.plan_point(&next, overhead + tokens, None)? else {
+            return Ok(None);
         };
         let paged = plan.planned.paged_results(next.transcript);
         let planned = self.finish_transcript(&next.path, plan).await?;
@@ -339,6 +332,26 @@ impl Compactor {
             same_front: window == remembered.stable,
             front_fields: FrontFields::Entries,
         }))
+    }
+
+    /// A compaction point of `next`'s transcript beside a front (and overhead) of `taken`
+    /// tokens, with `update` last; `None` when it does not fit beside them.
+    fn plan_point(
+        &self,
+        next: &NextRequest<'_>,
+        taken: usize,
+        update: Option<&str>,
+    ) -> Result<Option<TranscriptPlan>, CompactionError> {
+        let budget = transcript_budget(self, taken);
+        let request = self.request(next.policy, budget, &next.effects, update, true);
+        match self
+            .transcript_planner
+            .plan_request(next.transcript, &request)
+        {
+            Ok(plan) => Ok(Some(plan)),
+            Err(TranscriptPlanError::OverBudget { .. }) => Ok(None),
+            Err(e) => Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        }
     }
 
     /// A compaction point that keeps the window at the front, when the fields that changed
@@ -376,15 +389,9 @@ impl Compactor {
             }
         }
         let overhead = request_overhead(&*self.chat_format, &*self.counter);
-        let budget = transcript_budget(self, overhead + remembered.stable_tokens);
-        let request = self.request(next.policy, budget, &next.effects, update.as_deref(), true);
-        let plan = match self
-            .transcript_planner
-            .plan_request(next.transcript, &request)
-        {
-            Ok(plan) => plan,
-            Err(TranscriptPlanError::OverBudget { .. }) => return Ok(None),
-            Err(e) => return Err(plan_error(&next.path, budget.limit, self.budget, e)),
+        let taken = overhead + remembered.stable_tokens;
+        let Some(plan) = self.plan_point(next, taken, update.as_deref())? else {
+            return Ok(None);
         };
         let shown = if plan.planned.update_sent() || update.is_none() {
             entries.to_vec()
