@@ -312,7 +312,10 @@ fn build(point: &mut Point<'_>) -> Built {
         }
     } else {
         let open = base.block_slots();
-        built.messages.extend_from_slice(&base.messages[..open]);
+        let input = point.ctx.messages;
+        built
+            .messages
+            .extend((0..open).map(|position| base.message(position, input)));
         built.slots.extend_from_slice(&base.record.slots[..open]);
         built.blocks.extend(base.record.blocks.iter().cloned());
         if fold_end > start {
@@ -385,11 +388,8 @@ fn write_block(
                     match position {
                         Some(position) => {
                             let meta = point.base.record.slots[position].clone();
-                            built.push(
-                                point.base.messages[position].clone(),
-                                meta.slot,
-                                meta.tokens,
-                            );
+                            let message = point.base.message(position, point.ctx.messages);
+                            built.push(message, meta.slot, meta.tokens);
                         }
                         None => {
                             let message = marker::kept(&point.ctx.messages[*index]);

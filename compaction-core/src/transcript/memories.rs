@@ -4,8 +4,9 @@
 //! in `memory.rs`.
 
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Transcript;
-use crate::transcript::memory::TranscriptMemory;
+use crate::transcript::conversation::{Link, Message, Transcript};
+use crate::transcript::marker;
+use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +42,7 @@ pub const REMEMBERED: usize = 16;
 /// ```
 pub struct TranscriptPlanner {
     pub(crate) counter: Arc<dyn TokenCounter>,
-    memories: Mutex<VecDeque<Arc<TranscriptMemory>>>,
+    memories: Mutex<VecDeque<Arc<Remembered>>>,
 }
 
 impl std::fmt::Debug for TranscriptPlanner {
@@ -69,7 +70,7 @@ impl TranscriptPlanner {
     /// Installs a memory read back from a checkpoint, so this process plans the next request
     /// exactly as the one that wrote the checkpoint would have.
     pub fn resume(&self, memory: TranscriptMemory) {
-        self.remember(Arc::new(memory));
+        self.remember(Arc::new(Remembered::of(&memory)));
     }
 
     /// Forgets every memory: the next plan of any transcript starts from nothing.
@@ -80,7 +81,7 @@ impl TranscriptPlanner {
             .clear();
     }
 
-    pub(crate) fn remember(&self, memory: Arc<TranscriptMemory>) {
+    pub(crate) fn remember(&self, memory: Arc<Remembered>) {
         let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
         memories.retain(|m| {
             !(m.record.len == memory.record.len && m.record.link == memory.record.link)
@@ -89,8 +90,16 @@ impl TranscriptPlanner {
         memories.truncate(REMEMBERED);
     }
 
+    /// Forgets the memory of the request of `key` (its length and chain link), when it is not
+    /// the newest one.
+    pub(crate) fn forget(&self, key: (usize, Link)) {
+        let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        let mut newest = true;
+        memories.retain(|m| std::mem::take(&mut newest) || m.key() != key);
+    }
+
     /// The memory `transcript` grew from (the longest one), or the empty memory.
-    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<TranscriptMemory> {
+    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<Remembered> {
         let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
         memories
             .iter()
@@ -100,6 +109,92 @@ impl TranscriptPlanner {
             })
             .max_by_key(|m| m.record.len)
             .cloned()
-            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(self.counter.name())))
+            .unwrap_or_else(|| Arc::new(Remembered::empty(self.counter.name())))
+    }
+}
+
+/// A request as the planner keeps it between plans: its record, and only the messages that are
+/// not input messages sent as they are (markers, tombstones, pages, state updates). A kept
+/// message is read again from the transcript when the next plan needs it: the transcript's
+/// chain link at the memory's length proves it unchanged. So a memory costs its markers and
+/// slots, not a second copy of the window (issue 20's "planner state per message").
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    pub(crate) record: MemoryRecord,
+    /// By position: `None` for a [`Slot::Kept`] message, else the message sent.
+    own: Vec<Option<Box<Message>>>,
+}
+
+impl Remembered {
+    /// What the planner keeps of `memory`.
+    pub(crate) fn of(memory: &TranscriptMemory) -> Self {
+        let own = memory
+            .record
+            .slots
+            .iter()
+            .zip(&memory.messages)
+            .map(|(meta, message)| match meta.slot {
+                Slot::Kept { .. } => None,
+                _ => Some(Box::new(message.clone())),
+            })
+            .collect();
+        Remembered {
+            record: memory.record.clone(),
+            own,
+        }
+    }
+
+    /// The memory of nothing planned yet, for counts by `counter`.
+    pub(crate) fn empty(counter: &str) -> Self {
+        Remembered {
+            record: TranscriptMemory::empty(counter).record,
+            own: Vec::new(),
+        }
+    }
+
+    /// The message at `position` of the request, `input` being the transcript's messages (of
+    /// which the memory's are a prefix).
+    pub(crate) fn message(&self, position: usize, input: &[Message]) -> Message {
+        match (&self.own[position], &self.record.slots[position].slot) {
+            (Some(message), _) => (**message).clone(),
+            (None, Slot::Kept { index }) => marker::kept(&input[*index]),
+            (None, _) => unreachable!("only kept messages are read from the transcript"),
+        }
+    }
+
+    /// Whether `slot` at `position` with `message` is what this request had there (a kept
+    /// message is the same when its slot is: both are read from the same transcript).
+    pub(crate) fn same_at(&self, position: usize, meta: &SlotMeta, message: &Message) -> bool {
+        self.record.slots.get(position) == Some(meta)
+            && match &self.own[position] {
+                Some(own) => **own == *message,
+                None => true,
+            }
+    }
+
+    /// Input messages this memory planned.
+    pub(crate) fn planned_len(&self) -> usize {
+        self.record.len
+    }
+
+    /// What identifies it: the input messages planned and the transcript's chain link after
+    /// them.
+    pub(crate) fn key(&self) -> (usize, Link) {
+        (self.record.len, self.record.link)
+    }
+
+    /// Tokens of its messages (chat formula, without the reply priming).
+    pub(crate) fn tokens(&self) -> usize {
+        self.record.slots.iter().map(|s| s.tokens).sum()
+    }
+
+    /// Output slots the blocks take.
+    pub(crate) fn block_slots(&self) -> usize {
+        self.record.block_slots()
+    }
+
+    /// Input index where the open zone starts (the end of the last block).
+    pub(crate) fn open_input(&self) -> usize {
+        self.record.blocks.last().map_or(0, |b| b.end)
     }
 }

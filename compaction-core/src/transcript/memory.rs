@@ -454,12 +454,6 @@ impl TranscriptMemory {
         self.record.len
     }
 
-    /// What identifies it: the input messages planned and the transcript's chain link after
-    /// them.
-    pub(crate) fn key(&self) -> (usize, Link) {
-        (self.record.len, self.record.link)
-    }
-
     /// Tokens of its messages (chat formula, without the reply priming).
     pub fn tokens(&self) -> usize {
         self.record.slots.iter().map(|s| s.tokens).sum()
@@ -468,11 +462,6 @@ impl TranscriptMemory {
     /// Output slots the blocks take: the part kept across compaction points.
     pub(crate) fn block_slots(&self) -> usize {
         self.record.block_slots()
-    }
-
-    /// Input index where the open zone starts (the end of the last block).
-    pub(crate) fn open_input(&self) -> usize {
-        self.record.blocks.last().map_or(0, |b| b.end)
     }
 
     /// Rebuilds a memory from a checkpoint's record and messages, checking that they agree.

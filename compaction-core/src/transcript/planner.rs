@@ -25,7 +25,7 @@ use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
-use crate::transcript::memories::TranscriptPlanner;
+use crate::transcript::memories::{Remembered, TranscriptPlanner};
 use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
@@ -73,9 +73,11 @@ impl TranscriptPlanner {
 
     /// Makes `planned` the request the next plan of its transcript starts from. Call it once
     /// the request is final (sent, or checkpointed): a plan that is never committed leaves the
-    /// planner as it was.
+    /// planner as it was. The memory it was planned from is forgotten (the transcript grew
+    /// from it): planning that shorter transcript again starts from nothing.
     pub fn commit(&self, planned: &PlannedTranscript) {
-        self.remember(Arc::new(planned.memory.clone()));
+        self.remember(Arc::new(Remembered::of(&planned.memory)));
+        self.forget(planned.grew_from);
     }
 
     /// Plans with everything [`Request`] carries.
@@ -118,7 +120,7 @@ impl TranscriptPlanner {
         &self,
         transcript: &Transcript,
         request: &Request<'_>,
-    ) -> Result<Arc<TranscriptMemory>, TranscriptPlanError> {
+    ) -> Result<Arc<Remembered>, TranscriptPlanError> {
         let base = self.memory_for(transcript);
         let planned_len = base.record.len;
         if planned_len == 0 {
@@ -147,7 +149,7 @@ impl TranscriptPlanner {
     fn append(
         &self,
         transcript: &Transcript,
-        base: &TranscriptMemory,
+        base: &Remembered,
         request: &Request<'_>,
     ) -> Option<PlannedTranscript> {
         let counter = &*self.counter;
@@ -190,11 +192,13 @@ impl TranscriptPlanner {
             record: MemoryRecord {
                 len: messages.len(),
                 link: transcript.link(messages.len()).expect("its own length"),
-                reused: base.messages.len(),
+                reused: base.record.slots.len(),
                 compacted: false,
                 ..base.record.clone()
             },
-            messages: base.messages.clone(),
+            messages: (0..base.record.slots.len())
+                .map(|position| base.message(position, messages))
+                .collect(),
         };
         let update_at = in_flight.filter(|unit| *unit >= planned_len);
         for (offset, (message, tokens)) in new.into_iter().enumerate() {
@@ -215,6 +219,7 @@ impl TranscriptPlanner {
             memory,
             blobs: Vec::new(),
             update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
+            grew_from: base.key(),
         })
     }
 
@@ -223,7 +228,7 @@ impl TranscriptPlanner {
     fn compaction_point(
         &self,
         transcript: &Transcript,
-        base: &TranscriptMemory,
+        base: &Remembered,
         request: &Request<'_>,
     ) -> Result<TranscriptPlan, TranscriptPlanError> {
         let messages = transcript.messages();
@@ -285,17 +290,13 @@ impl TranscriptPlanner {
         })
     }
 
-    fn assemble(
-        &self,
-        transcript: &Transcript,
-        base: &TranscriptMemory,
-        built: Built,
-    ) -> TranscriptPlan {
+    fn assemble(&self, transcript: &Transcript, base: &Remembered, built: Built) -> TranscriptPlan {
         let reused = built
             .messages
             .iter()
-            .zip(&base.messages)
-            .take_while(|(a, b)| a == b)
+            .zip(&built.slots)
+            .enumerate()
+            .take_while(|(position, (message, meta))| base.same_at(*position, meta, message))
             .count();
         let len = transcript.len();
         let memory = TranscriptMemory {
@@ -316,6 +317,7 @@ impl TranscriptPlanner {
                 memory,
                 blobs: built.blobs,
                 update_sent: false,
+                grew_from: base.key(),
             },
             pending: built.pending,
         }

@@ -16,7 +16,8 @@ use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::layout::{is_cut, Zone};
 use crate::transcript::marker;
-use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::memories::Remembered;
+use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta};
 use crate::transcript::plan::PendingSummary;
 use crate::transcript::policy::TranscriptPolicy;
 use std::collections::HashMap;
@@ -113,7 +114,7 @@ pub(crate) struct Item {
 /// The decisions of one compaction point.
 pub(crate) struct Point<'a> {
     pub(crate) ctx: Ctx<'a>,
-    pub(crate) base: &'a TranscriptMemory,
+    pub(crate) base: &'a Remembered,
     pub(crate) zone: Zone,
     pub(crate) items: Vec<Item>,
     /// The compacted range ends here: `zone.start` when there is no new block.
@@ -138,7 +139,7 @@ pub(crate) struct Point<'a> {
 
 impl<'a> Point<'a> {
     /// The zone in its current forms (from the base request; new messages kept).
-    pub(crate) fn new(ctx: Ctx<'a>, base: &'a TranscriptMemory, zone: Zone, limit: usize) -> Self {
+    pub(crate) fn new(ctx: Ctx<'a>, base: &'a Remembered, zone: Zone, limit: usize) -> Self {
         let mut items: Vec<Item> = (zone.start..zone.end)
             .map(|_| Item {
                 base: None,

@@ -50,7 +50,8 @@ fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
         }
         State::Fixed => {
             let (position, tokens, slot) = point.item(index).base.clone().expect("fixed from base");
-            built.push(point.base.messages[position].clone(), slot, tokens);
+            let message = point.base.message(position, point.ctx.messages);
+            built.push(message, slot, tokens);
         }
         State::Tombstone => {
             let handle = stored_handle(point, built, index);
