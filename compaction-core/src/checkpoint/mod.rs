@@ -19,7 +19,7 @@ mod verify;
 pub(crate) use backend::check_agent_id;
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
-pub(crate) use compacted::{CompactedTranscript, WindowRecord, FORMAT};
+pub(crate) use compacted::{CompactedTranscript, MessageDigests, WindowRecord, FORMAT};
 pub(crate) use fingerprint::SchemaFingerprint;
 pub(crate) use owner::Owner;
 pub use row::{CheckpointInfo, CheckpointRow};

@@ -8,7 +8,7 @@
 //! fields then get the rest. So the conversation stays as verbatim as the budget allows, and
 //! protected state is never traded for it.
 
-use crate::checkpoint::{Compacted, CompactedTranscript, WindowRecord};
+use crate::checkpoint::{Compacted, CompactedTranscript, MessageDigests, WindowRecord};
 use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::trace;
 use crate::compactor::{
@@ -343,7 +343,7 @@ impl Compactor {
             paged,
         } = finished;
         report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
-        self.transcript_planner.commit(&planned);
+        let digests = self.transcript_planner.commit_digests(&planned);
         let request_tokens = front_tokens + request_overhead(&*self.counter) + planned.tokens();
         report.request_tokens = Some(request_tokens);
         let reused = if same_front {
@@ -364,6 +364,7 @@ impl Compactor {
             reused,
             memory: memory.record,
             window: Some(window),
+            digests: MessageDigests(digests),
         }
     }
 

@@ -3,11 +3,13 @@
 //! installed from a checkpoint. The planning itself is in `planner.rs`; what one memory holds is
 //! in `memory.rs`.
 
+use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Link, Message, Transcript};
 use crate::transcript::marker;
-use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
-use std::collections::VecDeque;
+use crate::transcript::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::plan::PlannedTranscript;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// How many transcripts' memories a planner keeps (the most recently planned ones).
@@ -43,6 +45,19 @@ pub const REMEMBERED: usize = 16;
 pub struct TranscriptPlanner {
     pub(crate) counter: Arc<dyn TokenCounter>,
     memories: Mutex<VecDeque<Arc<Remembered>>>,
+    /// The counts of the last append that did not fit, so the compaction point that follows
+    /// does not count the same new messages again.
+    recent: Mutex<Vec<RecentCount>>,
+}
+
+/// The kept cost of input message `index` (chat formula, escaped as sent), counted by an
+/// append: `Ok(tokens)`, or `Err(limit)` when it passed `limit`. `link` is the transcript's
+/// chain link after the message, so a count is only used for that very message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecentCount {
+    pub(crate) index: usize,
+    pub(crate) link: Link,
+    pub(crate) tokens: Result<usize, usize>,
 }
 
 impl std::fmt::Debug for TranscriptPlanner {
@@ -59,6 +74,7 @@ impl TranscriptPlanner {
         TranscriptPlanner {
             counter,
             memories: Mutex::new(VecDeque::new()),
+            recent: Mutex::new(Vec::new()),
         }
     }
 
@@ -70,7 +86,42 @@ impl TranscriptPlanner {
     /// Installs a memory read back from a checkpoint, so this process plans the next request
     /// exactly as the one that wrote the checkpoint would have.
     pub fn resume(&self, memory: TranscriptMemory) {
-        self.remember(Arc::new(Remembered::of(&memory)));
+        let digests = memory.messages.iter().map(message_digest).collect();
+        self.remember(Arc::new(Remembered::of(&memory, digests)));
+    }
+
+    /// The digest of every message of `planned` ([`message_digest`]), each message sent in the
+    /// request it grew from taking that request's digest: only what is new is serialized and
+    /// hashed.
+    pub(crate) fn digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
+        let base = {
+            let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+            memories
+                .iter()
+                .find(|m| m.key() == planned.grew_from)
+                .cloned()
+        };
+        let memory = &planned.memory;
+        let Some(base) = base.filter(|b| b.digests.len() == b.record.slots.len()) else {
+            return memory.messages.iter().map(message_digest).collect();
+        };
+        let at: HashMap<&SlotMeta, usize> = base
+            .record
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(position, meta)| (meta, position))
+            .collect();
+        memory
+            .record
+            .slots
+            .iter()
+            .zip(&memory.messages)
+            .map(|(meta, message)| match at.get(meta) {
+                Some(&position) if base.same_at(position, meta, message) => base.digests[position],
+                _ => message_digest(message),
+            })
+            .collect()
     }
 
     /// Forgets every memory: the next plan of any transcript starts from nothing.
@@ -88,6 +139,21 @@ impl TranscriptPlanner {
         });
         memories.push_front(memory);
         memories.truncate(REMEMBERED);
+    }
+
+    /// Keeps the counts of an append that did not fit (see [`RecentCount`]).
+    pub(crate) fn keep_recent_counts(&self, counts: Vec<RecentCount>) {
+        *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = counts;
+    }
+
+    /// The counts kept by the last append that did not fit, those of `transcript`'s messages.
+    pub(crate) fn recent_counts(&self, transcript: &Transcript) -> Vec<RecentCount> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .filter(|r| transcript.link(r.index + 1) == Some(r.link))
+            .copied()
+            .collect()
     }
 
     /// Forgets the memory of the request of `key` (its length and chain link), when it is not
@@ -123,11 +189,13 @@ pub(crate) struct Remembered {
     pub(crate) record: MemoryRecord,
     /// By position: `None` for a [`Slot::Kept`] message, else the message sent.
     own: Vec<Option<Box<Message>>>,
+    /// By position: each message's [`message_digest`].
+    digests: Vec<ContentHash>,
 }
 
 impl Remembered {
-    /// What the planner keeps of `memory`.
-    pub(crate) fn of(memory: &TranscriptMemory) -> Self {
+    /// What the planner keeps of `memory`, whose messages have `digests`.
+    pub(crate) fn of(memory: &TranscriptMemory, digests: Vec<ContentHash>) -> Self {
         let own = memory
             .record
             .slots
@@ -141,6 +209,7 @@ impl Remembered {
         Remembered {
             record: memory.record.clone(),
             own,
+            digests,
         }
     }
 
@@ -149,6 +218,7 @@ impl Remembered {
         Remembered {
             record: TranscriptMemory::empty(counter).record,
             own: Vec::new(),
+            digests: Vec::new(),
         }
     }
 

@@ -300,7 +300,7 @@ impl Manifest {
 }
 
 /// What one message of a planned request stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "slot", rename_all = "snake_case")]
 pub(crate) enum Slot {
     /// Input message `index`, as it is (escaped when it begins like a marker).
@@ -349,7 +349,7 @@ impl Slot {
 }
 
 /// One message of the request and its tokens (chat formula).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct SlotMeta {
     #[serde(flatten)]
     pub(crate) slot: Slot,
@@ -373,6 +373,13 @@ pub(crate) struct Block {
     pub(crate) spilled_users: usize,
     /// Assistant and tool messages folded.
     pub(crate) folded: usize,
+}
+
+/// The SHA-256 of a request message's JSON: what a checkpoint's seals cover for each message
+/// (so a message sent again in the next request is not serialized and hashed again).
+pub(crate) fn message_digest(message: &Message) -> ContentHash {
+    // Serializing plain data into a Vec cannot fail.
+    ContentHash::of(&serde_json::to_vec(message).unwrap_or_default())
 }
 
 /// The planner's memory of one agent's last request: the request's messages, what each stands

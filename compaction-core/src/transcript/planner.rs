@@ -19,13 +19,14 @@
 //!    final, so the next plan starts from it. A checkpoint carries the same memory;
 //!    [`resume`](TranscriptPlanner::resume) installs it in a new process.
 
+use crate::store::ContentHash;
 use crate::transcript::conversation::{Message, Role, Transcript};
 use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
-use crate::transcript::memories::{Remembered, TranscriptPlanner};
+use crate::transcript::memories::{RecentCount, Remembered, TranscriptPlanner};
 use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
@@ -76,8 +77,16 @@ impl TranscriptPlanner {
     /// planner as it was. The memory it was planned from is forgotten (the transcript grew
     /// from it): planning that shorter transcript again starts from nothing.
     pub fn commit(&self, planned: &PlannedTranscript) {
-        self.remember(Arc::new(Remembered::of(&planned.memory)));
+        self.commit_digests(planned);
+    }
+
+    /// [`commit`](Self::commit), returning the digest of every message of `planned` (what a
+    /// checkpoint's seals cover), computed only for the messages the last request did not send.
+    pub(crate) fn commit_digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
+        let digests = self.digests(planned);
+        self.remember(Arc::new(Remembered::of(&planned.memory, digests.clone())));
         self.forget(planned.grew_from);
+        digests
     }
 
     /// Plans with everything [`Request`] carries.
@@ -173,10 +182,27 @@ impl TranscriptPlanner {
             total += tokens;
         }
         let mut new: Vec<(Message, usize)> = Vec::with_capacity(messages.len() - planned_len);
-        for message in messages[planned_len..].iter().rev() {
+        // Each new message is counted up to the hard limit, not only to what the high-water
+        // mark leaves: when the append does not fit, the compaction point that follows needs
+        // these counts (the new messages are the newest), and takes them from here.
+        let limit = request.budget.limit;
+        let mut counts = Vec::new();
+        for (offset, message) in messages[planned_len..].iter().enumerate().rev() {
+            let index = planned_len + offset;
             let content = marker::escape(&message.content);
-            let left = high.checked_sub(total)?;
-            let tokens = message_tokens_limited(message, &content, counter, left)?;
+            high.checked_sub(total)?;
+            let counted = message_tokens_limited(message, &content, counter, limit);
+            counts.push(RecentCount {
+                index,
+                link: transcript
+                    .link(index + 1)
+                    .expect("a message of the transcript"),
+                tokens: counted.ok_or(limit),
+            });
+            let Some(tokens) = counted.filter(|tokens| total + tokens <= high) else {
+                self.keep_recent_counts(counts);
+                return None;
+            };
             total += tokens;
             let mut kept = message.clone();
             if let std::borrow::Cow::Owned(escaped) = content {
@@ -239,8 +265,10 @@ impl TranscriptPlanner {
             &request.policy,
             request.effects,
         )?;
+        let recent = self.recent_counts(transcript);
         let ctx = || Ctx {
             messages,
+            recent: &recent,
             counter: &*self.counter,
             policy: request.policy,
             effects: request.effects,

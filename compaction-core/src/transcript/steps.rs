@@ -16,7 +16,7 @@ use crate::transcript::count::{message_tokens_limited, message_tokens_with};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::layout::{is_cut, Zone};
 use crate::transcript::marker;
-use crate::transcript::memories::Remembered;
+use crate::transcript::memories::{RecentCount, Remembered};
 use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta};
 use crate::transcript::plan::PendingSummary;
 use crate::transcript::policy::TranscriptPolicy;
@@ -80,6 +80,8 @@ impl Tally {
 /// What a compaction point reads.
 pub(crate) struct Ctx<'a> {
     pub(crate) messages: &'a [Message],
+    /// Kept costs an append already counted (of these very messages).
+    pub(crate) recent: &'a [RecentCount],
     pub(crate) counter: &'a dyn TokenCounter,
     pub(crate) policy: TranscriptPolicy,
     pub(crate) effects: &'a EffectStatuses,
@@ -161,6 +163,20 @@ impl<'a> Point<'a> {
             match meta.slot {
                 Slot::Kept { .. } => item.counted = Some(meta.tokens),
                 _ => item.state = State::Fixed,
+            }
+        }
+        for recent in ctx.recent {
+            let Some(item) = recent
+                .index
+                .checked_sub(zone.start)
+                .and_then(|at| items.get_mut(at))
+            else {
+                continue;
+            };
+            match (item.counted, recent.tokens) {
+                (None, Ok(tokens)) => item.counted = Some(tokens),
+                (None, Err(passed)) if passed >= limit => item.over = true,
+                _ => {}
             }
         }
         let provisional = Handle::new(base.record.handles.next_number()).expect("above zero");
