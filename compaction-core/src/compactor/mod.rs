@@ -387,7 +387,7 @@ impl Compactor {
         let mut plan = Plan::floor(&collection, &ctx);
         let floor = |plan: &Plan, compact: bool| {
             let (_, window) = self.render(schema, number, plan, compact);
-            self.counter.count(&window)
+            self.windows.count(&*self.counter, &window)
         };
         // The compact form only when the full one does not fit, so the smallest budget that
         // works is the compact floor's, and every larger one works too.
@@ -554,10 +554,10 @@ impl Compactor {
         let (schema, number, plan) = (prepared.schema, prepared.number, &prepared.plan);
         let compact = prepared.form.unwrap_or(false);
         let (entries, window) = self.render(schema, number, plan, compact);
-        let tokens = self.counter.count(&window);
+        let tokens = self.windows.count(&*self.counter, &window);
         if prepared.form.is_none() && tokens > prepared.window_budget {
             let (entries, window) = self.render(schema, number, plan, true);
-            let tokens = self.counter.count(&window);
+            let tokens = self.windows.count(&*self.counter, &window);
             return (entries, window, tokens, true);
         }
         (entries, window, tokens, compact)
