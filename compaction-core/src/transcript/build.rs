@@ -15,7 +15,7 @@ use crate::transcript::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::transcript::memory::{Block, ChunkRef, Handle, Manifest, Slot};
 use crate::transcript::plan::{FoldSummaryRequest, PendingSummary};
 use crate::transcript::span::chunk;
-use crate::transcript::steps::{Built, OldSlots, Point, OVER};
+use crate::transcript::steps::{base_message, Built, OldSlots, Point, OVER};
 use std::collections::HashMap;
 
 /// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
@@ -315,7 +315,7 @@ fn build(point: &mut Point<'_>) -> Built {
         let input = point.ctx.messages;
         built
             .messages
-            .extend((0..open).map(|position| base.message(position, input)));
+            .extend((0..open).map(|position| base_message(base, position, input)));
         built.slots.extend_from_slice(&base.record.slots[..open]);
         built.blocks.extend(base.record.blocks.iter().cloned());
         if fold_end > start {
@@ -388,7 +388,7 @@ fn write_block(
                     match position {
                         Some(position) => {
                             let meta = point.base.record.slots[position].clone();
-                            let message = point.base.message(position, point.ctx.messages);
+                            let message = base_message(point.base, position, point.ctx.messages);
                             built.push(message, meta.slot, meta.tokens);
                         }
                         None => {

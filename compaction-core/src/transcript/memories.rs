@@ -6,10 +6,8 @@
 use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
 use crate::transcript::conversation::{Link, Message, Transcript};
-use crate::transcript::marker;
 use crate::transcript::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
-use crate::transcript::plan::PlannedTranscript;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 /// How many transcripts' memories a planner keeps (the most recently planned ones).
@@ -90,38 +88,10 @@ impl TranscriptPlanner {
         self.remember(Arc::new(Remembered::of(&memory, digests)));
     }
 
-    /// The digest of every message of `planned` ([`message_digest`]), each message sent in the
-    /// request it grew from taking that request's digest: only what is new is serialized and
-    /// hashed.
-    pub(crate) fn digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
-        let base = {
-            let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
-            memories
-                .iter()
-                .find(|m| m.key() == planned.grew_from)
-                .cloned()
-        };
-        let memory = &planned.memory;
-        let Some(base) = base.filter(|b| b.digests.len() == b.record.slots.len()) else {
-            return memory.messages.iter().map(message_digest).collect();
-        };
-        let at: HashMap<&SlotMeta, usize> = base
-            .record
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(position, meta)| (meta, position))
-            .collect();
-        memory
-            .record
-            .slots
-            .iter()
-            .zip(&memory.messages)
-            .map(|(meta, message)| match at.get(meta) {
-                Some(&position) if base.same_at(position, meta, message) => base.digests[position],
-                _ => message_digest(message),
-            })
-            .collect()
+    /// The memory of the request of `key` (its length and chain link), if it is kept.
+    pub(crate) fn memory_with_key(&self, key: (usize, Link)) -> Option<Arc<Remembered>> {
+        let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        memories.iter().find(|m| m.key() == key).cloned()
     }
 
     /// Forgets every memory: the next plan of any transcript starts from nothing.
@@ -222,14 +192,15 @@ impl Remembered {
         }
     }
 
-    /// The message at `position` of the request, `input` being the transcript's messages (of
-    /// which the memory's are a prefix).
-    pub(crate) fn message(&self, position: usize, input: &[Message]) -> Message {
-        match (&self.own[position], &self.record.slots[position].slot) {
-            (Some(message), _) => (**message).clone(),
-            (None, Slot::Kept { index }) => marker::kept(&input[*index]),
-            (None, _) => unreachable!("only kept messages are read from the transcript"),
-        }
+    /// The [`message_digest`] of the message at `position`.
+    pub(crate) fn digest(&self, position: usize) -> Option<ContentHash> {
+        self.digests.get(position).copied()
+    }
+
+    /// The message at `position` of the request when it is not an input message sent as it
+    /// is (`None`: a kept message, to read from the transcript at its slot's index).
+    pub(crate) fn own(&self, position: usize) -> Option<&Message> {
+        self.own[position].as_deref()
     }
 
     /// Whether `slot` at `position` with `message` is what this request had there (a kept

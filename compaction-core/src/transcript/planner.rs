@@ -27,10 +27,11 @@ use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
 use crate::transcript::memories::{RecentCount, Remembered, TranscriptPlanner};
-use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
-use crate::transcript::steps::{Built, Ctx, Point};
+use crate::transcript::steps::{base_message, Built, Ctx, Point};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 impl TranscriptPlanner {
@@ -87,6 +88,38 @@ impl TranscriptPlanner {
         self.remember(Arc::new(Remembered::of(&planned.memory, digests.clone())));
         self.forget(planned.grew_from);
         digests
+    }
+
+    /// The digest of every message of `planned` ([`message_digest`]), each message sent in the
+    /// request it grew from taking that request's digest: only what is new is serialized and
+    /// hashed.
+    fn digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
+        let memory = &planned.memory;
+        let base = self
+            .memory_with_key(planned.grew_from)
+            .filter(|b| b.digest(b.record.slots.len().saturating_sub(1)).is_some());
+        let Some(base) = base else {
+            return memory.messages.iter().map(message_digest).collect();
+        };
+        let at: HashMap<&SlotMeta, usize> = base
+            .record
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(position, meta)| (meta, position))
+            .collect();
+        memory
+            .record
+            .slots
+            .iter()
+            .zip(&memory.messages)
+            .map(|(meta, message)| {
+                at.get(meta)
+                    .filter(|&&position| base.same_at(position, meta, message))
+                    .and_then(|&position| base.digest(position))
+                    .unwrap_or_else(|| message_digest(message))
+            })
+            .collect()
     }
 
     /// Plans with everything [`Request`] carries.
@@ -223,7 +256,7 @@ impl TranscriptPlanner {
                 ..base.record.clone()
             },
             messages: (0..base.record.slots.len())
-                .map(|position| base.message(position, messages))
+                .map(|position| base_message(base, position, messages))
                 .collect(),
         };
         let update_at = in_flight.filter(|unit| *unit >= planned_len);

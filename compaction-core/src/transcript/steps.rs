@@ -32,6 +32,16 @@ pub(crate) struct OldSlots {
     pub(crate) kept: HashMap<usize, usize>,
 }
 
+/// The message at `position` of the request `base` remembers, `input` being the transcript's
+/// messages (a kept message is read from the transcript, escaped as it was sent).
+pub(crate) fn base_message(base: &Remembered, position: usize, input: &[Message]) -> Message {
+    match (base.own(position), &base.record.slots[position].slot) {
+        (Some(message), _) => message.clone(),
+        (None, Slot::Kept { index }) => marker::kept(&input[*index]),
+        (None, _) => unreachable!("only kept messages are read from the transcript"),
+    }
+}
+
 /// A cost that passed the limit it was counted against.
 pub(crate) const OVER: usize = usize::MAX / 8;
 
