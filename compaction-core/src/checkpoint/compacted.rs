@@ -9,9 +9,10 @@ use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::format::{default_request_messages, ChatFormat};
-use crate::transcript::memory::{HandleTable, MemoryRecord, TranscriptMemory};
+use crate::transcript::memory::{message_digest, HandleTable, MemoryRecord, TranscriptMemory};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -85,7 +86,17 @@ pub struct Compacted<S> {
 
 /// The checkpoint format this version writes and reads. Format 1 (no schema fingerprint) is
 /// refused with `CheckpointFormat`: without a fingerprint, nothing proves which type wrote it.
-pub(crate) const FORMAT: u32 = 2;
+/// Format 3 seals a transcript's messages through their digests (see [`SealedTranscript`]);
+/// a format 2 checkpoint without a transcript has the same seal bytes, and is still read.
+pub(crate) const FORMAT: u32 = 3;
+
+/// The format before transcript messages were sealed through their digests.
+const FORMAT_WITHOUT_DIGESTS: u32 = 2;
+
+/// Whether this version reads a checkpoint of `format` (with a transcript or not).
+pub(crate) fn format_supported(format: u32, has_transcript: bool) -> bool {
+    format == FORMAT || (format == FORMAT_WITHOUT_DIGESTS && !has_transcript)
+}
 
 #[derive(Serialize)]
 struct SealInput<'a> {
@@ -100,10 +111,37 @@ struct SealInput<'a> {
     report: &'a CompactionReport,
     // Skipped when absent, so the seals of checkpoints without a transcript do not change.
     #[serde(skip_serializing_if = "Option::is_none")]
-    transcript: Option<&'a CompactedTranscript>,
+    transcript: Option<SealedTranscript<'a>>,
     // Likewise: unbound checkpoints (and those made before bindings) keep their seals.
     #[serde(skip_serializing_if = "Option::is_none")]
     binding: Option<&'a CheckpointBinding>,
+}
+
+/// A transcript as the seals cover it: every field, the messages through the SHA-256 of each
+/// one's JSON. The seal is as strong (a changed message changes its digest), and a compaction
+/// that sends most messages again hashes only the new ones (the planner keeps the digests of
+/// the last request); verification always computes every digest again.
+#[derive(Serialize)]
+struct SealedTranscript<'a> {
+    path: &'a str,
+    message_digests: Cow<'a, [ContentHash]>,
+    tokens: usize,
+    request_tokens: usize,
+    reused: usize,
+    memory: &'a MemoryRecord,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window: Option<&'a WindowRecord>,
+}
+
+/// The digests of a transcript's messages, as its compaction computed them: a cache of what
+/// the messages determine, so it is never serialized and never tells two transcripts apart.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MessageDigests(pub(crate) Vec<ContentHash>);
+
+impl PartialEq for MessageDigests {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// A transcript as compacted: the messages to send after the window's system message.
@@ -133,6 +171,10 @@ pub(crate) struct CompactedTranscript {
     /// request renders the window again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) window: Option<WindowRecord>,
+    /// The digest of each message when this process made it (empty when read back): sealing
+    /// uses it, verifying never does.
+    #[serde(skip)]
+    pub(crate) digests: MessageDigests,
 }
 
 /// How the window at the front of a transcript's request was planned (see
@@ -177,6 +219,24 @@ impl FrontFields {
 }
 
 impl CompactedTranscript {
+    /// What the seals cover of it (see [`SealedTranscript`]).
+    fn sealed(&self, cached: bool) -> SealedTranscript<'_> {
+        let message_digests = if cached && self.digests.0.len() == self.messages.len() {
+            Cow::Borrowed(&self.digests.0[..])
+        } else {
+            Cow::Owned(self.messages.iter().map(message_digest).collect())
+        };
+        SealedTranscript {
+            path: &self.path,
+            message_digests,
+            tokens: self.tokens,
+            request_tokens: self.request_tokens,
+            reused: self.reused,
+            memory: &self.memory,
+            window: self.window.as_ref(),
+        }
+    }
+
     /// The planner memory this checkpoint carries.
     pub(crate) fn planner_memory(&self) -> TranscriptMemory {
         TranscriptMemory::from_record(self.memory.clone(), self.messages.clone())
@@ -223,6 +283,7 @@ impl TryFrom<UncheckedTranscript> for CompactedTranscript {
             reused: read.reused,
             memory: read.memory,
             window: read.window,
+            digests: MessageDigests::default(),
         })
     }
 }
@@ -380,8 +441,10 @@ impl<S> Compacted<S> {
         self.transcript.as_ref().is_some_and(|t| t.memory.compacted)
     }
 
-    /// The bytes both seals cover: every field but the seals themselves.
-    pub(crate) fn seal_input(&self) -> Vec<u8> {
+    /// The bytes both seals cover: every field but the seals themselves. `cached`: the
+    /// transcript's message digests may come from the compaction that made it (sealing);
+    /// verifying computes them all.
+    pub(crate) fn seal_input(&self, cached: bool) -> Vec<u8> {
         let input = SealInput {
             format: self.format,
             state_type: &self.state_type,
@@ -392,7 +455,7 @@ impl<S> Compacted<S> {
             window: &self.window,
             tokens: self.tokens,
             report: &self.report,
-            transcript: self.transcript.as_ref(),
+            transcript: self.transcript.as_ref().map(|t| t.sealed(cached)),
             binding: self.binding.as_ref(),
         };
         // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
@@ -400,7 +463,7 @@ impl<S> Compacted<S> {
     }
 
     pub(crate) fn compute_seal(&self) -> ContentHash {
-        ContentHash::of(&self.seal_input())
+        ContentHash::of(&self.seal_input(false))
     }
 
     /// Whether the checkpoint is intact (its plain seal, a SHA-256, matches its content).
@@ -409,7 +472,7 @@ impl<S> Compacted<S> {
     /// plain hash. A compactor built with a [`SealKey`](crate::SealKey) also checks the keyed
     /// seal ([`Compactor::verify_checkpoint`](crate::Compactor::verify_checkpoint)).
     pub fn verify_seal(&self) -> bool {
-        self.format == FORMAT && self.compute_seal() == self.seal
+        format_supported(self.format, self.transcript.is_some()) && self.compute_seal() == self.seal
     }
 
     /// The agent, namespace and sequence number this checkpoint is bound to, under its seals;
@@ -428,7 +491,7 @@ impl<S> Compacted<S> {
 
     /// Seals the content: the plain seal, and the keyed one when `keys` has a signing key.
     pub(crate) fn seal_with(&mut self, keys: &SealKeys) {
-        let input = self.seal_input();
+        let input = self.seal_input(true);
         self.seal = ContentHash::of(&input);
         self.keyed_seal = keys.sign(&input);
     }
@@ -436,7 +499,7 @@ impl<S> Compacted<S> {
     /// Whether both seals verify: the plain one, and the keyed one under `keys` (see
     /// `SealKeys::verify` for a missing keyed seal or an empty key set).
     pub(crate) fn seals_verify(&self, keys: &SealKeys) -> bool {
-        let input = self.seal_input();
+        let input = self.seal_input(false);
         ContentHash::of(&input) == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
     }
 }

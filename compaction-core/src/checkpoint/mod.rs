@@ -19,7 +19,9 @@ mod verify;
 pub(crate) use backend::check_agent_id;
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
-pub(crate) use compacted::{CompactedTranscript, FrontFields, WindowRecord, FORMAT};
+pub(crate) use compacted::{
+    CompactedTranscript, FrontFields, MessageDigests, WindowRecord, FORMAT,
+};
 pub(crate) use fingerprint::SchemaFingerprint;
 pub(crate) use owner::Owner;
 pub use row::{CheckpointInfo, CheckpointRow};

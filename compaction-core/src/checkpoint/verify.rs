@@ -2,7 +2,7 @@
 //! seal, its keyed seal under the compactor's keys, and the agent it is bound to
 //! (`Compactor::verify_checkpoint`, run first by every rehydration and by the pointer tool).
 
-use crate::checkpoint::compacted::{Compacted, FORMAT};
+use crate::checkpoint::compacted::{format_supported, Compacted, FORMAT};
 use crate::checkpoint::fingerprint::SchemaFingerprint;
 use crate::checkpoint::owner::Owner;
 use crate::checkpoint::seal::{SealKeyError, SealKeys};
@@ -18,7 +18,7 @@ pub(crate) fn check_checkpoint<S>(
     keys: &SealKeys,
     owner: &Owner,
 ) -> Result<(), CompactionError> {
-    if compacted.format != FORMAT {
+    if !format_supported(compacted.format, compacted.transcript.is_some()) {
         return Err(CompactionError::CheckpointFormat {
             found: compacted.format,
             supported: FORMAT,

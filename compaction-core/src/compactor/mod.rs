@@ -417,7 +417,7 @@ impl Compactor {
         let mut plan = Plan::floor(&collection, &ctx);
         let floor = |plan: &Plan, compact: bool| {
             let (_, window) = self.render(schema, number, plan, compact);
-            self.counter.count(&window)
+            self.windows.count(&*self.counter, &window)
         };
         // The compact form only when the full one does not fit, so the smallest budget that
         // works is the compact floor's, and every larger one works too.

@@ -31,10 +31,10 @@ impl Compactor {
         let (schema, number, plan) = (prepared.schema, prepared.number, &prepared.plan);
         let compact = prepared.form.unwrap_or(false);
         let (entries, window) = self.render(schema, number, plan, compact);
-        let tokens = self.counter.count(&window);
+        let tokens = self.windows.count(&*self.counter, &window);
         if prepared.form.is_none() && tokens > prepared.window_budget {
             let (entries, window) = self.render(schema, number, plan, true);
-            let tokens = self.counter.count(&window);
+            let tokens = self.windows.count(&*self.counter, &window);
             return (entries, window, tokens, true);
         }
         (entries, window, tokens, compact)

@@ -35,6 +35,7 @@ use crate::effects::record::EffectStatus;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
 use crate::state::schema::Schema;
+use crate::tokens::TokenCounter;
 use crate::transcript::conversation::Link;
 use crate::transcript::effects::EffectStatuses;
 use crate::window::Entry;
@@ -97,11 +98,37 @@ pub(super) struct WindowMemory {
 /// A window memory and the transcript memory it goes with (its length and chain link).
 type Remembered = ((usize, Link), Arc<WindowMemory>);
 
-/// Window memories by the transcript memory they go with, most recent first.
+/// Window memories by the transcript memory they go with, most recent first; and the token
+/// counts of the last window texts rendered.
 #[derive(Debug, Default)]
-pub(super) struct Windows(Mutex<VecDeque<Remembered>>);
+pub(super) struct Windows(
+    Mutex<VecDeque<Remembered>>,
+    Mutex<VecDeque<(String, usize)>>,
+);
+
+/// How many window texts' counts a compactor keeps (the full and the compact form of the last
+/// two states), and the longest text it keeps a count of.
+const COUNTED_WINDOWS: usize = 4;
+const COUNTED_WINDOW_BYTES: usize = 16 * 1024;
 
 impl Windows {
+    /// Tokens of a rendered window text. A request that goes on from the last one renders the
+    /// same window again (in both forms, to plan its floor): its counts are kept, so an
+    /// unchanged window is not tokenized at every request.
+    pub(super) fn count(&self, counter: &dyn TokenCounter, text: &str) -> usize {
+        if text.len() > COUNTED_WINDOW_BYTES {
+            return counter.count(text);
+        }
+        let mut counts = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, tokens)) = counts.iter().find(|(counted, _)| counted == text) {
+            return *tokens;
+        }
+        let tokens = counter.count(text);
+        counts.push_front((text.to_owned(), tokens));
+        counts.truncate(COUNTED_WINDOWS);
+        tokens
+    }
+
     /// The window memory of the request whose planner memory is `key`.
     pub(super) fn get(&self, key: (usize, Link)) -> Option<Arc<WindowMemory>> {
         let windows = self.0.lock().unwrap_or_else(|e| e.into_inner());

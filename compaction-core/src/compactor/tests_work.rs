@@ -197,3 +197,75 @@ fn what_a_compaction_stores_is_hashed_once() {
         "{hashed} bytes hashed for {source} B of source and {records} B of records"
     );
 }
+
+/// A state that is one conversation.
+struct Chat {
+    chat: crate::transcript::conversation::Transcript,
+}
+
+impl Compactable for Chat {
+    fn schema() -> &'static Schema {
+        static SCHEMA: OnceLock<Schema> = OnceLock::new();
+        SCHEMA.get_or_init(|| {
+            Schema::builder("Chat")
+                .field(
+                    "chat",
+                    FieldClass::Transcript {
+                        keep_recent: 3,
+                        pin_user: false,
+                    },
+                    "Transcript",
+                )
+                .build()
+        })
+    }
+    fn visit<'a, V: Visitor<'a>>(&'a self, visitor: &mut V) {
+        visitor.transcript("chat", 3, false, &self.chat);
+    }
+    fn rebuild(parts: &mut Parts) -> Result<Self, RebuildError> {
+        Ok(Chat {
+            chat: parts.redundant("chat")?,
+        })
+    }
+}
+
+/// Issue 20.6: a re-compaction after one appended turn hashes what is new (the turn, what it
+/// pushes out of the window, the markers) and the checkpoint's record, not the window it sends
+/// again: the seal covers the messages sent before through the digests the planner kept. What
+/// still grows with the window is the record the seal covers: a slot and a digest per message
+/// sent (about 120 bytes of JSON each, here a fifth of the messages' bytes).
+#[test]
+fn a_recompaction_hashes_what_is_new_not_the_window_it_sends_again() {
+    use crate::transcript::conversation::{Message, Transcript};
+    let reply = |turn: usize| {
+        format!("Step {turn}: the migration ran once and the retry waits for approval. ").repeat(14)
+    };
+    let mut state = Chat {
+        chat: Transcript::new(),
+    };
+    for turn in 0..2_000 {
+        state.chat.push(Message::user(format!("and then {turn}?")));
+        state.chat.push(Message::assistant(reply(turn)));
+    }
+    let compactor = Compactor::builder()
+        .budget(64_000)
+        .token_counter(Tokenizer::O200kBase)
+        .store(Discard)
+        .build()
+        .expect("valid configuration");
+    compactor.compact_blocking(&state).expect("compacts");
+    for turn in 2_000..2_005 {
+        let (user, answer) = (Message::user(format!("and then {turn}?")), reply(turn));
+        let appended = user.content.len() + answer.len();
+        state.chat.push(user);
+        state.chat.push(Message::assistant(answer));
+        take_work();
+        let compacted = compactor.compact_blocking(&state).expect("compacts");
+        let (hashed, _) = take_work();
+        let window: usize = compacted.messages().iter().map(|m| m.content.len()).sum();
+        assert!(
+            hashed < window / 3,
+            "turn {turn}: {hashed} bytes hashed for {appended} appended, {window} sent"
+        );
+    }
+}

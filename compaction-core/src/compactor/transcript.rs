@@ -9,7 +9,9 @@
 //! evictable fields then get the rest. So the conversation stays as verbatim as the budget
 //! allows, and protected state is never traded for it.
 
-use crate::checkpoint::{Compacted, CompactedTranscript, FrontFields, WindowRecord};
+use crate::checkpoint::{
+    Compacted, CompactedTranscript, FrontFields, MessageDigests, WindowRecord,
+};
 use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::trace;
 use crate::compactor::{
@@ -382,7 +384,7 @@ impl Compactor {
             let prefix = self
                 .transcript_planner
                 .memory_for(next.transcript)
-                .stable_tokens();
+                .stable_tokens(next.transcript.messages());
             let most = remembered.stable_tokens + prefix;
             if self.counter.count_till_limit(text, most).is_none() {
                 return Ok(None);
@@ -440,7 +442,7 @@ impl Compactor {
             paged,
         } = finished;
         report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
-        self.transcript_planner.commit(&planned);
+        let digests = self.transcript_planner.commit_digests(&planned);
         let request_tokens =
             front_tokens + request_overhead(&*self.chat_format, &*self.counter) + planned.tokens();
         report.request_tokens = Some(request_tokens);
@@ -466,6 +468,7 @@ impl Compactor {
             reused,
             memory: memory.record,
             window: Some(window),
+            digests: MessageDigests(digests),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::transcript::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::transcript::memory::{Block, ChunkRef, Handle, Manifest, Slot};
 use crate::transcript::plan::{FoldSummaryRequest, PendingSummary};
 use crate::transcript::span::chunk;
-use crate::transcript::steps::{Built, OldSlots, Point, OVER};
+use crate::transcript::steps::{base_message, Built, OldSlots, Point, OVER};
 use std::collections::HashMap;
 
 /// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
@@ -311,7 +311,10 @@ fn build(point: &mut Point<'_>) -> Built {
         }
     } else {
         let open = base.block_slots();
-        built.messages.extend_from_slice(&base.messages[..open]);
+        let input = point.ctx.messages;
+        built
+            .messages
+            .extend((0..open).map(|position| base_message(base, position, input)));
         built.slots.extend_from_slice(&base.record.slots[..open]);
         built.blocks.extend(base.record.blocks.iter().cloned());
         if fold_end > start {
@@ -384,11 +387,8 @@ fn write_block(
                     match position {
                         Some(position) => {
                             let meta = point.base.record.slots[position].clone();
-                            built.push(
-                                point.base.messages[position].clone(),
-                                meta.slot,
-                                meta.tokens,
-                            );
+                            let message = base_message(point.base, position, point.ctx.messages);
+                            built.push(message, meta.slot, meta.tokens);
                         }
                         None => {
                             let message = marker::kept(&point.ctx.messages[*index]);

@@ -3,10 +3,11 @@
 //! chain, or installed from a checkpoint. The planning itself is in `planner.rs`; what one
 //! memory holds is in `memory.rs`.
 
+use crate::store::ContentHash;
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Transcript;
+use crate::transcript::conversation::{Link, Message, Role, Transcript};
 use crate::transcript::format::{counts_key, ChatFormat, OpenAiChat};
-use crate::transcript::memory::TranscriptMemory;
+use crate::transcript::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -46,7 +47,20 @@ pub struct TranscriptPlanner {
     pub(crate) format: Arc<dyn ChatFormat>,
     /// What the memories of this planner's counts record (see `format::counts_key`).
     key: String,
-    memories: Mutex<VecDeque<Arc<TranscriptMemory>>>,
+    memories: Mutex<VecDeque<Arc<Remembered>>>,
+    /// The counts of the last append that did not fit, so the compaction point that follows
+    /// does not count the same new messages again.
+    recent: Mutex<Vec<RecentCount>>,
+}
+
+/// The kept cost of input message `index` (chat formula, escaped as sent), counted by an
+/// append: `Ok(tokens)`, or `Err(limit)` when it passed `limit`. `link` is the transcript's
+/// chain link after the message, so a count is only used for that very message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecentCount {
+    pub(crate) index: usize,
+    pub(crate) link: Link,
+    pub(crate) tokens: Result<usize, usize>,
 }
 
 impl std::fmt::Debug for TranscriptPlanner {
@@ -72,6 +86,7 @@ impl TranscriptPlanner {
             counter,
             format,
             memories: Mutex::new(VecDeque::new()),
+            recent: Mutex::new(Vec::new()),
         }
     }
 
@@ -94,7 +109,14 @@ impl TranscriptPlanner {
     /// Installs a memory read back from a checkpoint, so this process plans the next request
     /// exactly as the one that wrote the checkpoint would have.
     pub fn resume(&self, memory: TranscriptMemory) {
-        self.remember(Arc::new(memory));
+        let digests = memory.messages.iter().map(message_digest).collect();
+        self.remember(Arc::new(Remembered::of(&memory, digests)));
+    }
+
+    /// The memory of the request of `key` (its length and chain link), if it is kept.
+    pub(crate) fn memory_with_key(&self, key: (usize, Link)) -> Option<Arc<Remembered>> {
+        let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        memories.iter().find(|m| m.key() == key).cloned()
     }
 
     /// Forgets every memory: the next plan of any transcript starts from nothing.
@@ -105,7 +127,7 @@ impl TranscriptPlanner {
             .clear();
     }
 
-    pub(crate) fn remember(&self, memory: Arc<TranscriptMemory>) {
+    pub(crate) fn remember(&self, memory: Arc<Remembered>) {
         let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
         memories.retain(|m| {
             !(m.record.len == memory.record.len && m.record.link == memory.record.link)
@@ -114,8 +136,31 @@ impl TranscriptPlanner {
         memories.truncate(REMEMBERED);
     }
 
+    /// Keeps the counts of an append that did not fit (see [`RecentCount`]).
+    pub(crate) fn keep_recent_counts(&self, counts: Vec<RecentCount>) {
+        *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = counts;
+    }
+
+    /// The counts kept by the last append that did not fit, those of `transcript`'s messages.
+    pub(crate) fn recent_counts(&self, transcript: &Transcript) -> Vec<RecentCount> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .filter(|r| transcript.link(r.index + 1) == Some(r.link))
+            .copied()
+            .collect()
+    }
+
+    /// Forgets the memory of the request of `key` (its length and chain link), when it is not
+    /// the newest one.
+    pub(crate) fn forget(&self, key: (usize, Link)) {
+        let mut memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
+        let mut newest = true;
+        memories.retain(|m| std::mem::take(&mut newest) || m.key() != key);
+    }
+
     /// The memory `transcript` grew from (the longest one), or the empty memory.
-    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<TranscriptMemory> {
+    pub(crate) fn memory_for(&self, transcript: &Transcript) -> Arc<Remembered> {
         let memories = self.memories.lock().unwrap_or_else(|e| e.into_inner());
         memories
             .iter()
@@ -124,6 +169,117 @@ impl TranscriptPlanner {
             })
             .max_by_key(|m| m.record.len)
             .cloned()
-            .unwrap_or_else(|| Arc::new(TranscriptMemory::empty(&self.key)))
+            .unwrap_or_else(|| Arc::new(Remembered::empty(&self.key)))
+    }
+}
+
+/// A request as the planner keeps it between plans: its record, and only the messages that are
+/// not input messages sent as they are (markers, tombstones, pages, state updates). A kept
+/// message is read again from the transcript when the next plan needs it: the transcript's
+/// chain link at the memory's length proves it unchanged. So a memory costs its markers and
+/// slots, not a second copy of the window (issue 20's "planner state per message").
+#[derive(Debug)]
+pub(crate) struct Remembered {
+    pub(crate) record: MemoryRecord,
+    /// By position: `None` for a [`Slot::Kept`] message, else the message sent.
+    own: Vec<Option<Box<Message>>>,
+    /// By position: each message's [`message_digest`].
+    digests: Vec<ContentHash>,
+}
+
+impl Remembered {
+    /// What the planner keeps of `memory`, whose messages have `digests`.
+    pub(crate) fn of(memory: &TranscriptMemory, digests: Vec<ContentHash>) -> Self {
+        let own = memory
+            .record
+            .slots
+            .iter()
+            .zip(&memory.messages)
+            .map(|(meta, message)| match meta.slot {
+                Slot::Kept { .. } => None,
+                _ => Some(Box::new(message.clone())),
+            })
+            .collect();
+        Remembered {
+            record: memory.record.clone(),
+            own,
+            digests,
+        }
+    }
+
+    /// The memory of nothing planned yet, for counts by `counter`.
+    pub(crate) fn empty(counter: &str) -> Self {
+        Remembered {
+            record: TranscriptMemory::empty(counter).record,
+            own: Vec::new(),
+            digests: Vec::new(),
+        }
+    }
+
+    /// The [`message_digest`] of the message at `position`.
+    pub(crate) fn digest(&self, position: usize) -> Option<ContentHash> {
+        self.digests.get(position).copied()
+    }
+
+    /// The message at `position` of the request when it is not an input message sent as it
+    /// is (`None`: a kept message, to read from the transcript at its slot's index).
+    pub(crate) fn own(&self, position: usize) -> Option<&Message> {
+        self.own[position].as_deref()
+    }
+
+    /// Whether `slot` at `position` with `message` is what this request had there (a kept
+    /// message is the same when its slot is: both are read from the same transcript).
+    pub(crate) fn same_at(&self, position: usize, meta: &SlotMeta, message: &Message) -> bool {
+        self.record.slots.get(position) == Some(meta)
+            && match &self.own[position] {
+                Some(own) => **own == *message,
+                None => true,
+            }
+    }
+
+    /// Input messages this memory planned.
+    pub(crate) fn planned_len(&self) -> usize {
+        self.record.len
+    }
+
+    /// What identifies it: the input messages planned and the transcript's chain link after
+    /// them.
+    pub(crate) fn key(&self) -> (usize, Link) {
+        (self.record.len, self.record.link)
+    }
+
+    /// Tokens of its messages (chat formula, without the reply priming).
+    pub(crate) fn tokens(&self) -> usize {
+        self.record.slots.iter().map(|s| s.tokens).sum()
+    }
+
+    /// Output slots the blocks take.
+    pub(crate) fn block_slots(&self) -> usize {
+        self.record.block_slots()
+    }
+
+    /// Tokens of the request's part that stays byte-identical across compaction points: the
+    /// blocks, and the system messages leading the request (`messages`: the transcript's).
+    pub(crate) fn stable_tokens(&self, messages: &[Message]) -> usize {
+        let blocks = self.block_slots();
+        let is_system = |position: usize, meta: &SlotMeta| match (self.own(position), &meta.slot) {
+            (Some(own), _) => own.role == Role::System,
+            (None, Slot::Kept { index }) => {
+                messages.get(*index).is_some_and(|m| m.role == Role::System)
+            }
+            (None, _) => false,
+        };
+        self.record
+            .slots
+            .iter()
+            .enumerate()
+            .take_while(|(position, meta)| *position < blocks || is_system(*position, meta))
+            .map(|(_, meta)| meta.tokens)
+            .sum()
+    }
+
+    /// Input index where the open zone starts (the end of the last block).
+    pub(crate) fn open_input(&self) -> usize {
+        self.record.blocks.last().map_or(0, |b| b.end)
     }
 }

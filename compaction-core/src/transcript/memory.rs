@@ -9,7 +9,7 @@
 //! points; the open zone is every later message in its current form, plus state updates.
 
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::conversation::{Link, Message, Role, ROOT};
+use crate::transcript::conversation::{Link, Message, ROOT};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -300,7 +300,7 @@ impl Manifest {
 }
 
 /// What one message of a planned request stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "slot", rename_all = "snake_case")]
 pub(crate) enum Slot {
     /// Input message `index`, as it is (escaped when it begins like a marker).
@@ -349,7 +349,7 @@ impl Slot {
 }
 
 /// One message of the request and its tokens (chat formula).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub(crate) struct SlotMeta {
     #[serde(flatten)]
     pub(crate) slot: Slot,
@@ -373,6 +373,13 @@ pub(crate) struct Block {
     pub(crate) spilled_users: usize,
     /// Assistant and tool messages folded.
     pub(crate) folded: usize,
+}
+
+/// The SHA-256 of a request message's JSON: what a checkpoint's seals cover for each message
+/// (so a message sent again in the next request is not serialized and hashed again).
+pub(crate) fn message_digest(message: &Message) -> ContentHash {
+    // Serializing plain data into a Vec cannot fail.
+    ContentHash::of(&serde_json::to_vec(message).unwrap_or_default())
 }
 
 /// The planner's memory of one agent's last request: the request's messages, what each stands
@@ -455,12 +462,6 @@ impl TranscriptMemory {
         self.record.len
     }
 
-    /// What identifies it: the input messages planned and the transcript's chain link after
-    /// them.
-    pub(crate) fn key(&self) -> (usize, Link) {
-        (self.record.len, self.record.link)
-    }
-
     /// Tokens of its messages (chat formula, without the reply priming).
     pub fn tokens(&self) -> usize {
         self.record.slots.iter().map(|s| s.tokens).sum()
@@ -469,24 +470,6 @@ impl TranscriptMemory {
     /// Output slots the blocks take: the part kept across compaction points.
     pub(crate) fn block_slots(&self) -> usize {
         self.record.block_slots()
-    }
-
-    /// Tokens of the request's part that stays byte-identical across compaction points: the
-    /// blocks, and the system messages leading the request.
-    pub(crate) fn stable_tokens(&self) -> usize {
-        let blocks = self.block_slots();
-        self.messages
-            .iter()
-            .zip(&self.record.slots)
-            .enumerate()
-            .take_while(|(i, (message, _))| *i < blocks || message.role == Role::System)
-            .map(|(_, (_, slot))| slot.tokens)
-            .sum()
-    }
-
-    /// Input index where the open zone starts (the end of the last block).
-    pub(crate) fn open_input(&self) -> usize {
-        self.record.blocks.last().map_or(0, |b| b.end)
     }
 
     /// Rebuilds a memory from a checkpoint's record and messages, checking that they agree.

@@ -4,7 +4,7 @@
 
 use crate::report::PagedResult;
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::conversation::{Message, Role, Transcript};
+use crate::transcript::conversation::{Link, Message, Role, Transcript};
 use crate::transcript::effects::EffectStatuses;
 use crate::transcript::memory::{HandleTable, Slot, TranscriptMemory};
 use crate::transcript::policy::TranscriptPolicy;
@@ -165,6 +165,9 @@ pub struct PlannedTranscript {
     /// Whether the state update asked for is in the messages (it waits when the request ends
     /// inside a unit already sent whose calls are still in flight).
     pub(crate) update_sent: bool,
+    /// The memory this request was planned from (its length and chain link): committing this
+    /// request replaces it, since the transcript grew from it.
+    pub(crate) grew_from: (usize, Link),
 }
 
 impl PlannedTranscript {

@@ -26,12 +26,13 @@ use crate::transcript::error::TranscriptPlanError;
 use crate::transcript::format::message_tokens_limited;
 use crate::transcript::layout::zone;
 use crate::transcript::marker;
-use crate::transcript::memories::TranscriptPlanner;
-use crate::transcript::memory::{MemoryRecord, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::memories::{RecentCount, Remembered, TranscriptPlanner};
+use crate::transcript::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
 use crate::transcript::page::fit_page;
 use crate::transcript::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::transcript::policy::TranscriptPolicy;
-use crate::transcript::steps::{Built, Ctx, Point};
+use crate::transcript::steps::{base_message, Built, Ctx, Point};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 impl TranscriptPlanner {
@@ -76,9 +77,51 @@ impl TranscriptPlanner {
 
     /// Makes `planned` the request the next plan of its transcript starts from. Call it once
     /// the request is final (sent, or checkpointed): a plan that is never committed leaves the
-    /// planner as it was.
+    /// planner as it was. The memory it was planned from is forgotten (the transcript grew
+    /// from it): planning that shorter transcript again starts from nothing.
     pub fn commit(&self, planned: &PlannedTranscript) {
-        self.remember(Arc::new(planned.memory.clone()));
+        self.commit_digests(planned);
+    }
+
+    /// [`commit`](Self::commit), returning the digest of every message of `planned` (what a
+    /// checkpoint's seals cover), computed only for the messages the last request did not send.
+    pub(crate) fn commit_digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
+        let digests = self.digests(planned);
+        self.remember(Arc::new(Remembered::of(&planned.memory, digests.clone())));
+        self.forget(planned.grew_from);
+        digests
+    }
+
+    /// The digest of every message of `planned` ([`message_digest`]), each message sent in the
+    /// request it grew from taking that request's digest: only what is new is serialized and
+    /// hashed.
+    fn digests(&self, planned: &PlannedTranscript) -> Vec<ContentHash> {
+        let memory = &planned.memory;
+        let base = self
+            .memory_with_key(planned.grew_from)
+            .filter(|b| b.digest(b.record.slots.len().saturating_sub(1)).is_some());
+        let Some(base) = base else {
+            return memory.messages.iter().map(message_digest).collect();
+        };
+        let at: HashMap<&SlotMeta, usize> = base
+            .record
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(position, meta)| (meta, position))
+            .collect();
+        memory
+            .record
+            .slots
+            .iter()
+            .zip(&memory.messages)
+            .map(|(meta, message)| {
+                at.get(meta)
+                    .filter(|&&position| base.same_at(position, meta, message))
+                    .and_then(|&position| base.digest(position))
+                    .unwrap_or_else(|| message_digest(message))
+            })
+            .collect()
     }
 
     /// Plans with everything [`Request`] carries.
@@ -166,7 +209,7 @@ impl TranscriptPlanner {
         &self,
         transcript: &Transcript,
         request: &Request<'_>,
-    ) -> Result<Arc<TranscriptMemory>, TranscriptPlanError> {
+    ) -> Result<Arc<Remembered>, TranscriptPlanError> {
         let base = self.memory_for(transcript);
         let planned_len = base.record.len;
         if planned_len == 0 {
@@ -195,7 +238,7 @@ impl TranscriptPlanner {
     fn append(
         &self,
         transcript: &Transcript,
-        base: &TranscriptMemory,
+        base: &Remembered,
         request: &Request<'_>,
     ) -> Option<PlannedTranscript> {
         let (counter, format) = (&*self.counter, &*self.format);
@@ -221,23 +264,29 @@ impl TranscriptPlanner {
         let mut handles = base.record.handles.clone();
         let mut blobs = Vec::new();
         let mut new: Vec<(Message, usize, Slot)> = Vec::with_capacity(messages.len() - planned_len);
+        // Each new message is counted up to the hard limit, not only to what the high-water
+        // mark leaves: when the append does not fit, the compaction point that follows needs
+        // these counts (the new messages are the newest), and takes them from here.
+        let limit = request.budget.limit;
+        let mut counts = Vec::new();
         for (offset, message) in messages[planned_len..].iter().enumerate().rev() {
             let index = planned_len + offset;
             let content = marker::escape(&message.content);
             let left = high.checked_sub(total)?;
-            // A tool result over the cap is paged on arrival (counted only up to the cap).
-            let cap = request.page_over.filter(|_| message.role == Role::Tool);
-            let counted =
-                message_tokens_limited(format, message, &content, counter, cap.unwrap_or(left));
+            let counted = message_tokens_limited(format, message, &content, counter, limit);
+            counts.push(RecentCount {
+                index,
+                link: transcript
+                    .link(index + 1)
+                    .expect("a message of the transcript"),
+                tokens: counted.ok_or(limit),
+            });
+            // A tool result over the cap is paged on arrival.
+            let cap = request
+                .page_over
+                .filter(|cap| message.role == Role::Tool && counted.is_none_or(|t| t > *cap));
             let (sent, tokens, slot) = match (counted, cap) {
-                (Some(tokens), _) if tokens <= left => {
-                    let mut kept = message.clone();
-                    if let std::borrow::Cow::Owned(escaped) = content {
-                        kept.content = escaped;
-                    }
-                    (kept, tokens, Slot::Kept { index })
-                }
-                (None, Some(cap)) => {
+                (_, Some(cap)) => {
                     let pointer = Pointer::for_hash(ContentHash::of(message.content.as_bytes()));
                     if handles.handle(&pointer).is_none() {
                         blobs.push((pointer.hash(), message.content.as_bytes().to_vec()));
@@ -246,7 +295,21 @@ impl TranscriptPlanner {
                     let (page, tokens) = fit_page(counter, format, message, handle, cap.min(left));
                     (page, tokens, Slot::Paged { index, handle })
                 }
-                _ => return None,
+                (Some(tokens), None) => {
+                    let mut kept = message.clone();
+                    if let std::borrow::Cow::Owned(escaped) = content {
+                        kept.content = escaped;
+                    }
+                    (kept, tokens, Slot::Kept { index })
+                }
+                (None, None) => {
+                    self.keep_recent_counts(counts);
+                    return None;
+                }
+            };
+            if total + tokens > high {
+                self.keep_recent_counts(counts);
+                return None;
             };
             total += tokens;
             new.push((sent, tokens, slot));
@@ -259,12 +322,14 @@ impl TranscriptPlanner {
             record: MemoryRecord {
                 len: messages.len(),
                 link: transcript.link(messages.len()).expect("its own length"),
-                reused: base.messages.len(),
+                reused: base.record.slots.len(),
                 compacted: false,
                 handles,
                 ..base.record.clone()
             },
-            messages: base.messages.clone(),
+            messages: (0..base.record.slots.len())
+                .map(|position| base_message(base, position, messages))
+                .collect(),
         };
         let update_at = in_flight.filter(|unit| *unit >= planned_len);
         for (offset, (message, tokens, slot)) in new.into_iter().enumerate() {
@@ -285,6 +350,7 @@ impl TranscriptPlanner {
             memory,
             blobs,
             update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
+            grew_from: base.key(),
         })
     }
 
@@ -293,7 +359,7 @@ impl TranscriptPlanner {
     fn compaction_point(
         &self,
         transcript: &Transcript,
-        base: &TranscriptMemory,
+        base: &Remembered,
         request: &Request<'_>,
     ) -> Result<TranscriptPlan, TranscriptPlanError> {
         let messages = transcript.messages();
@@ -304,8 +370,10 @@ impl TranscriptPlanner {
             &request.policy,
             request.effects,
         )?;
+        let recent = self.recent_counts(transcript);
         let ctx = || Ctx {
             messages,
+            recent: &recent,
             counter: &*self.counter,
             format: &*self.format,
             policy: request.policy,
@@ -357,17 +425,13 @@ impl TranscriptPlanner {
         })
     }
 
-    fn assemble(
-        &self,
-        transcript: &Transcript,
-        base: &TranscriptMemory,
-        built: Built,
-    ) -> TranscriptPlan {
+    fn assemble(&self, transcript: &Transcript, base: &Remembered, built: Built) -> TranscriptPlan {
         let reused = built
             .messages
             .iter()
-            .zip(&base.messages)
-            .take_while(|(a, b)| a == b)
+            .zip(&built.slots)
+            .enumerate()
+            .take_while(|(position, (message, meta))| base.same_at(*position, meta, message))
             .count();
         let len = transcript.len();
         let memory = TranscriptMemory {
@@ -388,6 +452,7 @@ impl TranscriptPlanner {
                 memory,
                 blobs: built.blobs,
                 update_sent: false,
+                grew_from: base.key(),
             },
             pending: built.pending,
         }

@@ -16,7 +16,8 @@ use crate::transcript::effects::EffectStatuses;
 use crate::transcript::format::{message_tokens_limited, ChatFormat};
 use crate::transcript::layout::{is_cut, Zone};
 use crate::transcript::marker;
-use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta, TranscriptMemory};
+use crate::transcript::memories::{RecentCount, Remembered};
+use crate::transcript::memory::{Block, Handle, HandleTable, Slot, SlotMeta};
 use crate::transcript::plan::PendingSummary;
 use crate::transcript::policy::TranscriptPolicy;
 use std::collections::HashMap;
@@ -33,12 +34,24 @@ pub(crate) struct OldSlots {
     pub(crate) kept: HashMap<usize, usize>,
 }
 
+/// The message at `position` of the request `base` remembers, `input` being the transcript's
+/// messages (a kept message is read from the transcript, escaped as it was sent).
+pub(crate) fn base_message(base: &Remembered, position: usize, input: &[Message]) -> Message {
+    match (base.own(position), &base.record.slots[position].slot) {
+        (Some(message), _) => message.clone(),
+        (None, Slot::Kept { index }) => marker::kept(&input[*index]),
+        (None, _) => unreachable!("only kept messages are read from the transcript"),
+    }
+}
+
 /// The most blocks a request keeps before they are consolidated into one.
 pub const MAX_BLOCKS: usize = 8;
 
 /// What a compaction point reads.
 pub(crate) struct Ctx<'a> {
     pub(crate) messages: &'a [Message],
+    /// Kept costs an append already counted (of these very messages).
+    pub(crate) recent: &'a [RecentCount],
     pub(crate) counter: &'a dyn TokenCounter,
     pub(crate) format: &'a dyn ChatFormat,
     pub(crate) policy: TranscriptPolicy,
@@ -76,7 +89,7 @@ pub(crate) struct Item {
 /// The decisions of one compaction point.
 pub(crate) struct Point<'a> {
     pub(crate) ctx: Ctx<'a>,
-    pub(crate) base: &'a TranscriptMemory,
+    pub(crate) base: &'a Remembered,
     pub(crate) zone: Zone,
     pub(crate) items: Vec<Item>,
     /// The compacted range ends here: `zone.start` when there is no new block.
@@ -101,7 +114,7 @@ pub(crate) struct Point<'a> {
 
 impl<'a> Point<'a> {
     /// The zone in its current forms (from the base request; new messages kept).
-    pub(crate) fn new(ctx: Ctx<'a>, base: &'a TranscriptMemory, zone: Zone, limit: usize) -> Self {
+    pub(crate) fn new(ctx: Ctx<'a>, base: &'a Remembered, zone: Zone, limit: usize) -> Self {
         let mut items: Vec<Item> = (zone.start..zone.end)
             .map(|_| Item {
                 base: None,
@@ -123,6 +136,20 @@ impl<'a> Point<'a> {
             match meta.slot {
                 Slot::Kept { .. } => item.counted = Some(meta.tokens),
                 _ => item.state = State::Fixed,
+            }
+        }
+        for recent in ctx.recent {
+            let Some(item) = recent
+                .index
+                .checked_sub(zone.start)
+                .and_then(|at| items.get_mut(at))
+            else {
+                continue;
+            };
+            match (item.counted, recent.tokens) {
+                (None, Ok(tokens)) => item.counted = Some(tokens),
+                (None, Err(passed)) if passed >= limit => item.over = true,
+                _ => {}
             }
         }
         let provisional = Handle::new(base.record.handles.next_number()).expect("above zero");

@@ -7,7 +7,7 @@ use crate::transcript::conversation::Message;
 use crate::transcript::marker;
 use crate::transcript::memory::{Handle, Slot};
 use crate::transcript::page::{fit_page, shell};
-use crate::transcript::steps::{Built, Point, State, OVER};
+use crate::transcript::steps::{base_message, Built, Point, State, OVER};
 
 impl Point<'_> {
     /// Tokens of input message `index` as it is sent when kept (escaped when it begins like a
@@ -41,7 +41,8 @@ fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
         }
         State::Fixed => {
             let (position, tokens, slot) = point.item(index).base.clone().expect("fixed from base");
-            built.push(point.base.messages[position].clone(), slot, tokens);
+            let message = base_message(point.base, position, point.ctx.messages);
+            built.push(message, slot, tokens);
         }
         State::Tombstone => {
             let handle = stored_handle(point, built, index);
