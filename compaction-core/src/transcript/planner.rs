@@ -310,7 +310,7 @@ impl TranscriptPlanner {
             if total + tokens > high {
                 self.keep_recent_counts(counts);
                 return None;
-            };
+            }
             total += tokens;
             new.push((sent, tokens, slot));
         }
