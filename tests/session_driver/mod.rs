@@ -126,7 +126,14 @@ pub fn model_of(script: &Script, messages: &[Message]) -> Message {
         .find(|m| m.role == Role::User && m.content.starts_with("turn "))
         .and_then(|m| m.content[5..].split(':').next()?.parse().ok())
         .unwrap_or(0usize);
-    let last = messages.last().expect("a request is never empty");
+    // What the model answers: the newest message that is not the compactor's note (a state
+    // update may come last, after the results it follows).
+    let last = messages
+        .iter()
+        .rev()
+        .find(|m| m.role != Role::System)
+        .or(messages.last())
+        .expect("a request is never empty");
     // Ids a real model would not repeat: from a hash of the whole request.
     let digest = serde_json::to_vec(&messages[1..])
         .expect("messages serialize")
