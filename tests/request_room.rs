@@ -225,24 +225,33 @@ struct Writer {
     writes: EffectLog,
 }
 
+fn writer() -> Writer {
+    Writer {
+        rules: vec!["never touch /etc/prod".into()],
+        chat: Transcript::from_messages(vec![Message::system("You write files.")]).unwrap(),
+        writes: EffectLog::new(),
+    }
+}
+
+/// Records, claims and commits the write `key`.
+fn committed_write(writer: &mut Writer, key: &str) {
+    writer
+        .writes
+        .record(Effect::new("write_file", "repo", key))
+        .unwrap();
+    writer.writes.begin(key).unwrap();
+    writer.writes.commit(key).unwrap();
+}
+
 /// A long session's effect log (hundreds of committed writes and one whose outcome is unknown)
 /// would take most of a roomy budget's window; with a share, the window stays within it, the
 /// unknown write is still listed, and the state comes back exactly.
 #[test]
 fn the_window_grows_no_further_than_its_share() {
-    let mut writer = Writer {
-        rules: vec!["never touch /etc/prod".into()],
-        chat: Transcript::from_messages(vec![Message::system("You write files.")]).unwrap(),
-        writes: EffectLog::new(),
-    };
+    let mut writer = writer();
     for i in 0..400 {
         let key = format!("write:src/module_{i}.rs#{i}");
-        writer
-            .writes
-            .record(Effect::new("write_file", "repo", &key))
-            .unwrap();
-        writer.writes.begin(&key).unwrap();
-        writer.writes.commit(&key).unwrap();
+        committed_write(&mut writer, &key);
     }
     writer
         .writes
@@ -299,12 +308,7 @@ fn write_turn(writer: &mut Writer, turn: usize, tokens: usize) {
         .chat
         .push(Message::assistant(format!("Module {turn} is fixed.")));
     let key = format!("write:src/module_{turn}.rs");
-    writer
-        .writes
-        .record(Effect::new("write_file", "repo", &key))
-        .unwrap();
-    writer.writes.begin(&key).unwrap();
-    writer.writes.commit(&key).unwrap();
+    committed_write(writer, &key);
 }
 
 /// Issue 22.3: a compaction point keeps the window at the front when the fields that changed
@@ -325,11 +329,7 @@ fn a_compaction_point_keeps_the_front_and_sends_what_changed_last() {
             .unwrap()
     };
     let warm = compactor();
-    let mut writer = Writer {
-        rules: vec!["never touch /etc/prod".into()],
-        chat: Transcript::from_messages(vec![Message::system("You write files.")]).unwrap(),
-        writes: EffectLog::new(),
-    };
+    let mut writer = writer();
     let mut previous: Option<Compacted<Writer>> = None;
     let mut kept_points = 0;
     for turn in 0..40 {

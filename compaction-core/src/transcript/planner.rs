@@ -145,13 +145,7 @@ impl TranscriptPlanner {
         let update = request
             .update
             .filter(|_| in_flight_unit(transcript.messages()).is_none())
-            .map(|text| {
-                let message = Message::system(marker::update_text(text));
-                let tokens = self
-                    .format
-                    .message_tokens(&message, &message.content, &*self.counter);
-                (message, tokens)
-            });
+            .map(|text| self.update_message(text));
         let Some((message, tokens)) = update else {
             return self.compaction_point(transcript, &base, request);
         };
@@ -185,6 +179,15 @@ impl TranscriptPlanner {
         plan.planned.memory.push(message, Slot::Update, tokens);
         plan.planned.update_sent = true;
         Ok(plan)
+    }
+
+    /// The state update message for the rendered `text`, with its tokens.
+    fn update_message(&self, text: &str) -> (Message, usize) {
+        let message = Message::system(marker::update_text(text));
+        let tokens = self
+            .format
+            .message_tokens(&message, &message.content, &*self.counter);
+        (message, tokens)
     }
 
     /// The previous request plus the new messages and the state update, when that stays within
@@ -246,11 +249,7 @@ impl TranscriptPlanner {
         let planned_len = base.record.len;
         let high = request.budget.high_water.min(request.budget.limit);
         let mut total = base.tokens();
-        let update = request.update.map(|text| {
-            let message = Message::system(marker::update_text(text));
-            let tokens = format.message_tokens(&message, &message.content, counter);
-            (message, tokens)
-        });
+        let update = request.update.map(|text| self.update_message(text));
         // Where the update goes: last, but never between a call and its results (before the
         // unit still in flight, when that unit is new; deferred when it was already sent).
         let in_flight = in_flight_unit(messages);
