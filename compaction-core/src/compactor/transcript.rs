@@ -276,12 +276,6 @@ impl Compactor {
         let (entries, window, tokens) = current;
         let overhead = request_overhead(&*self.chat_format, &*self.counter);
         let remembered = &next.window;
-        let finished = |planned, path: &str| FinishedTranscript {
-            planned,
-            path: path.to_owned(),
-            messages_in: next.transcript.len(),
-            paged: Vec::new(),
-        };
         if let Some(changed) = request::changed(&remembered.shown, entries) {
             let update = (!changed.is_empty())
                 .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
@@ -298,14 +292,10 @@ impl Compactor {
                 } else {
                     remembered.shown.clone()
                 };
-                let paged = plan.planned.paged_results(next.transcript);
-                let planned = self.finish_transcript(&next.path, plan).await?;
-                let mut finished = finished(planned, &next.path);
-                finished.paged = paged;
                 return Ok(Some(RequestParts {
                     front: remembered.stable.clone(),
                     front_tokens: remembered.stable_tokens,
-                    finished,
+                    finished: self.finished(&next, plan).await?,
                     shown,
                     same_front: true,
                     front_fields: front_fields(remembered.front.as_deref()),
@@ -322,18 +312,29 @@ impl Compactor {
         let Some(plan) = self.plan_point(&next, overhead + tokens, None)? else {
             return Ok(None);
         };
-        let paged = plan.planned.paged_results(next.transcript);
-        let planned = self.finish_transcript(&next.path, plan).await?;
-        let mut finished = finished(planned, &next.path);
-        finished.paged = paged;
         Ok(Some(RequestParts {
             front: window.to_owned(),
             front_tokens: tokens,
-            finished,
+            finished: self.finished(&next, plan).await?,
             shown: entries.to_vec(),
             same_front: window == remembered.stable,
             front_fields: FrontFields::Entries,
         }))
+    }
+
+    /// `plan` of `next`'s transcript with its summaries, and the results it pages.
+    async fn finished(
+        &self,
+        next: &NextRequest<'_>,
+        plan: TranscriptPlan,
+    ) -> Result<FinishedTranscript, CompactionError> {
+        let paged = plan.planned.paged_results(next.transcript);
+        Ok(FinishedTranscript {
+            planned: self.finish_transcript(&next.path, plan).await?,
+            path: next.path.clone(),
+            messages_in: next.transcript.len(),
+            paged,
+        })
     }
 
     /// A compaction point of `next`'s transcript beside a front (and overhead) of `taken`
@@ -400,17 +401,10 @@ impl Compactor {
         } else {
             front.clone()
         };
-        let paged = plan.planned.paged_results(next.transcript);
-        let planned = self.finish_transcript(&next.path, plan).await?;
         Ok(Some(RequestParts {
             front: remembered.stable.clone(),
             front_tokens: remembered.stable_tokens,
-            finished: FinishedTranscript {
-                planned,
-                path: next.path.clone(),
-                messages_in: next.transcript.len(),
-                paged,
-            },
+            finished: self.finished(next, plan).await?,
             shown,
             same_front: true,
             front_fields: front_fields(Some(front)),
