@@ -495,7 +495,11 @@ impl<'a> Point<'a> {
         let Some(cap) = self.ctx.page_over else {
             return;
         };
-        for index in self.zone.start..self.zone.end {
+        // Only the new messages of the recent turns: older ones are tombstoned or folded by
+        // the soft steps without being counted (issue 20.5), and counting every result of a
+        // long history here would undo that.
+        let from = self.zone.soft_end.max(self.base.record.len);
+        for index in from.max(self.zone.start)..self.zone.end {
             let item = self.item(index);
             if self.ctx.messages[index].role != Role::Tool
                 || item.base.is_some()

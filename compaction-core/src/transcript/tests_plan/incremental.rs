@@ -3,6 +3,7 @@
 //! memory plans as the warm one. The helpers are in `tests_plan.rs`.
 
 use super::*;
+use crate::transcript::plan::Request;
 
 /// Counts every text the tokenizer sees.
 struct Counting(Arc<AtomicUsize>);
@@ -51,6 +52,46 @@ fn replanning_after_an_append_counts_only_what_is_new() {
     assert!(
         later < 50 * 400 + 20 * appended,
         "50 appends of {appended} bytes counted {later} bytes"
+    );
+}
+
+/// Issue 20.5 with paging on arrival: a first plan of a long history with large tool results,
+/// planned with a page cap, still never counts the results of the turns it folds (only the
+/// recent turns' new results are held to the cap).
+#[test]
+fn a_page_cap_does_not_count_the_results_a_first_plan_folds() {
+    let counted = Arc::new(AtomicUsize::new(0));
+    let planner = TranscriptPlanner::new(Arc::new(Counting(counted.clone())));
+    let mut chat = session();
+    for turn in 0..1000 {
+        let id = format!("r{turn}");
+        chat.push(Message::assistant_with_tools(
+            "",
+            vec![ToolCall::new(&id, "read", json!({ "turn": turn }))],
+        ));
+        chat.push(Message::tool_result(
+            &id,
+            format!("line {turn}\n").repeat(300),
+        ));
+        chat.push(Message::user(format!("next {turn}")));
+    }
+    let history: usize = chat.iter().map(|m| m.content.len()).sum();
+    let effects = none();
+    let request = Request {
+        policy: TranscriptPolicy::default(),
+        budget: TranscriptBudget::with_marks(20_000, 0.9, 0.6),
+        effects: &effects,
+        summary_tokens: None,
+        update: None,
+        compact: false,
+        page_over: Some(500),
+    };
+    let plan = planner.plan_request(&chat, &request).unwrap();
+    assert!(plan.planned.tokens() <= 20_000);
+    let first = counted.load(Ordering::SeqCst);
+    assert!(
+        first < history / 5,
+        "first plan counted {first} of {history} bytes"
     );
 }
 
