@@ -1,5 +1,7 @@
 //! Token counting: exact BPE counts for OpenAI encodings, and a fast approximate heuristic.
 
+use pieces::Encoding;
+
 /// Counts the tokens of a text. The budget is always checked with the configured counter on the
 /// final rendered window.
 ///
@@ -63,22 +65,22 @@ pub enum Tokenizer {
 impl TokenCounter for Tokenizer {
     fn count(&self, text: &str) -> usize {
         match self {
-            Tokenizer::O200kBase => bpe_openai::o200k_base().count(text),
-            Tokenizer::Cl100kBase => bpe_openai::cl100k_base().count(text),
-            Tokenizer::Heuristic => text.len().div_ceil(4),
+            Tokenizer::O200kBase => pieces::count(Encoding::O200k, text, usize::MAX),
+            Tokenizer::Cl100kBase => pieces::count(Encoding::Cl100k, text, usize::MAX),
+            Tokenizer::Heuristic => Some(text.len().div_ceil(4)),
         }
+        .expect("no text has more than usize::MAX tokens")
     }
 
     fn count_till_limit(&self, text: &str, limit: usize) -> Option<usize> {
-        let bpe = match self {
-            Tokenizer::O200kBase => bpe_openai::o200k_base(),
-            Tokenizer::Cl100kBase => bpe_openai::cl100k_base(),
+        match self {
+            Tokenizer::O200kBase => pieces::count(Encoding::O200k, text, limit),
+            Tokenizer::Cl100kBase => pieces::count(Encoding::Cl100k, text, limit),
             Tokenizer::Heuristic => {
                 let n = self.count(text);
-                return (n <= limit).then_some(n);
+                (n <= limit).then_some(n)
             }
-        };
-        bpe.count_till_limit(&bpe.normalize(text), limit)
+        }
     }
 
     fn name(&self) -> &str {
@@ -107,5 +109,204 @@ mod tests {
         assert_eq!(Tokenizer::Cl100kBase.count("hello world"), 2);
         assert_eq!(Tokenizer::Heuristic.count("hello world"), 3);
         assert_eq!(Tokenizer::O200kBase.count(""), 0);
+    }
+}
+
+mod pieces {
+    //! Exact BPE counts with a per-thread memo of short pieces.
+    //!
+    //! A BPE count splits the text into pieces (the encoding's pre-tokenizer: words, numbers,
+    //! punctuation runs) and encodes each piece alone, so a piece's count never depends on its
+    //! neighbours. Encoding a piece builds an encoder with two allocations; most pieces are short
+    //! words that recur ("the", " compaction"), and looking their count up is several times
+    //! cheaper. The memo is per thread (no lock on the hot path), keyed by the piece's bytes, holds
+    //! only pieces of at most [`SHORT`] bytes, and is fixed in size: allocated once at
+    //! [`CAPACITY`] entries on a thread's first count, emptied when full. Longer pieces (identifiers,
+    //! base64, hex) are encoded each time, with the early stop of `count_till_limit`.
+    //!
+    //! The counts are the encoding's own: `tests::memo_counts_equal_the_encodings` compares them
+    //! with `bpe-openai`'s on generated text, hostile and ordinary.
+
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    use std::hash::RandomState;
+
+    /// The longest piece the memo keeps, in bytes.
+    const SHORT: usize = 15;
+    /// Entries the memo holds before it is emptied (about 200 KB per thread).
+    const CAPACITY: usize = 4_096;
+
+    /// The encodings with a memo of their own.
+    #[derive(Clone, Copy)]
+    pub(super) enum Encoding {
+        O200k,
+        Cl100k,
+    }
+
+    impl Encoding {
+        fn tokenizer(self) -> &'static bpe_openai::Tokenizer {
+            match self {
+                Encoding::O200k => bpe_openai::o200k_base(),
+                Encoding::Cl100k => bpe_openai::cl100k_base(),
+            }
+        }
+    }
+
+    /// A short piece as its bytes padded with zeros, its length in the last byte.
+    type Key = [u64; 2];
+
+    fn key(piece: &[u8]) -> Key {
+        let mut bytes = [0u8; 16];
+        bytes[..piece.len()].copy_from_slice(piece);
+        bytes[15] = piece.len() as u8;
+        [
+            u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")),
+            u64::from_le_bytes(bytes[8..].try_into().expect("8 bytes")),
+        ]
+    }
+
+    /// Keyed by std's randomly seeded hasher: text is outside input, and a memo whose keys an
+    /// adversary could make collide would turn each lookup into a scan.
+    type Memo = HashMap<Key, u32, RandomState>;
+
+    thread_local! {
+        static MEMOS: RefCell<[Option<Memo>; 2]> = const { RefCell::new([None, None]) };
+    }
+
+    /// `Some(tokens)` when `text` has at most `limit` tokens in `encoding`, `None` otherwise.
+    pub(super) fn count(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
+        let tokenizer = encoding.tokenizer();
+        let text = tokenizer.normalize(text);
+        MEMOS.with(|memos| {
+            // A count never calls back into itself, so the borrow is never held twice.
+            let mut memos = memos.borrow_mut();
+            let memo = memos[encoding as usize].get_or_insert_with(|| {
+                Memo::with_capacity_and_hasher(CAPACITY, RandomState::new())
+            });
+            let mut total = 0usize;
+            for piece in tokenizer.split(text.as_str()) {
+                let bytes = piece.as_bytes();
+                let tokens = if bytes.len() <= SHORT {
+                    let key = key(bytes);
+                    match memo.get(&key) {
+                        Some(&tokens) => tokens as usize,
+                        None => {
+                            let tokens = tokenizer.bpe.count(bytes);
+                            if memo.len() >= CAPACITY {
+                                memo.clear();
+                            }
+                            memo.insert(key, tokens as u32);
+                            tokens
+                        }
+                    }
+                } else {
+                    tokenizer.bpe.count_till_limit(bytes, limit - total)?
+                };
+                total += tokens;
+                if total > limit {
+                    return None;
+                }
+            }
+            Some(total)
+        })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// Text of every kind the pre-tokenizers split differently: words, numbers, punctuation,
+        /// whitespace runs, non-Latin scripts, emoji, long unbroken runs, and our own markers.
+        fn generated(seed: u64, len: usize) -> String {
+            const PARTS: &[&str] = &[
+                " the",
+                " compaction",
+                "never",
+                " touch",
+                " /etc/prod",
+                "123456789",
+                " 42",
+                ".",
+                ",",
+                "!!",
+                "\n",
+                "\n\n",
+                "   ",
+                "\t",
+                "é",
+                " naïve",
+                "日本語",
+                " 🚀",
+                "⟦p17⟧",
+                "store://sha256:",
+                "ab",
+                "x",
+                "'s",
+                "'LL",
+                "CamelCaseIdentifier",
+                "snake_case_name",
+                "0x7fffffff",
+                "«»",
+                "—",
+                "\u{200b}",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            ];
+            let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut out = String::new();
+            while out.len() < len {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                out.push_str(PARTS[(state % PARTS.len() as u64) as usize]);
+            }
+            out
+        }
+
+        #[test]
+        fn memo_counts_equal_the_encodings() {
+            for encoding in [Encoding::O200k, Encoding::Cl100k] {
+                let reference = encoding.tokenizer();
+                for seed in 0..200 {
+                    let text = generated(seed, (seed as usize % 40) * 25);
+                    let exact = reference.count(text.as_str());
+                    // Twice: the second count reads the memo the first one filled.
+                    assert_eq!(count(encoding, &text, usize::MAX), Some(exact), "{text:?}");
+                    assert_eq!(count(encoding, &text, usize::MAX), Some(exact), "{text:?}");
+                    for limit in [0, exact.saturating_sub(1), exact, exact + 1] {
+                        let theirs =
+                            reference.count_till_limit(&reference.normalize(text.as_str()), limit);
+                        assert_eq!(count(encoding, &text, limit), theirs, "{text:?} at {limit}");
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn a_full_memo_is_emptied_and_counts_stay_exact() {
+            let reference = Encoding::O200k.tokenizer();
+            // More distinct short pieces than the memo holds.
+            let text: String = (0..CAPACITY * 3).map(|i| format!(" w{i}")).collect();
+            assert_eq!(
+                count(Encoding::O200k, &text, usize::MAX),
+                Some(reference.count(text.as_str()))
+            );
+            MEMOS.with(|memos| {
+                let memos = memos.borrow();
+                let memo = memos[Encoding::O200k as usize].as_ref().expect("filled");
+                assert!(memo.len() <= CAPACITY);
+                assert!(
+                    memo.capacity() < CAPACITY * 2,
+                    "the memo never grows past its size"
+                );
+            });
+        }
+
+        #[test]
+        fn a_long_piece_over_the_limit_is_refused() {
+            // One unbroken piece of a million letters: the limit answers without encoding it all.
+            let text = "a".repeat(1_000_000);
+            assert_eq!(count(Encoding::O200k, &text, 10), None);
+            assert_eq!(count(Encoding::O200k, "", 0), Some(0));
+        }
     }
 }
