@@ -24,8 +24,10 @@
 use compaction::transcript::chat_tokens;
 use compaction::{
     CompactionError, Compactor, Extractive, MemoryStore, Message, NoReacquire, Role, Tokenizer,
+    ToolCall,
 };
 use compaction_fixtures::chat::{self, ChatAgent, ChatHeavy};
+use compaction_fixtures::realistic::{prose, tool_output_words, Rng};
 use divan::Bencher;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
@@ -102,6 +104,26 @@ struct Case {
     turn: Vec<Message>,
 }
 
+/// The same turn at every size: a 60-word question, a call and a 600-word test log. Each
+/// size's own next turn differs in length (the 10k conversation's is four times the 1k one's),
+/// and a re-compaction counts what is new, so only the same turn isolates the history's length.
+static SAME_TURN: LazyLock<Vec<Message>> = LazyLock::new(|| {
+    let mut rng = Rng::new(2026);
+    let id = "call_same_turn";
+    vec![
+        Message::user(prose(&mut rng, 60)),
+        Message::assistant_with_tools(
+            "Running the tests.",
+            vec![ToolCall::new(
+                id,
+                "run_tests",
+                serde_json::json!({ "filter": "ledger" }),
+            )],
+        ),
+        Message::tool_result(id, tool_output_words(&mut rng, 600)),
+    ]
+});
+
 static CODING: LazyLock<Case> = LazyLock::new(|| Case {
     base: chat::session(coding_length(), 10),
     turn: vec![
@@ -144,10 +166,15 @@ fn compactor() -> Compactor {
 /// A compactor that compacted a copy of `case.base`, and that copy with the turn pushed onto
 /// it (the same transcript value, so a planner that keeps state by transcript sees an append).
 fn compacted_then_grown(case: &Case) -> (Compactor, ChatAgent) {
+    compacted_then(case, &case.turn)
+}
+
+/// A compactor that compacted a copy of `case.base`, and that copy with `turn` pushed onto it.
+fn compacted_then(case: &Case, turn: &[Message]) -> (Compactor, ChatAgent) {
     let compactor = compactor();
     let mut agent = case.base.clone();
     let _ = compactor.compact_blocking(&agent);
-    for message in &case.turn {
+    for message in turn {
         agent.chat.push(message.clone());
     }
     (compactor, agent)
@@ -306,10 +333,19 @@ fn chat_first(bencher: Bencher, messages: usize) {
 }
 
 /// Re-compaction of the chat-heavy conversation after one appended turn, by messages.
-#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 15, sample_size = 1)]
 fn chat_recompact(bencher: Bencher, messages: usize) {
     let case = chat_case(messages);
     bencher
         .with_inputs(|| compacted_then_grown(&case))
+        .bench_local_refs(|(compactor, agent)| compactor.compact_blocking(agent));
+}
+
+/// Re-compaction after the same appended turn ([`SAME_TURN`]) at every size.
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 15, sample_size = 1)]
+fn chat_recompact_same_turn(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    bencher
+        .with_inputs(|| compacted_then(&case, &SAME_TURN))
         .bench_local_refs(|(compactor, agent)| compactor.compact_blocking(agent));
 }

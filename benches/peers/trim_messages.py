@@ -204,6 +204,10 @@ def main() -> None:
           + ", ".join(f"{size}: {ms:.3f} ms" for size, ms in again.items())
           + f" (goal <= 1 ms at 10000); 100000 / 1000: {again[100_000] / again[1_000]:.2f}x "
           "(goal <= 1.5x)")
+    same = {size: ours[f"chat_recompact_same_turn/{size}"] for size in CHAT_SIZES}
+    print(f"  chat-heavy re-compaction after the same turn at every size: "
+          + ", ".join(f"{size}: {ms:.3f} ms" for size, ms in same.items())
+          + f"; 100000 / 1000: {same[100_000] / same[1_000]:.2f}x")
 
 
 if __name__ == "__main__":
