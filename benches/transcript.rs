@@ -11,8 +11,9 @@
 //! append, not a new conversation). `main` checks and prints, untimed, what the timings cannot:
 //! whether each compaction succeeds (a refusal is printed, and the timings then measure the
 //! time to refuse) and what its checkpoint carries beyond the messages it sends, the planner
-//! state the compactor keeps per message (live heap it retains, store blobs excluded, counted
-//! by this binary's allocator) and the tokens of the smallest transcript (the planner's floor).
+//! state the compactor keeps per message (the heap that dropping it frees, its store's blobs
+//! excluded, counted by this binary's allocator) and the tokens of the smallest transcript (the
+//! planner's floor).
 //!
 //! ```text
 //! cargo bench -p compaction-benches --bench transcript
@@ -224,15 +225,22 @@ fn describe(name: &str, case: &Case) {
         .filter_map(|h| store.raw(h))
         .map(|b| b.len())
         .sum();
-    let live = LIVE.load(Ordering::Relaxed) as isize;
-    let retained = live - (live_before + transcript_bytes + turn_bytes) as isize - stored as isize;
+    let live = LIVE.load(Ordering::Relaxed);
+    let grown =
+        live as isize - (live_before + transcript_bytes + turn_bytes) as isize - stored as isize;
+    // What the compactor holds is what dropping it frees (the store lives on in `store`).
+    drop(compactor);
+    let held = live - LIVE.load(Ordering::Relaxed);
+    let per_message = |bytes: f64| bytes / agent.chat.len() as f64;
     println!(
-        "  planner state kept by the compactor: {retained} B = {:.1} B per message \
-         (live heap after both compactions, less the transcript and the store's {stored} B of blobs)",
-        retained as f64 / agent.chat.len() as f64
+        "  planner state kept by the compactor: {held} B = {:.1} B per message (freed by dropping \
+         it after both compactions; its store's {stored} B of blobs live on); the process's live \
+         heap grew by {grown} B = {:.1} B per message beyond the transcript and the blobs \
+         (the compactor's state and anything else that grew, such as the tokenizer's caches)",
+        per_message(held as f64),
+        per_message(grown as f64)
     );
     println!("  smallest transcript: {}", smallest(&agent));
-    drop(compactor);
 }
 
 /// One compaction, checked; what it did, or why it refused.
