@@ -24,8 +24,8 @@
 
 use compaction::transcript::chat_tokens;
 use compaction::{
-    CompactionError, Compactor, Extractive, MemoryStore, Message, NoReacquire, Role, Tokenizer,
-    ToolCall,
+    CompactionError, Compactor, ContentHash, Extractive, MemoryStore, Message, NoReacquire, Role,
+    Tokenizer, ToolCall,
 };
 use compaction_fixtures::chat::{self, ChatAgent, ChatHeavy};
 use compaction_fixtures::realistic::{prose, tool_output_words, Rng};
@@ -338,6 +338,35 @@ fn chat_first(bencher: Bencher, messages: usize) {
     bencher
         .with_inputs(compactor)
         .bench_local_refs(|compactor| compactor.compact_blocking(&case.base));
+}
+
+/// Part of a first compaction, the least that storing every message byte-exact takes: its
+/// JSON written once and hashed once with SHA-256 (no store, no count, no copy). The floor under the
+/// first compaction that no planner can go below while it keeps every message resolvable.
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn chat_part_hash_everything(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    let mut json = Vec::new();
+    bencher.bench_local(|| {
+        // One message at a time into one buffer: no copy of a growing buffer is timed.
+        for message in case.base.chat.messages() {
+            json.clear();
+            serde_json::to_writer(&mut json, message).expect("a message serializes");
+            std::hint::black_box(ContentHash::of(&json));
+        }
+    });
+}
+
+/// Part of a first compaction: counting exactly the messages it sends (the window of a 32k
+/// budget), once.
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn chat_part_count_sent(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    let sent = compactor()
+        .compact_blocking(&case.base)
+        .map(|compacted| compacted.messages())
+        .unwrap_or_default();
+    bencher.bench_local(|| chat_tokens(&sent, &Tokenizer::O200kBase));
 }
 
 /// Re-compaction of the chat-heavy conversation after one appended turn, by messages.
