@@ -51,6 +51,10 @@ pub trait TokenCounter: Send + Sync {
 /// family), computed offline by the `bpe-openai` crate. `Heuristic` is approximate: one token per
 /// four bytes, rounded up. It is fast but can under-count dense text, so use it only when the
 /// budget has slack or the model's tokenizer is unknown.
+///
+/// The exact counters remember the counts of short pieces (words, up to 15 bytes) in a memo per
+/// thread and encoding, about 200 KB each, allocated by a thread's first count and emptied when
+/// full: most words recur, and a remembered piece is not encoded again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Tokenizer {
     /// Exact `o200k_base` counts.
