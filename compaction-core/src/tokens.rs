@@ -181,7 +181,8 @@ mod pieces {
     pub(super) fn count(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
         let tokenizer = encoding.tokenizer();
         let text = tokenizer.normalize(text);
-        MEMOS.with(|memos| {
+        // A count from a thread-local's destructor finds the memo gone: count without it.
+        let memoized = MEMOS.try_with(|memos| {
             // A count never calls back into itself, so the borrow is never held twice.
             let mut memos = memos.borrow_mut();
             let memo = memos[encoding as usize].get_or_insert_with(|| {
@@ -212,7 +213,8 @@ mod pieces {
                 }
             }
             Some(total)
-        })
+        });
+        memoized.unwrap_or_else(|_| tokenizer.count_till_limit(&text, limit))
     }
 
     #[cfg(test)]
@@ -303,6 +305,31 @@ mod pieces {
                     "the memo never grows past its size"
                 );
             });
+        }
+
+        #[test]
+        fn a_count_from_a_thread_locals_destructor_is_exact() {
+            use std::sync::atomic::{AtomicUsize, Ordering};
+            static COUNTED: AtomicUsize = AtomicUsize::new(0);
+            struct CountsOnDrop;
+            impl Drop for CountsOnDrop {
+                fn drop(&mut self) {
+                    let tokens = count(Encoding::O200k, "never touch /etc/prod", usize::MAX);
+                    COUNTED.store(tokens.unwrap_or(0), Ordering::SeqCst);
+                }
+            }
+            thread_local! {
+                static GUARD: CountsOnDrop = const { CountsOnDrop };
+            }
+            std::thread::spawn(|| {
+                // std destroys thread-locals in the reverse order of their first use: the
+                // memo, used after the guard, is gone when the guard's destructor counts.
+                GUARD.with(|_| ());
+                assert_eq!(count(Encoding::O200k, "hello world", usize::MAX), Some(2));
+            })
+            .join()
+            .expect("no panic while the thread's locals are destroyed");
+            assert_eq!(COUNTED.load(Ordering::SeqCst), 6);
         }
 
         #[test]
