@@ -3,8 +3,9 @@
 
 use compaction::transcript::chat_tokens;
 use compaction::{
-    Compactable, Compacted, CompactionError, Compactor, Effect, EffectLog, Extractive, FieldClass,
-    MemoryStore, Message, NoReacquire, Role, Tokenizer, ToolCall, Transcript, TranscriptError,
+    Compactable, Compacted, CompactionError, Compactor, ContentHash, Effect, EffectLog, Extractive,
+    FieldClass, MemoryStore, Message, NoReacquire, Role, Tokenizer, ToolCall, Transcript,
+    TranscriptError,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -299,4 +300,62 @@ fn the_report_counts_every_message_once_by_outcome() {
     assert!(report.all_kept(), "{report:?}");
     assert_eq!(report.kept, small.chat.len());
     assert!(whole.report().nothing_evicted(), "{}", whole.report());
+}
+
+#[test]
+fn a_checkpoint_whose_block_chunks_were_edited_is_refused() {
+    let compacted = compactor(4000).compact_blocking(&session(40)).unwrap();
+    assert!(compacted.verify_seal());
+    let saved = serde_json::to_value(&compacted).unwrap();
+    let block = &saved["transcript"]["memory"]["blocks"][0];
+    assert!(
+        block["chunks"]["chunks"][0]["hash"].is_string(),
+        "the session folds: {block}"
+    );
+    let other = ContentHash::of(b"another chunk").to_hex();
+
+    // Another chunk address, the manifest left alone: the chunks no longer hash to it.
+    let mut edited = saved.clone();
+    edited["transcript"]["memory"]["blocks"][0]["chunks"]["chunks"][0]["hash"] = json!(other);
+    let err = serde_json::from_value::<Compacted<CodingAgent>>(edited).err();
+    let err = err.expect("refused on load").to_string();
+    assert!(err.contains("manifest does not match its chunks"), "{err}");
+
+    // The manifest's hash and the handle table edited to agree with the new chunk: it loads,
+    // and the seal (which covers each block through its manifest's hash) no longer verifies.
+    let mut edited = saved.clone();
+    let chunks = &mut edited["transcript"]["memory"]["blocks"][0]["chunks"];
+    chunks["chunks"][0]["hash"] = json!(other);
+    let refs: Vec<String> = chunks["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            format!(
+                r#"{{"first":{},"count":{},"hash":"{}"}}"#,
+                c["first"],
+                c["count"],
+                c["hash"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let manifest = format!(
+        r#"{{"span":1,"first":{},"chunks":[{}]}}"#,
+        chunks["first"],
+        refs.join(",")
+    );
+    let hash = ContentHash::of(manifest.as_bytes()).to_hex();
+    let handle = edited["transcript"]["memory"]["blocks"][0]["handle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    edited["transcript"]["memory"]["blocks"][0]["manifest"] = json!(hash);
+    edited["transcript"]["memory"]["handles"]["handles"][&handle] =
+        json!(format!("store://sha256:{hash}"));
+    let loaded: Compacted<CodingAgent> =
+        serde_json::from_value(edited).expect("a consistent record loads");
+    assert!(
+        !loaded.verify_seal(),
+        "the seal covers the block's manifest"
+    );
 }

@@ -9,7 +9,9 @@ use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
 use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
 use crate::transcript::format::{default_request_messages, ChatFormat};
-use crate::transcript::memory::{message_digest, HandleTable, MemoryRecord, TranscriptMemory};
+use crate::transcript::memory::{
+    message_digest, HandleTable, MemoryRecord, SealedRecord, TranscriptMemory,
+};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -128,7 +130,7 @@ struct SealedTranscript<'a> {
     tokens: usize,
     request_tokens: usize,
     reused: usize,
-    memory: &'a MemoryRecord,
+    memory: SealedRecord<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     window: Option<&'a WindowRecord>,
 }
@@ -232,7 +234,7 @@ impl CompactedTranscript {
             tokens: self.tokens,
             request_tokens: self.request_tokens,
             reused: self.reused,
-            memory: &self.memory,
+            memory: SealedRecord::of(&self.memory),
             window: self.window.as_ref(),
         }
     }

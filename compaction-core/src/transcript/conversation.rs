@@ -437,3 +437,28 @@ impl<'a> IntoIterator for &'a Transcript {
         self.messages.iter()
     }
 }
+
+/// A [`Link`] in JSON: its 32 hex digits.
+pub(crate) mod link_hex {
+    use super::Link;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(link: &Link, s: S) -> Result<S::Ok, S::Error> {
+        let hex: String = link.iter().map(|b| format!("{b:02x}")).collect();
+        s.serialize_str(&hex)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Link, D::Error> {
+        let hex = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom("not a 32-digit hex link");
+        if hex.len() != 32 || !hex.is_ascii() {
+            return Err(bad());
+        }
+        let mut link = [0u8; 16];
+        for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
+            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
+            link[i] = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
+        }
+        Ok(link)
+    }
+}

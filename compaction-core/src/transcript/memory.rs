@@ -399,7 +399,7 @@ pub struct TranscriptMemory {
 pub(crate) struct MemoryRecord {
     /// Input messages planned, and the transcript's chain link after them.
     pub(crate) len: usize,
-    #[serde(with = "link_hex")]
+    #[serde(with = "crate::transcript::conversation::link_hex")]
     pub(crate) link: Link,
     pub(crate) slots: Vec<SlotMeta>,
     pub(crate) blocks: Vec<Block>,
@@ -545,27 +545,82 @@ impl MemoryRecord {
     }
 }
 
-mod link_hex {
-    use crate::transcript::conversation::Link;
-    use serde::{Deserialize, Deserializer, Serializer};
+/// What a checkpoint's seals cover of a [`MemoryRecord`]: every field, each block's chunks
+/// through its manifest's hash ([`MemoryRecord::check`] refuses a block whose chunks do not
+/// hash to it), so a request's seal does not grow by a chunk ref per 256 messages compacted.
+#[derive(Serialize)]
+pub(crate) struct SealedRecord<'a> {
+    len: usize,
+    #[serde(serialize_with = "crate::transcript::conversation::link_hex::serialize")]
+    link: Link,
+    slots: &'a [SlotMeta],
+    blocks: Vec<SealedBlock<'a>>,
+    handles: &'a HandleTable,
+    reused: usize,
+    compacted: bool,
+    counter: &'a str,
+}
 
-    pub(crate) fn serialize<S: Serializer>(link: &Link, s: S) -> Result<S::Ok, S::Error> {
-        let hex: String = link.iter().map(|b| format!("{b:02x}")).collect();
-        s.serialize_str(&hex)
-    }
+#[derive(Serialize)]
+struct SealedBlock<'a> {
+    first: usize,
+    end: usize,
+    handle: Handle,
+    manifest: ContentHash,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<&'a str>,
+    slots: usize,
+    spilled_users: usize,
+    folded: usize,
+}
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Link, D::Error> {
-        let hex = String::deserialize(d)?;
-        let bad = || serde::de::Error::custom("not a 32-digit hex link");
-        if hex.len() != 32 || !hex.is_ascii() {
-            return Err(bad());
+impl<'a> SealedRecord<'a> {
+    pub(crate) fn of(record: &'a MemoryRecord) -> Self {
+        // Destructured without `..`: a field added to a record or a block does not compile here
+        // until the seal covers it.
+        let MemoryRecord {
+            len,
+            link,
+            slots,
+            blocks,
+            handles,
+            reused,
+            compacted,
+            counter,
+        } = record;
+        let sealed = |block: &'a Block| {
+            let Block {
+                first,
+                end,
+                handle,
+                manifest,
+                chunks: _,
+                summary,
+                slots,
+                spilled_users,
+                folded,
+            } = block;
+            SealedBlock {
+                first: *first,
+                end: *end,
+                handle: *handle,
+                manifest: *manifest,
+                summary: summary.as_deref(),
+                slots: *slots,
+                spilled_users: *spilled_users,
+                folded: *folded,
+            }
+        };
+        SealedRecord {
+            len: *len,
+            link: *link,
+            slots,
+            blocks: blocks.iter().map(sealed).collect(),
+            handles,
+            reused: *reused,
+            compacted: *compacted,
+            counter,
         }
-        let mut link = [0u8; 16];
-        for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
-            let pair = std::str::from_utf8(pair).map_err(|_| bad())?;
-            link[i] = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
-        }
-        Ok(link)
     }
 }
 
