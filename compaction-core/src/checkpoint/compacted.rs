@@ -88,7 +88,8 @@ pub struct Compacted<S> {
 
 /// The checkpoint format this version writes and reads. Format 1 (no schema fingerprint) is
 /// refused with `CheckpointFormat`: without a fingerprint, nothing proves which type wrote it.
-/// Format 3 seals a transcript's messages through their digests (see [`SealedTranscript`]);
+/// Format 3 seals a transcript's messages through their digests and each block's chunks through
+/// its manifest's hash (see [`SealedTranscript`]);
 /// a format 2 checkpoint without a transcript has the same seal bytes, and is still read.
 pub(crate) const FORMAT: u32 = 3;
 
@@ -120,9 +121,11 @@ struct SealInput<'a> {
 }
 
 /// A transcript as the seals cover it: every field, the messages through the SHA-256 of each
-/// one's JSON. The seal is as strong (a changed message changes its digest), and a compaction
-/// that sends most messages again hashes only the new ones (the planner keeps the digests of
-/// the last request); verification always computes every digest again.
+/// one's JSON, each block's chunks through its manifest's hash ([`SealedRecord`]). The seal is
+/// as strong (a changed message changes its digest, changed chunks no longer match their
+/// manifest on load), and a compaction that sends most messages again hashes only the new ones
+/// (the planner keeps the digests of the last request), whatever the history's length;
+/// verification always computes every digest again.
 #[derive(Serialize)]
 struct SealedTranscript<'a> {
     path: &'a str,

@@ -59,7 +59,7 @@ fn record(chunks: usize) -> MemoryRecord {
         })
         .collect();
     let manifest = Manifest::of(refs);
-    let mut record = crate::transcript::memory::TranscriptMemory::empty("o200k_base").record;
+    let mut record = TranscriptMemory::empty("o200k_base").record;
     record.blocks.push(Block {
         first: 0,
         end: chunks * 256,
