@@ -357,6 +357,18 @@ fn chat_part_hash_everything(bencher: Bencher, messages: usize) {
     });
 }
 
+/// Part of a first compaction, below any storage format: every message's content bytes hashed
+/// once with SHA-256 (no JSON, no store, no count, no copy).
+#[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
+fn chat_part_hash_content(bencher: Bencher, messages: usize) {
+    let case = chat_case(messages);
+    bencher.bench_local(|| {
+        for message in case.base.chat.messages() {
+            std::hint::black_box(ContentHash::of(message.content.as_bytes()));
+        }
+    });
+}
+
 /// Part of a first compaction: counting exactly the messages it sends (the window of a 32k
 /// budget), once.
 #[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
