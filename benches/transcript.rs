@@ -8,12 +8,14 @@
 //! For each: the first compaction (a new compactor: empty caches, empty store) and the
 //! re-compaction after one appended turn (the same compactor compacted the conversation, then
 //! the turn is pushed onto *that* transcript: a planner that keeps state by transcript sees an
-//! append, not a new conversation). `main` checks and prints, untimed, what the timings cannot:
-//! whether each compaction succeeds (a refusal is printed, and the timings then measure the
-//! time to refuse) and what its checkpoint carries beyond the messages it sends, the planner
-//! state the compactor keeps per message (the heap that dropping it frees, its store's blobs
-//! excluded, counted by this binary's allocator) and the tokens of the smallest transcript (the
-//! planner's floor).
+//! append, not a new conversation); for the chat-heavy one also the re-compaction after the
+//! same turn at every size, and the floors under a first compaction (`part`: hashing every
+//! message as JSON and as bytes, counting what is sent). `main` checks and prints, untimed,
+//! what the timings cannot: whether each compaction succeeds (a refusal is printed, and the
+//! timings then measure the time to refuse) and what its checkpoint carries beyond the
+//! messages it sends, the planner state the compactor keeps per message (the heap that
+//! dropping it frees, its store's blobs excluded, counted by this binary's allocator) and the
+//! tokens of the smallest transcript (the planner's floor).
 //!
 //! ```text
 //! cargo bench -p compaction-benches --bench transcript
@@ -230,7 +232,7 @@ fn describe(name: &str, case: &Case) {
         live as isize - (live_before + transcript_bytes + turn_bytes) as isize - stored as isize;
     // What the compactor holds is what dropping it frees (the store lives on in `store`).
     drop(compactor);
-    let held = live - LIVE.load(Ordering::Relaxed);
+    let held = live.saturating_sub(LIVE.load(Ordering::Relaxed));
     let per_message = |bytes: f64| bytes / agent.chat.len() as f64;
     println!(
         "  planner state kept by the compactor: {held} B = {:.1} B per message (freed by dropping \
@@ -340,9 +342,8 @@ fn chat_first(bencher: Bencher, messages: usize) {
         .bench_local_refs(|compactor| compactor.compact_blocking(&case.base));
 }
 
-/// Part of a first compaction, the least that storing every message byte-exact takes: its
-/// JSON written once and hashed once with SHA-256 (no store, no count, no copy). The floor under the
-/// first compaction that no planner can go below while it keeps every message resolvable.
+/// Part of a first compaction, the least that storing every message in today's span format
+/// takes: its JSON written once and hashed once with SHA-256 (no store, no count, no copy).
 #[divan::bench(args = [1_000, 10_000, 100_000], sample_count = 5, sample_size = 1)]
 fn chat_part_hash_everything(bencher: Bencher, messages: usize) {
     let case = chat_case(messages);
