@@ -31,6 +31,7 @@ pub mod store;
 pub mod summaries;
 pub mod tokens;
 pub mod transcript;
+mod utf8;
 pub mod window;
 
 #[cfg(feature = "postgres")]

@@ -11,6 +11,7 @@ use crate::transcript::marker::{escape, MARKER_PREFIX};
 use crate::transcript::memory::Handle;
 use crate::transcript::message::ToolArguments;
 use crate::transcript::message::{Message, Role, ToolCall};
+use crate::utf8::{ceil_char_boundary, floor_char_boundary};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
@@ -387,7 +388,7 @@ impl PointerResolver {
         // A character longer than the limit cannot happen (limit >= 4), but never return
         // nothing for content that has something.
         let end = if end == start && start < total {
-            next_char_boundary(&content, start)
+            ceil_char_boundary(&content, start + 1)
         } else {
             end
         };
@@ -538,22 +539,4 @@ fn echo(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
     }
-}
-
-/// The largest char boundary at or below `index` (clamped to the text's length).
-fn floor_char_boundary(text: &str, index: usize) -> usize {
-    let mut index = index.min(text.len());
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-/// The first char boundary after `index` (or the text's length).
-fn next_char_boundary(text: &str, index: usize) -> usize {
-    let mut next = index + 1;
-    while next < text.len() && !text.is_char_boundary(next) {
-        next += 1;
-    }
-    next.min(text.len())
 }

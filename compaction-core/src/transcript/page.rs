@@ -7,6 +7,7 @@ use crate::transcript::conversation::Message;
 use crate::transcript::format::ChatFormat;
 use crate::transcript::marker::{self, Page};
 use crate::transcript::memory::Handle;
+use crate::utf8::{ceil_char_boundary, floor_char_boundary};
 
 /// A message without its content (what a tombstone or page keeps). Only tool messages are
 /// tombstoned or paged, and they carry no opaque parts (`validate`): a shell never does.
@@ -31,9 +32,9 @@ pub(crate) fn fit_page(
     let content = &message.content;
     let total = content.len();
     let write = |bytes: usize| -> Message {
-        let head_end = floor_boundary(content, (bytes * 2 / 3).min(total));
+        let head_end = floor_char_boundary(content, (bytes * 2 / 3).min(total));
         let tail_start =
-            ceil_boundary(content, total.saturating_sub(bytes - bytes * 2 / 3)).max(head_end);
+            ceil_char_boundary(content, total.saturating_sub(bytes - bytes * 2 / 3)).max(head_end);
         let mut out = shell(message);
         out.content = marker::page_text(&Page {
             handle,
@@ -66,18 +67,4 @@ pub(crate) fn fit_page(
         }
     }
     (empty, empty_tokens)
-}
-
-fn floor_boundary(text: &str, mut index: usize) -> usize {
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
-}
-
-fn ceil_boundary(text: &str, mut index: usize) -> usize {
-    while index < text.len() && !text.is_char_boundary(index) {
-        index += 1;
-    }
-    index
 }
