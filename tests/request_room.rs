@@ -6,8 +6,9 @@
 
 use compaction::transcript::{chat_tokens, MARKER_PREFIX};
 use compaction::{
-    Compactable, Compacted, CompactionError, Compactor, Effect, EffectLog, Message, NoReacquire,
-    Role, Tokenizer, ToolCall, Transcript, SESSION_HIGH_WATER, SESSION_LOW_WATER,
+    Compactable, Compacted, CompactionError, Compactor, CompactorBuilder, Effect, EffectLog,
+    Message, NoReacquire, Role, Tokenizer, ToolCall, Transcript, SESSION_HIGH_WATER,
+    SESSION_LOW_WATER,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -29,12 +30,17 @@ fn agent() -> Agent {
 
 const BUDGET: usize = 16_000;
 
-fn compactor(page_results_over: Option<f64>) -> Compactor {
-    let builder = Compactor::builder()
-        .budget(BUDGET)
+/// A compactor of `budget` tokens with a session's marks (and nothing else of a session's).
+fn with_session_marks(budget: usize) -> CompactorBuilder {
+    Compactor::builder()
+        .budget(budget)
         .token_counter(Tokenizer::O200kBase)
         .high_water_mark(SESSION_HIGH_WATER)
-        .low_water_mark(SESSION_LOW_WATER);
+        .low_water_mark(SESSION_LOW_WATER)
+}
+
+fn compactor(page_results_over: Option<f64>) -> Compactor {
+    let builder = with_session_marks(BUDGET);
     match page_results_over {
         Some(share) => builder.page_results_over(share),
         None => builder,
@@ -265,15 +271,11 @@ fn the_window_grows_no_further_than_its_share() {
     writer.writes.begin("write:deploy/prod.yaml#400").unwrap();
     writer.chat.push(Message::user("what did we write?"));
     let budget = 64_000;
-    let builder = || {
-        Compactor::builder()
-            .budget(budget)
-            .token_counter(Tokenizer::O200kBase)
-            .high_water_mark(SESSION_HIGH_WATER)
-            .low_water_mark(SESSION_LOW_WATER)
-    };
-    let capped = builder().window_share(0.1).build().unwrap();
-    let roomy = builder().build().unwrap();
+    let capped = with_session_marks(budget)
+        .window_share(0.1)
+        .build()
+        .unwrap();
+    let roomy = with_session_marks(budget).build().unwrap();
     let window_tokens = |compactor: &Compactor| {
         let compacted = compactor.compact_blocking(&writer).unwrap();
         let window = compacted.messages()[0].clone();
@@ -319,11 +321,7 @@ fn write_turn(writer: &mut Writer, turn: usize, tokens: usize) {
 #[test]
 fn a_compaction_point_keeps_the_front_and_sends_what_changed_last() {
     let compactor = || {
-        Compactor::builder()
-            .budget(BUDGET)
-            .token_counter(Tokenizer::O200kBase)
-            .high_water_mark(SESSION_HIGH_WATER)
-            .low_water_mark(SESSION_LOW_WATER)
+        with_session_marks(BUDGET)
             .window_share(0.1)
             .build()
             .unwrap()
