@@ -25,6 +25,7 @@
 //! ```
 
 use compaction::transcript::chat_tokens;
+use compaction::TokenCounter;
 use compaction::{
     CompactionError, Compactor, ContentHash, Extractive, MemoryStore, Message, NoReacquire, Role,
     Tokenizer, ToolCall,
@@ -186,6 +187,20 @@ fn compacted_then(case: &Case, turn: &[Message]) -> (Compactor, ChatAgent) {
 fn main() {
     let named: &[usize] = &[1_000, 10_000, 100_000];
     println!("budget {BUDGET} tokens for the whole request (chat formula, o200k)");
+    // What a thread's first exact count allocates (the encoding itself is loaded first, on
+    // this thread): counting the empty text, then a sentence.
+    let _ = Tokenizer::O200kBase.count("warm up the encoding");
+    let (empty, sentence) = std::thread::spawn(|| {
+        let live = || LIVE.load(Ordering::Relaxed);
+        let before = live();
+        let _ = Tokenizer::O200kBase.count("");
+        let empty = live().saturating_sub(before);
+        let _ = Tokenizer::O200kBase.count("the first count on this thread");
+        (empty, live().saturating_sub(before))
+    })
+    .join()
+    .expect("counts");
+    println!("a thread's first count allocates {empty} B for the empty text, {sentence} B after a sentence");
     describe("coding", &CODING);
     for &n in named {
         describe(&format!("chat-heavy {n}"), &chat_case(n));
