@@ -1,8 +1,9 @@
 //! The store and ledger handles the commands use, whatever the backend: trait objects over the
 //! library's traits (`CheckpointStore`, `Store` and `StoreAdmin` for a store, `EffectLedger`
 //! for a ledger), which a backend's entry in the registry (`backends/`) opens. A backend's
-//! errors become the tool's failures by the entry that knows them (`Failure::backend`). Every
-//! command runs on every backend.
+//! errors become the tool's failures by the entry that knows them: the registry's
+//! classification (`backends::failure`), which the handles are given when opened ([`Classify`]),
+//! since the backends that open them sit above this file. Every command runs on every backend.
 
 use crate::fail::Failure;
 use compaction::{
@@ -11,6 +12,10 @@ use compaction::{
     StoreAdmin, StoreError,
 };
 use std::collections::BTreeMap;
+
+/// How a backend's error becomes a failure: `backends::failure`, handed to a handle when it is
+/// opened.
+pub type Classify = fn(&(dyn std::error::Error + 'static)) -> Failure;
 
 /// A checkpoint loaded without its state type (the type is only a marker on `Compacted`).
 pub type AnyCheckpoint = Compacted<()>;
@@ -39,13 +44,13 @@ impl<T: CheckpointStore + BlobStore + StoreAdmin> StoreHandle for T {
     }
 }
 
-/// A blob store with checkpoints.
-pub struct Store(Box<dyn StoreHandle>);
+/// A blob store with checkpoints, and how its backend's errors become failures.
+pub struct Store(Box<dyn StoreHandle>, Classify);
 
 impl Store {
     /// Wraps an opened backend.
-    pub fn new(handle: impl StoreHandle + 'static) -> Store {
-        Store(Box::new(handle))
+    pub fn new(handle: impl StoreHandle + 'static, failure: Classify) -> Store {
+        Store(Box::new(handle), failure)
     }
 
     fn checkpoints(&self) -> &dyn CheckpointStore {
@@ -59,7 +64,7 @@ impl Store {
 
     /// Every checkpoint, by agent id.
     pub fn list_checkpoints(&self) -> Result<Vec<CheckpointInfo>, Failure> {
-        block_on(self.checkpoints().list()).map_err(|e| Failure::checkpoint(&e))
+        block_on(self.checkpoints().list()).map_err(|e| (self.1)(&e))
     }
 
     /// The latest checkpoint of `agent`.
@@ -110,41 +115,47 @@ pub trait LedgerHandle {
     fn settle(&self, scope: &str, key: &str, settlement: &Settlement) -> Result<(), Refused>;
 }
 
-impl<L: EffectLedger> LedgerHandle for L {
+/// An opened effect ledger with how its errors become failures.
+struct Classified<L> {
+    ledger: L,
+    failure: Classify,
+}
+
+impl<L: EffectLedger> LedgerHandle for Classified<L> {
     fn log(&self, scope: &str) -> Result<EffectLog, Failure> {
-        block_on(self.load_log(scope)).map_err(|e| Failure::backend(&e))
+        block_on(self.ledger.load_log(scope)).map_err(|e| (self.failure)(&e))
     }
 
     fn effect(&self, scope: &str, key: &str) -> Result<Option<Effect>, Failure> {
-        block_on(EffectLedger::get(self, scope, key)).map_err(|e| Failure::backend(&e))
+        block_on(EffectLedger::get(&self.ledger, scope, key)).map_err(|e| (self.failure)(&e))
     }
 
     fn all(&self) -> Result<BTreeMap<String, EffectLog>, BackendError> {
-        block_on(self.load_all()).map_err(|e| Box::new(e) as BackendError)
+        block_on(self.ledger.load_all()).map_err(|e| Box::new(e) as BackendError)
     }
 
     fn transitions(&self, scope: &str, key: &str) -> Result<Vec<AnnotatedTransition>, Failure> {
-        block_on(EffectLedger::annotated_history(self, scope, key))
-            .map_err(|e| Failure::backend(&e))
+        block_on(EffectLedger::annotated_history(&self.ledger, scope, key))
+            .map_err(|e| (self.failure)(&e))
     }
 
     fn settle(&self, scope: &str, key: &str, settlement: &Settlement) -> Result<(), Refused> {
-        block_on(EffectLedger::settle(self, scope, key, settlement)).map_err(|e| {
+        block_on(EffectLedger::settle(&self.ledger, scope, key, settlement)).map_err(|e| {
             match L::refusal(&e) {
                 Some(refusal) => Refused::Guard(refusal.clone()),
-                None => Refused::Failed(Failure::backend(&e)),
+                None => Refused::Failed((self.failure)(&e)),
             }
         })
     }
 }
 
-/// An effect ledger.
-pub struct Ledger(Box<dyn LedgerHandle>);
+/// An effect ledger, and how its backend's errors become failures.
+pub struct Ledger(Box<dyn LedgerHandle>, Classify);
 
 impl Ledger {
     /// Wraps an opened backend.
-    pub fn new(handle: impl LedgerHandle + 'static) -> Ledger {
-        Ledger(Box::new(handle))
+    pub fn new(ledger: impl EffectLedger + 'static, failure: Classify) -> Ledger {
+        Ledger(Box::new(Classified { ledger, failure }), failure)
     }
 
     /// The effects of `scope`, in record order.
@@ -159,7 +170,7 @@ impl Ledger {
 
     /// Every scope's log.
     pub fn load_all(&self) -> Result<BTreeMap<String, EffectLog>, Failure> {
-        self.0.all().map_err(|e| Failure::backend(&*e))
+        self.0.all().map_err(|e| (self.1)(&*e))
     }
 
     /// Every scope's log, or the backend's own error.

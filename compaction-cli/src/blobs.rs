@@ -1,6 +1,7 @@
 //! `resolve` and `gc`: the blobs behind pointers, read and collected (`verify` is in
 //! `verify.rs`).
 
+use crate::backends;
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{count, json_safe, print_json, printable, printable_lines, progress};
 use crate::target::{Access, Database};
@@ -37,7 +38,7 @@ pub fn resolve(db: &Database, pointer: &str, as_json: bool) -> Outcome {
             )
             .hint("the stored value was altered or corrupted; restore the file from a backup"))
         }
-        Err(other) => return Err(Failure::store(&other)),
+        Err(other) => return Err(backends::failure(&other)),
     };
     let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
     if as_json {
@@ -94,7 +95,7 @@ pub fn gc(db: &Database, dry_run: bool, min_age: Duration, as_json: bool) -> Out
     }))
     .map_err(|e| match e {
         GcError::UnreadableCheckpoint { .. } => Failure::new(Exit::Problems, e.to_string()),
-        GcError::Store(e) => Failure::store(&e),
+        GcError::Store(e) => backends::failure(&e),
         other => Failure::new(Exit::Problems, other.to_string()),
     })?;
     if let Some(bar) = bar {

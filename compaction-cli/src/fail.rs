@@ -1,6 +1,9 @@
 //! The command line's failures: what went wrong, with which path, what to do, and the exit code.
+//! Below the backends and the output: what a backend's error means is the backends' to say
+//! (`backends::failure`), and this file imports nothing of the crate but the escaping its
+//! messages go through.
 
-use compaction::{CheckpointError, StoreError};
+use crate::escape::printable;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -51,34 +54,15 @@ impl Failure {
         self.hint = Some(hint.into());
         self
     }
-
-    /// A store failure; backend failures keep their path and kind.
-    pub fn store(error: &StoreError) -> Failure {
-        Failure::backend(error)
-    }
-
-    /// A checkpoint failure; backend failures keep their path and kind.
-    pub fn checkpoint(error: &CheckpointError) -> Failure {
-        Failure::backend(error)
-    }
-
-    /// Any backend's failure (a store's, a ledger's, a checkpoint store's), by what it
-    /// carries: an error of a registered backend anywhere in its chain of sources is
-    /// classified by that backend (its kind gives the exit code and the hint); anything else
-    /// (a refusal by the effect state machine, a missing blob) is a problem with its message.
-    pub fn backend(error: &(dyn std::error::Error + 'static)) -> Failure {
-        crate::backends::failure(error)
-            .unwrap_or_else(|| Failure::new(Exit::Problems, error.to_string()))
-    }
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Messages quote keys, agent ids and what a backend said: escaped like every printed
         // string, so none of them can drive the terminal.
-        write!(f, "error: {}", crate::output::printable(&self.message))?;
+        write!(f, "error: {}", printable(&self.message))?;
         if let Some(hint) = &self.hint {
-            write!(f, "\n  hint: {}", crate::output::printable(hint))?;
+            write!(f, "\n  hint: {}", printable(hint))?;
         }
         Ok(())
     }

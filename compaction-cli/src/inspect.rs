@@ -1,6 +1,7 @@
 //! `agents` and `show`: what each agent's latest checkpoint holds and where its tokens go.
 
 use crate::backend::{AnyCheckpoint, Store};
+use crate::backends;
 use crate::conversation;
 use crate::drift::Drift;
 use crate::fail::{Exit, Failure, Outcome};
@@ -33,7 +34,7 @@ fn load(store: &Store, agent_id: &str) -> Result<Loaded, Failure> {
         }),
         Ok(None) => Ok(Loaded::Gone),
         Err(CompactionError::Integrity { .. }) => Ok(Loaded::Unreadable),
-        Err(CompactionError::Store(e)) => Err(Failure::store(&e)),
+        Err(CompactionError::Store(e)) => Err(backends::failure(&e)),
         Err(other) => Err(Failure::new(Exit::Problems, other.to_string())),
     }
 }

@@ -13,6 +13,7 @@ mod blobs;
 mod cli;
 mod conversation;
 mod drift;
+mod escape;
 mod fail;
 mod inspect;
 mod ledger_cmd;

@@ -91,7 +91,7 @@ impl Refusals {
                     skipped += 1;
                     continue;
                 }
-                Err(CompactionError::Store(e)) => return Err(crate::fail::Failure::store(&e)),
+                Err(CompactionError::Store(e)) => return Err(crate::backends::failure(&e)),
                 Err(_) => {
                     skipped += 1;
                     continue;

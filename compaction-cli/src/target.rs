@@ -3,7 +3,7 @@
 
 use crate::backend::{Ledger, Store};
 pub use crate::backends::Access;
-use crate::backends::{locate, Location};
+use crate::backends::{failure, locate, Location};
 use crate::fail::Failure;
 
 /// The database a command runs on.
@@ -25,11 +25,11 @@ impl Database {
 
     /// The blob store and checkpoints.
     pub fn store(&self, access: Access) -> Result<Store, Failure> {
-        self.0.store(access)
+        self.0.store(access, failure)
     }
 
     /// The effect ledger.
     pub fn ledger(&self, access: Access) -> Result<Ledger, Failure> {
-        self.0.ledger(access)
+        self.0.ledger(access, failure)
     }
 }

@@ -3,6 +3,7 @@
 //! one.
 
 use crate::backend::{Ledger, Store};
+use crate::backends;
 use crate::fail::{Exit, Failure, Outcome};
 use crate::output::{count, print_json, printable, progress};
 use crate::target::{Access, Database};
@@ -58,7 +59,7 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
                 subject: "effect ledger".into(),
                 detail: context,
             }),
-            None => return Err(Failure::backend(&*e)),
+            None => return Err(backends::failure(&*e)),
         },
     }
     if as_json {
@@ -142,13 +143,16 @@ fn verify_entries(
     problems: &mut Vec<Problem>,
     checked: &mut Checked,
 ) -> Result<(), Failure> {
-    let entries = block_on(store.admin().entries()).map_err(|e| Failure::store(&e))?;
+    let entries = block_on(store.admin().entries()).map_err(|e| backends::failure(&e))?;
     for entry in entries {
         // Other named entries are not the cache's: nothing to check them against.
         if !entry.name.starts_with("summary-cache/") {
             continue;
         }
-        let Some(bytes) = store.entry(&entry.name).map_err(|e| Failure::store(&e))? else {
+        let Some(bytes) = store
+            .entry(&entry.name)
+            .map_err(|e| backends::failure(&e))?
+        else {
             continue; // removed since it was listed
         };
         checked.entries += 1;
@@ -217,7 +221,7 @@ fn verify_blobs(
     problems: &mut Vec<Problem>,
     checked: &mut Checked,
 ) -> Result<HashMap<ContentHash, bool>, Failure> {
-    let blobs = block_on(store.admin().blobs()).map_err(|e| Failure::store(&e))?;
+    let blobs = block_on(store.admin().blobs()).map_err(|e| backends::failure(&e))?;
     let bar = progress("blobs", blobs.len());
     let mut results = HashMap::new();
     for blob in &blobs {
@@ -243,7 +247,7 @@ fn verify_blobs(
             }
             // Removed since it was listed (a concurrent gc): nothing left to check.
             Err(StoreError::NotFound { .. }) => continue,
-            Err(other) => return Err(Failure::store(&other)),
+            Err(other) => return Err(backends::failure(&other)),
         };
         results.insert(hash, ok);
     }
@@ -285,7 +289,7 @@ fn verify_checkpoints(
                 });
                 continue;
             }
-            Err(CompactionError::Store(e)) => return Err(Failure::store(&e)),
+            Err(CompactionError::Store(e)) => return Err(backends::failure(&e)),
             Err(other) => return Err(Failure::new(Exit::Problems, other.to_string())),
         };
         checked.checkpoints += 1;
@@ -332,7 +336,7 @@ fn verify_checkpoints(
                 Err(StoreError::NotFound { .. }) => {
                     format!("points at {pointer}, which is not in the store")
                 }
-                Err(other) => return Err(Failure::store(&other)),
+                Err(other) => return Err(backends::failure(&other)),
             };
             problems.push(Problem {
                 kind: "pointer",

@@ -2,50 +2,19 @@
 //! file beside its feature gate. A target goes to the first entry that claims it; everything
 //! after opening goes through the library's traits (`CheckpointStore`, `Store`, `StoreAdmin`,
 //! `EffectLedger`, wrapped in `backend.rs`), and a backend's errors are classified by its own
-//! entry. Adding a backend: its file here, one `mod` line and one line in [`BACKENDS`].
+//! entry. Adding a backend: its file here, one `mod` line and one line in [`BACKENDS`]. What an
+//! entry is sits below (`location.rs`), so a backend's file names it without naming the
+//! registry; the registry's classification reaches the handles a backend opens as an argument
+//! (`Location::store`, `Location::ledger`).
 
+mod location;
 mod postgres;
 mod sqlite;
 
-use crate::backend::{Ledger, Store};
-use crate::fail::Failure;
+pub use location::{Access, Backend, Located, Location};
+
+use crate::fail::{Exit, Failure};
 use std::error::Error;
-
-/// Whether a command only reads or also writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Read-only: the database is never changed (nor its schema migrated).
-    Read,
-    /// Read-write (reconcile, gc).
-    Write,
-}
-
-/// A located database of one backend: what the commands open on it.
-pub trait Location: std::fmt::Debug {
-    /// How messages name it (never with a password).
-    fn name(&self) -> String;
-    /// The blob store and checkpoints.
-    fn store(&self, access: Access) -> Result<Store, Failure>;
-    /// The effect ledger.
-    fn ledger(&self, access: Access) -> Result<Ledger, Failure>;
-}
-
-/// A located database, or why the target cannot be one.
-pub type Located = Result<Box<dyn Location>, Failure>;
-
-/// One backend the tool knows.
-pub struct Backend {
-    /// Whether `target` (the DATABASE argument) is this backend's, e.g. by its URL scheme.
-    pub claims: fn(target: &str) -> bool,
-    /// Checks the target and namespace (no connection yet) and says where the database is.
-    pub locate: fn(target: &str, namespace: Option<&str>) -> Located,
-    /// The failure an error of this backend is (its kind gives the exit code and the hint);
-    /// `None` when `error` is not this backend's.
-    pub failure: fn(error: &(dyn Error + 'static)) -> Option<Failure>,
-    /// What `error` says when it is this backend's report of a damaged database (`verify`
-    /// lists it as a problem instead of failing); `None` otherwise.
-    pub corrupt: fn(error: &(dyn Error + 'static)) -> Option<String>,
-}
 
 /// Every backend, asked in this order. SQLite is last: it claims every target no other entry
 /// claims (a file path).
@@ -60,8 +29,17 @@ pub fn locate(target: &str, namespace: Option<&str>) -> Located {
     (backend.locate)(target, namespace)
 }
 
+/// Any backend's failure (a store's, a ledger's, a checkpoint store's), by what it carries:
+/// an error of a registered backend anywhere in its chain of sources is classified by that
+/// backend (its kind gives the exit code and the hint); anything else (a refusal by the effect
+/// state machine, a missing blob) is a problem with its message. Backend failures keep their
+/// path and kind.
+pub fn failure(error: &(dyn Error + 'static)) -> Failure {
+    classified(error).unwrap_or_else(|| Failure::new(Exit::Problems, error.to_string()))
+}
+
 /// `error`, or one of its sources, as a backend classifies it.
-pub fn failure(error: &(dyn Error + 'static)) -> Option<Failure> {
+fn classified(error: &(dyn Error + 'static)) -> Option<Failure> {
     chain(error).find_map(|e| BACKENDS.iter().find_map(|b| (b.failure)(e)))
 }
 
@@ -115,9 +93,9 @@ mod tests {
     #[test]
     fn errors_no_backend_knows_are_problems_with_their_message() {
         let error = std::io::Error::other("disk on fire");
-        assert!(failure(&error).is_none());
+        assert!(classified(&error).is_none());
         assert!(corrupt(&error).is_none());
-        let shown = Failure::backend(&error);
+        let shown = failure(&error);
         assert_eq!(shown.exit, Exit::Problems);
         assert_eq!(shown.message, "disk on fire");
     }

@@ -14,7 +14,7 @@ pub use enabled::BACKEND;
 #[cfg(feature = "postgres")]
 mod enabled {
     use super::claims;
-    use crate::backend::{Ledger, Store};
+    use crate::backend::{Classify, Ledger, Store};
     use crate::backends::{Access, Backend, Located, Location};
     use crate::fail::{Exit, Failure};
     use compaction::{block_on, PgError, PgErrorKind, PgLedger, PgStore};
@@ -59,16 +59,16 @@ mod enabled {
         }
 
         // Writes and reads go through the same connection: the role decides what it may do.
-        fn store(&self, _access: Access) -> Result<Store, Failure> {
+        fn store(&self, _access: Access, classify: Classify) -> Result<Store, Failure> {
             block_on(PgStore::connect(&self.url, &self.namespace))
-                .map(Store::new)
-                .map_err(|e| Failure::store(&e))
+                .map(|store| Store::new(store, classify))
+                .map_err(|e| classify(&e))
         }
 
-        fn ledger(&self, _access: Access) -> Result<Ledger, Failure> {
+        fn ledger(&self, _access: Access, classify: Classify) -> Result<Ledger, Failure> {
             block_on(PgLedger::connect(&self.url, &self.namespace))
-                .map(Ledger::new)
-                .map_err(|e| Failure::backend(&e))
+                .map(|ledger| Ledger::new(ledger, classify))
+                .map_err(|e| classify(&e))
         }
     }
 

@@ -2,7 +2,7 @@
 //! the command writes, never created or migrated by accident. It claims every target no other
 //! backend claims (a path, `sqlite://` prefix allowed).
 
-use crate::backend::{Ledger, Store};
+use crate::backend::{Classify, Ledger, Store};
 use crate::backends::{Access, Backend, Located, Location};
 use crate::fail::{Exit, Failure};
 use compaction::sqlite::{SqliteError, SqliteErrorKind, SqliteOptions, SqliteStore};
@@ -61,16 +61,16 @@ impl Location for SqliteFile {
         self.0.display().to_string()
     }
 
-    fn store(&self, access: Access) -> Result<Store, Failure> {
+    fn store(&self, access: Access, classify: Classify) -> Result<Store, Failure> {
         SqliteStore::open_with(&self.0, &options(access))
-            .map(Store::new)
-            .map_err(|e| Failure::store(&e))
+            .map(|store| Store::new(store, classify))
+            .map_err(|e| classify(&e))
     }
 
-    fn ledger(&self, access: Access) -> Result<Ledger, Failure> {
+    fn ledger(&self, access: Access, classify: Classify) -> Result<Ledger, Failure> {
         SqliteLedger::open_with(&self.0, &options(access))
-            .map(Ledger::new)
-            .map_err(|e| Failure::backend(&e))
+            .map(|ledger| Ledger::new(ledger, classify))
+            .map_err(|e| classify(&e))
     }
 }
 
