@@ -102,10 +102,10 @@ pub use compaction_core::{
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use compaction_core::backends::postgres;
+pub use compaction_core::postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use compaction_core::backends::sqlite;
+pub use compaction_core::sqlite;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use compaction_core::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};

@@ -2,10 +2,10 @@
 //! `compact` only borrows it.
 
 use crate::binding::{foreign_message, CheckpointBinding};
+use crate::conversation::transcript::TranscriptError;
 use crate::state::path::RebuildError;
 use crate::store::StoreError;
 use crate::summaries::SummarizerError;
-use crate::transcript::conversation::TranscriptError;
 
 /// The verbatim cost of one field that had to stay in the window.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,21 +11,30 @@
 // Feature badges on docs.rs (`doc(cfg)` is not stable on the workspace's toolchain, 1.95).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod backends;
 mod binding;
 pub mod checkpoint;
 mod compactor;
+mod conversation;
 #[doc(hidden)]
 pub mod derive_support;
 pub mod effects;
 pub mod error;
 mod future;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod gc;
 mod integrations;
 pub mod plan;
+mod planner;
 pub mod pointer_tool;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 pub mod rehydrate;
 pub mod report;
 pub mod session;
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub mod sqlite;
 pub mod state;
 pub mod store;
 pub mod summaries;
@@ -34,17 +43,6 @@ pub mod transcript;
 mod utf8;
 pub mod window;
 
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use backends::postgres::{self, PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
-#[cfg(feature = "sqlite")]
-#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use backends::sqlite::{
-    self, SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
-};
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
-pub use backends::StoreAdmin;
 pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
@@ -58,6 +56,9 @@ pub use effects::{
 };
 pub use error::{CompactionError, FieldCost};
 pub use future::{block_on, BoxFuture};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sqlite", feature = "postgres"))))]
+pub use gc::StoreAdmin;
 #[cfg(feature = "anthropic-types")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic-types")))]
 pub use integrations::anthropic;
@@ -68,6 +69,9 @@ pub use integrations::hf_tokenizers::{self, HfTokenizer, HfTokenizerError};
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub use integrations::openai;
 pub use pointer_tool::{resolve_pointer_tool, PointerResolver, PointerToolError, PointerToolReply};
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::{PgError, PgErrorKind, PgLedger, PgLedgerError, PgStore};
 pub use rehydrate::{
     DefaultedField, FnReacquire, NoReacquire, Reacquire, ReacquireError, RehydrateOptions,
     Rehydrated,
@@ -76,6 +80,11 @@ pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, Trans
 pub use session::{
     EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
     SessionRequest, ToolFailure,
+};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sqlite::{
+    SqliteError, SqliteErrorKind, SqliteLedger, SqliteLedgerError, SqliteOptions, SqliteStore,
 };
 pub use state::{
     Compactable, FieldClass, FieldSchema, HasTranscript, NestedField, Part, Parts, RebuildError,

@@ -4,14 +4,13 @@
 use crate::binding::CheckpointBinding;
 use crate::checkpoint::fingerprint::SchemaFingerprint;
 use crate::checkpoint::seal::{KeyedSeal, SealKeys};
+use crate::conversation::format::{default_request_messages, ChatFormat};
+use crate::conversation::handle::HandleTable;
+use crate::conversation::transcript::{validate_messages, Message, TranscriptError};
+use crate::planner::memory::{message_digest, MemoryRecord, SealedRecord, TranscriptMemory};
 use crate::report::CompactionReport;
 use crate::state::path::Shape;
 use crate::store::{ContentHash, Pointer};
-use crate::transcript::conversation::{validate_messages, Message, TranscriptError};
-use crate::transcript::format::{default_request_messages, ChatFormat};
-use crate::transcript::memory::{
-    message_digest, HandleTable, MemoryRecord, SealedRecord, TranscriptMemory,
-};
 use crate::window::field::{Entry, Form, SummaryValue};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -1,7 +1,7 @@
 //! What every checkpoint backend moves: the row a checkpoint is saved as ([`CheckpointRow`]:
 //! its JSON, that JSON's own SHA-256, its state type and the blobs it points at) and what a
 //! listing says about one ([`CheckpointInfo`]). Making a row from a `Compacted` and back is
-//! `codec.rs`; the backends (`backends/*/checkpoint.rs`, `memory.rs`) only store rows.
+//! `codec.rs`; the backends (`sqlite/checkpoint.rs`, `postgres/checkpoint.rs`, `memory.rs`) only store rows.
 
 use crate::store::ContentHash;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

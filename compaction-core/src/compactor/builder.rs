@@ -3,13 +3,13 @@
 
 use crate::checkpoint::{Owner, SealKey, SealKeys};
 use crate::compactor::Compactor;
+use crate::conversation::format::{ChatFormat, OpenAiChat};
 use crate::error::CompactionError;
+use crate::planner::memories::TranscriptPlanner;
 use crate::store::{DynStore, MemoryStore, Store};
 use crate::summaries::contract::DynSummarizer;
 use crate::summaries::Summarizer;
 use crate::tokens::{TokenCounter, Tokenizer};
-use crate::transcript::format::{ChatFormat, OpenAiChat};
-use crate::transcript::memories::TranscriptPlanner;
 use crate::window::{DefaultRenderer, Renderer};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

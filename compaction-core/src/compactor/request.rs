@@ -31,13 +31,13 @@
 //! [`WindowView::is_update`]: crate::window::WindowView::is_update
 
 use crate::checkpoint::{Compacted, FrontFields, WindowRecord};
+use crate::conversation::transcript::Link;
 use crate::effects::record::EffectStatus;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
+use crate::planner::effects::EffectStatuses;
 use crate::state::schema::Schema;
 use crate::tokens::TokenCounter;
-use crate::transcript::conversation::Link;
-use crate::transcript::effects::EffectStatuses;
 use crate::window::Entry;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -76,7 +76,7 @@ pub(super) fn the_transcript<'c, 'a>(
 }
 
 /// How many transcripts' windows a compactor remembers (as many as their planner memories).
-const REMEMBERED_WINDOWS: usize = crate::transcript::memories::REMEMBERED;
+const REMEMBERED_WINDOWS: usize = crate::planner::memories::REMEMBERED;
 
 /// What the model was shown of the state in a transcript's last request.
 #[derive(Debug, Clone, PartialEq)]

@@ -200,7 +200,7 @@ fn what_a_compaction_stores_is_hashed_once() {
 
 /// A state that is one conversation.
 struct Chat {
-    chat: crate::transcript::conversation::Transcript,
+    chat: crate::conversation::transcript::Transcript,
 }
 
 impl Compactable for Chat {
@@ -236,7 +236,7 @@ impl Compactable for Chat {
 /// sent (about 120 bytes of JSON each, here a fifth of the messages' bytes).
 #[test]
 fn a_recompaction_hashes_what_is_new_not_the_window_it_sends_again() {
-    use crate::transcript::conversation::{Message, Transcript};
+    use crate::conversation::transcript::{Message, Transcript};
     let reply = |turn: usize| {
         format!("Step {turn}: the migration ran once and the retry waits for approval. ").repeat(14)
     };

@@ -8,8 +8,8 @@
 //! `Where` parameter (`At<1, Inside<Here>>`: in the second parameter, inside a container, here):
 //! the impls never overlap, and a type with several paths to state is a carrier all the same.
 
+use crate::conversation::transcript::Transcript;
 use crate::effects::record::EffectLog;
-use crate::transcript::conversation::Transcript;
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, HashSet, LinkedList, VecDeque};

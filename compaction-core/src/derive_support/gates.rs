@@ -11,12 +11,12 @@
 //! third of the derive's compile time (type and borrow checking of ten traits per struct).
 #![allow(missing_docs)]
 
+use crate::conversation::transcript::Transcript;
 use crate::effects::record::EffectRecords;
 use crate::state::compactable::{NestedField, Parts, PointerFn, Visitor};
 use crate::state::path::RebuildError;
 use crate::state::schema::Schema;
 use crate::state::summarizable::Summarizable;
-use crate::transcript::conversation::Transcript;
 use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 

@@ -3,11 +3,13 @@
 //! hands the planner is in `collected.rs` (apart, so the planner never imports the visitor
 //! contract: one level less between the compactor and the effect types).
 
+use crate::conversation::transcript::Transcript;
 use crate::effects::record::{EffectLog, EffectRecords};
 use crate::error::CompactionError;
 use crate::plan::collected::{
     Collected, CollectedField, CollectedTranscript, Collection, SummaryText,
 };
+use crate::planner::policy::TranscriptPolicy;
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::instance::check_instance;
 use crate::state::path::{child_path, push_segment, Segment, Shape};
@@ -15,8 +17,6 @@ use crate::state::schema::{FieldClass, Schema};
 use crate::state::summarizable::Summarizable;
 use crate::store::canonical::{canonical_json, check_round_trip};
 use crate::store::ContentHash;
-use crate::transcript::conversation::Transcript;
-use crate::transcript::policy::TranscriptPolicy;
 use serde::Serialize;
 use std::collections::HashMap;
 

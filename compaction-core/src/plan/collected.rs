@@ -1,15 +1,15 @@
 //! What collection hands the planner: each field as its traversal handed it over, checked
 //! against the schema (protected values in canonical form, the rest still borrowed).
 
+use crate::conversation::transcript::Transcript;
 use crate::effects::record::{EffectLog, EffectStatus};
 use crate::error::CompactionError;
 use crate::plan::json_size::JsonValue;
+use crate::planner::policy::TranscriptPolicy;
 use crate::state::path::Shape;
 use crate::state::schema::FieldClass;
 use crate::state::summarizable::Summarizable;
 use crate::store::ContentHash;
-use crate::transcript::conversation::Transcript;
-use crate::transcript::policy::TranscriptPolicy;
 use std::borrow::Cow;
 
 /// A state's fields as its traversal handed them over, checked against its schema.

@@ -3,14 +3,14 @@
 
 use crate::checkpoint::Compacted;
 use crate::compactor::Compactor;
+use crate::conversation::handle::Handle;
+use crate::conversation::marker::{escape, MARKER_PREFIX};
+use crate::conversation::message::ToolArguments;
+use crate::conversation::message::{Message, Role, ToolCall};
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::pointer_tool::definition::RESOLVE_POINTER;
 use crate::store::Pointer;
-use crate::transcript::marker::{escape, MARKER_PREFIX};
-use crate::transcript::memory::Handle;
-use crate::transcript::message::ToolArguments;
-use crate::transcript::message::{Message, Role, ToolCall};
 use crate::utf8::{ceil_char_boundary, floor_char_boundary};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

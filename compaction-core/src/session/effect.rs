@@ -2,13 +2,13 @@
 //! the tool errors. A key that is already committed, or whose outcome is unknown, is not run.
 //! The call gets a tool result in every case, in words the model can act on.
 
+use crate::conversation::message::{Message, ToolCall};
+use crate::conversation::transcript::Transcript;
 use crate::effects::error::EffectError;
 use crate::effects::record::Effect;
 use crate::session::error::SessionError;
 use crate::session::guard::{EffectGuard, LedgerFailure};
 use crate::session::turn::pending_calls;
-use crate::transcript::conversation::Transcript;
-use crate::transcript::message::{Message, ToolCall};
 use std::fmt::Display;
 use std::future::Future;
 

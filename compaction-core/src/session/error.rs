@@ -1,7 +1,7 @@
 //! [`SessionError`]: why a session could not open, make a request, or take a turn's message.
 
+use crate::conversation::message::Role;
 use crate::error::CompactionError;
-use crate::transcript::message::Role;
 
 /// Why a [`Session`](crate::session::Session) refused. A compaction, checkpoint or seal error
 /// is [`Compaction`](Self::Compaction); the others are the session's own. Converts into

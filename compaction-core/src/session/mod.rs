@@ -5,8 +5,8 @@
 //! checkpoint), and allow the model to read back what left its context.
 //!
 //! This file holds the types with everything that names the compactor's builder or the pointer
-//! tool (like `compactor/mod.rs`, a type kept with its impls: `scripts/module-graph.py`); the
-//! work beside it is in files that name neither:
+//! tool (a type kept with its impls, like `compactor/mod.rs`); the work beside it is in files
+//! that name neither:
 //! - `request.rs`: [`SessionRequest`], what to send, wire-format free;
 //! - `turn.rs`: which calls wait for a result, and linking effect calls to their effects;
 //! - `effect.rs`: a side-effecting tool run under the ledger ([`EffectCall`],
@@ -32,6 +32,9 @@ use crate::compactor::{
     Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
     SESSION_WINDOW_SHARE,
 };
+use crate::conversation::format::ChatFormat;
+use crate::conversation::message::{Message, Role, ToolCall};
+use crate::conversation::transcript::Transcript;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::memory::MemoryLedger;
 use crate::error::CompactionError;
@@ -40,9 +43,6 @@ use crate::pointer_tool::{PointerResolver, PointerToolError, PointerToolReply};
 use crate::rehydrate::{NoReacquire, Reacquire, RehydrateOptions};
 use crate::state::has_transcript::HasTranscript;
 use crate::store::{MemoryStore, Store};
-use crate::transcript::conversation::Transcript;
-use crate::transcript::format::ChatFormat;
-use crate::transcript::message::{Message, Role, ToolCall};
 use ledger::SessionLedger;
 use reacquire::ErasedReacquire;
 use std::future::Future;

@@ -2,7 +2,7 @@
 //! the messages, where their stable prefix ends, and the sequence of the checkpoint behind them.
 
 use crate::checkpoint::Compacted;
-use crate::transcript::message::Message;
+use crate::conversation::message::Message;
 use sha2::{Digest, Sha256};
 
 /// The next request of a [`Session`](crate::session::Session): the messages to send to the

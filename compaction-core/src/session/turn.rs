@@ -1,8 +1,8 @@
 //! The conversation side of a turn: the model's response in any form a session takes
 //! ([`ModelResponse`]), and which calls of its last message still wait for a result.
 
+use crate::conversation::message::{Message, Role, ToolCall};
 use crate::session::error::SessionError;
-use crate::transcript::message::{Message, Role, ToolCall};
 use std::collections::HashSet;
 
 /// What [`Session::push_response`](crate::session::Session::push_response) takes: the model's

@@ -1,11 +1,11 @@
 //! The contract between `#[derive(Compactable)]` and the engine: a typed traversal out (split)
 //! and a typed rebuild in.
 
+use crate::conversation::transcript::Transcript;
 use crate::effects::record::{EffectLog, EffectRecords};
 use crate::state::path::{child_path, push_segment, shape_key, RebuildError, Segment, Shape};
 use crate::state::schema::Schema;
 use crate::state::summarizable::Summarizable;
-use crate::transcript::conversation::Transcript;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
 //! [`HasTranscript`]: a state's one `#[transcript]` field, reached generically, so a session
 //! can push the conversation into whatever state type it holds.
 
+use crate::conversation::transcript::Transcript;
 use crate::state::compactable::Compactable;
-use crate::transcript::conversation::Transcript;
 
 /// A state with a `#[transcript]` field of its own: the conversation a
 /// [`Session`](crate::session::Session) pushes the model's responses and the tool results into.

@@ -10,6 +10,7 @@ pub(crate) mod contract;
 
 pub use cache::summary_cache_problem;
 
+use crate::utf8::{ceil_char_boundary, floor_char_boundary};
 use std::future::Future;
 
 /// What the engine asks a summarizer for.
@@ -218,23 +219,6 @@ impl Summarizer for Extractive {
         // Deterministic: the same text and target always give the same extract.
         Some("compaction::Extractive/1".to_owned())
     }
-}
-
-// The same two cuts as `crate::utf8`, kept here: `error.rs` imports this module, and one more
-// level under it would pass the module graph's depth limit.
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ fn breaks_lines(c: char) -> bool {
 }
 
 /// Format and default-ignorable characters: a reader does not see them. The one list of them:
-/// the transcript's markers (`transcript/marker.rs`) skip the same characters before deciding
+/// the transcript's markers (`conversation/marker.rs`) skip the same characters before deciding
 /// whether a text begins like a marker.
 pub(crate) fn is_invisible_format(c: char) -> bool {
     matches!(

@@ -4,11 +4,11 @@
 //! `tool_use` input byte-for-byte (an object, or a typed error); thinking blocks are our opaque
 //! parts, first in their turn. What one side cannot carry is a typed error, never dropped.
 
+use crate::conversation::message::{Message, OpaquePart, Role, ToolCall};
 use crate::integrations::anthropic::wire::{
     AnthropicMessage, AnthropicResponse, AnthropicRole, CacheControl, ContentBlock, SystemBlock,
     ToolResultContent,
 };
-use crate::transcript::message::{Message, OpaquePart, Role, ToolCall};
 
 /// Why messages could not be converted. `index` is the message's position in the list
 /// converted (ours, or Anthropic's `messages`).

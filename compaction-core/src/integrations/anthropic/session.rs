@@ -1,6 +1,7 @@
 //! A session's turn on Anthropic's Messages wire: the request with its prompt-cache breakpoint
 //! at the stable-prefix boundary, and the model's reply pushed as it comes.
 
+use crate::conversation::message::Message;
 use crate::integrations::anthropic::convert::{
     convert, from_anthropic_response, AnthropicError, Layout,
 };
@@ -8,7 +9,6 @@ use crate::integrations::anthropic::wire::{AnthropicRequest, AnthropicResponse};
 use crate::session::error::SessionError;
 use crate::session::request::SessionRequest;
 use crate::session::turn::ModelResponse;
-use crate::transcript::message::Message;
 
 impl SessionRequest {
     /// The request as an Anthropic Messages API request for `model`, with one prompt-cache
@@ -68,8 +68,8 @@ impl ModelResponse for AnthropicResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::message::{OpaquePart, ToolCall};
     use crate::integrations::anthropic::wire::{CacheControl, ContentBlock};
-    use crate::transcript::message::{OpaquePart, ToolCall};
     use serde_json::json;
 
     fn request(messages: Vec<Message>, stable_prefix_len: usize) -> SessionRequest {

@@ -2,7 +2,7 @@
 //! messages, content blocks (thinking blocks kept as the raw JSON that arrived), requests and
 //! responses. Unknown block types are kept raw ([`ContentBlock::Other`]) so nothing is dropped.
 
-use crate::transcript::message::{OpaqueKind, OpaquePart, ToolArguments};
+use crate::conversation::message::{OpaqueKind, OpaquePart, ToolArguments};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;

@@ -2,11 +2,11 @@
 //! messages; what cannot be represented is a typed error, never dropped.
 
 use crate::checkpoint::Compacted;
+use crate::conversation::message::ToolArguments;
+use crate::conversation::transcript::{Message, Role, ToolCall, Transcript, TranscriptError};
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
-use crate::transcript::conversation::{Message, Role, ToolCall, Transcript, TranscriptError};
-use crate::transcript::message::ToolArguments;
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
     ChatCompletionRequestAssistantMessage, ChatCompletionRequestAssistantMessageContent,

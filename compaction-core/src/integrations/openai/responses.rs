@@ -3,11 +3,13 @@
 //! `reasoning` items. What one side cannot carry is a typed error, never dropped.
 
 use crate::checkpoint::Compacted;
+use crate::conversation::message::{
+    Message, OpaqueKind, OpaquePart, Role, ToolArguments, ToolCall,
+};
 use crate::integrations::openai::responses_rules::ResponsesError;
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
-use crate::transcript::message::{Message, OpaqueKind, OpaquePart, Role, ToolArguments, ToolCall};
 use async_openai::types::responses::{
     EasyInputContent, EasyInputMessage, FunctionCallOutput, FunctionCallOutputItemParam,
     FunctionTool, FunctionToolCall, InputContent, InputItem, InputRole, Item, MessageItem,

@@ -1,13 +1,13 @@
 //! A session's turn in async-openai's chat types: the model's response pushed as it comes
 //! (the completion or its message), and the request as chat completion messages.
 
+use crate::conversation::message::Message;
 use crate::integrations::openai::messages::{
     from_openai_response_message, message_to_openai, Opaque,
 };
 use crate::session::error::SessionError;
 use crate::session::request::SessionRequest;
 use crate::session::turn::ModelResponse;
-use crate::transcript::message::Message;
 use async_openai::types::chat::{
     ChatCompletionRequestMessage, ChatCompletionResponseMessage, CreateChatCompletionResponse,
 };
