@@ -279,6 +279,11 @@ impl ContentBlock {
             "redacted_thinking" => {
                 ContentBlock::Opaque(opaque(OpaqueKind::AnthropicRedactedThinking)?)
             }
+            // Server-side compaction (the `compact_20260112` context-management edit, beta
+            // header `compact-2026-01-12`): the response's assistant content carries a
+            // `{"type": "compaction", "content": ...}` block, to be sent back in its turn on
+            // later requests (Anthropic, "Compaction", build-with-claude/compaction).
+            "compaction" => ContentBlock::Opaque(opaque(OpaqueKind::AnthropicCompaction)?),
             "text" => match serde_json::from_str::<TextBlock>(raw.get()) {
                 Ok(b) => ContentBlock::Text {
                     text: b.text,
