@@ -86,6 +86,10 @@ pub use compaction_core::transcript;
 pub use compaction_core::{AnthropicMessages, ChatFormat, OpenAiChat};
 pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
 
+// The providers' prompt caches, modelled from their documentation: what a request reads,
+// writes and costs (the benches price sessions with them).
+pub use compaction_core::cache;
+
 // The pointer tool a model calls to read what left its context.
 pub use compaction_core::pointer_tool;
 pub use compaction_core::{

@@ -12,6 +12,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod binding;
+pub mod cache;
 pub mod checkpoint;
 mod compactor;
 mod conversation;

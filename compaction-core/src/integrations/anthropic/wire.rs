@@ -256,6 +256,16 @@ impl ContentBlock {
         }
     }
 
+    /// The block's cache breakpoint, if it has one.
+    pub fn cache_control(&self) -> Option<&CacheControl> {
+        match self {
+            ContentBlock::Text { cache_control, .. }
+            | ContentBlock::ToolUse { cache_control, .. }
+            | ContentBlock::ToolResult { cache_control, .. } => cache_control.as_ref(),
+            ContentBlock::Opaque(_) | ContentBlock::Other(_) => None,
+        }
+    }
+
     /// Sets (or clears) the block's cache breakpoint; `false` for a block that cannot carry
     /// one here (thinking blocks, raw blocks).
     pub fn set_cache_control(&mut self, control: Option<CacheControl>) -> bool {
