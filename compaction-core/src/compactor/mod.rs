@@ -66,6 +66,8 @@ struct FinishedTranscript {
     path: String,
     messages_in: usize,
     paged: Vec<PagedResult>,
+    /// Folds sent without their summary because the summarizer failed.
+    skipped: usize,
 }
 
 /// A plan ready for its summaries: what crosses the `await`s (it borrows only the state's

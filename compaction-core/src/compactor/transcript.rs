@@ -44,24 +44,40 @@ pub(super) fn request_overhead(format: &dyn ChatFormat, counter: &dyn TokenCount
 }
 
 /// One summary per fold request `(source, target)`, each held to its contract (none when no
-/// summarizer is configured: then the planner asked for none).
+/// summarizer is configured: then the planner asked for none). With `evict_on_error`, a
+/// failing summarizer leaves its fold and every later one without a summary (`None`: the
+/// fold's handle-and-calls form, which loses nothing: its messages are behind its handle), and
+/// is not asked again in this request (a rate-limited model is not hammered).
 pub(super) async fn summarize_folds(
     summarizer: Option<&dyn DynSummarizer>,
     counter: &dyn TokenCounter,
     field: &str,
     requests: Vec<(String, usize)>,
-) -> Result<Vec<String>, CompactionError> {
+    evict_on_error: bool,
+) -> Result<Vec<Option<String>>, CompactionError> {
     let mut summaries = Vec::with_capacity(requests.len());
     let Some(summarizer) = summarizer else {
         return Ok(summaries);
     };
+    let mut failed = false;
     for (source, target) in requests {
+        if failed {
+            summaries.push(None);
+            continue;
+        }
         let span = trace::summarize_span(field, target);
         let summary = checked_summary(summarizer, counter, field, &source, target)
             .instrument(span.clone())
             .await;
         trace::summary_made(&span, &summary, counter);
-        summaries.push(summary.map_err(CompactionError::Summarizer)?);
+        match summary {
+            Ok(summary) => summaries.push(Some(summary)),
+            Err(_) if evict_on_error => {
+                failed = true;
+                summaries.push(None);
+            }
+            Err(error) => return Err(CompactionError::Summarizer(error)),
+        }
     }
     Ok(summaries)
 }
@@ -117,6 +133,7 @@ fn transcript_report(
     messages_in: usize,
     paged: Vec<PagedResult>,
     planned: &PlannedTranscript,
+    summaries_skipped: usize,
 ) -> TranscriptReport {
     let counts = planned.counts();
     TranscriptReport {
@@ -130,6 +147,7 @@ fn transcript_report(
         fold_messages: planned.fold_messages(),
         user_runs: planned.user_runs(),
         summarized_folds: planned.summarized_folds(),
+        summaries_skipped,
         tokens: planned.tokens(),
         compaction_point: planned.compacted(),
         reused_messages: planned.reused_prefix(),
@@ -242,7 +260,7 @@ impl Compactor {
             messages_in,
             paged,
         } = pending;
-        let planned = self.finish_transcript(&path, plan).await?;
+        let (planned, skipped) = self.finish_transcript(&path, plan).await?;
         let same_front = false;
         Ok(RequestParts {
             front: window.to_owned(),
@@ -252,6 +270,7 @@ impl Compactor {
                 path,
                 messages_in,
                 paged,
+                skipped,
             },
             shown: entries.to_vec(),
             same_front,
@@ -329,11 +348,13 @@ impl Compactor {
         plan: TranscriptPlan,
     ) -> Result<FinishedTranscript, CompactionError> {
         let paged = plan.planned.paged_results(next.transcript);
+        let (planned, skipped) = self.finish_transcript(&next.path, plan).await?;
         Ok(FinishedTranscript {
-            planned: self.finish_transcript(&next.path, plan).await?,
+            planned,
             path: next.path.clone(),
             messages_in: next.transcript.len(),
             paged,
+            skipped,
         })
     }
 
@@ -434,8 +455,15 @@ impl Compactor {
             path,
             messages_in,
             paged,
+            skipped,
         } = finished;
-        report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
+        report.transcript = Some(transcript_report(
+            &path,
+            messages_in,
+            paged,
+            &planned,
+            skipped,
+        ));
         let digests = self.transcript_planner.commit_digests(&planned);
         let request_tokens =
             front_tokens + request_overhead(&*self.chat_format, &*self.counter) + planned.tokens();
@@ -466,21 +494,32 @@ impl Compactor {
         }
     }
 
-    /// Summarizes the transcript's folds and completes its plan.
+    /// Summarizes the transcript's folds and completes its plan; with
+    /// `evict_on_summarizer_error`, a summarizer failure (an error, or a summary empty or over
+    /// its target) leaves the folds it did not summarize without a summary. Returns how many.
     pub(super) async fn finish_transcript(
         &self,
         path: &str,
         plan: TranscriptPlan,
-    ) -> Result<PlannedTranscript, CompactionError> {
+    ) -> Result<(PlannedTranscript, usize), CompactionError> {
         let requests: Vec<(String, usize)> = plan
             .summary_requests()
             .map(|r| (r.text.clone(), r.target_tokens))
             .collect();
         let summarizer = self.summarizer.as_deref();
-        let summaries = summarize_folds(summarizer, &*self.counter, path, requests).await?;
-        self.transcript_planner
-            .finish(plan, summaries)
-            .map_err(|e| plan_error(path, 0, self.budget, e))
+        let evict = self.evict_on_summarizer_error;
+        let summaries =
+            summarize_folds(summarizer, &*self.counter, path, requests, evict).await?;
+        let skipped = summaries.iter().filter(|s| s.is_none()).count();
+        let planned = if evict {
+            self.transcript_planner.finish_or_skip(plan, summaries)
+        } else {
+            let summaries = summaries.into_iter().flatten().collect();
+            self.transcript_planner
+                .finish(plan, summaries)
+                .map_err(|e| plan_error(path, 0, self.budget, e))?
+        };
+        Ok((planned, skipped))
     }
 
     /// Reads back, byte-exact and verified, input message `index` of the transcript span
