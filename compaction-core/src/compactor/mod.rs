@@ -7,6 +7,7 @@
 mod builder;
 mod checkpoints;
 mod ledger;
+pub(crate) mod memories;
 mod rehydrate;
 mod render;
 mod request;

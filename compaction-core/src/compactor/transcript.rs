@@ -508,8 +508,7 @@ impl Compactor {
             .collect();
         let summarizer = self.summarizer.as_deref();
         let evict = self.evict_on_summarizer_error;
-        let summaries =
-            summarize_folds(summarizer, &*self.counter, path, requests, evict).await?;
+        let summaries = summarize_folds(summarizer, &*self.counter, path, requests, evict).await?;
         let skipped = summaries.iter().filter(|s| s.is_none()).count();
         let planned = if evict {
             self.transcript_planner.finish_or_skip(plan, summaries)
