@@ -1,6 +1,6 @@
 //! The engine's side of a `#[transcript]` field: the request overhead, which effects are
-//! settled (by scope and key), the token limits the planner works to, the fold summaries, and
-//! the mapping of the planner's errors.
+//! settled (by scope and key), the token limits the planner works to, and the mapping of the
+//! planner's errors (the fold summaries are in `summarize.rs`).
 //!
 //! The request is the window at the front (as the compactor's
 //! [`ChatFormat`](crate::transcript::ChatFormat) sends it: a system message by default), then
@@ -13,7 +13,6 @@ use crate::checkpoint::{
     Compacted, CompactedTranscript, FrontFields, MessageDigests, WindowRecord,
 };
 use crate::compactor::request::{self, WindowMemory};
-use crate::compactor::trace;
 use crate::compactor::{
     Compactor, FinishedTranscript, NextRequest, PendingTranscript, RequestParts,
 };
@@ -30,56 +29,15 @@ use crate::planner::rehydrate::{span_message, SpanReadError};
 use crate::report::{CompactionReport, PagedResult, TranscriptReport};
 use crate::state::schema::Schema;
 use crate::store::AsPointer;
-use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::window::Entry;
 use std::sync::Arc;
-use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the window's overhead
 /// where `format` puts it, and the reply priming.
 pub(super) fn request_overhead(format: &dyn ChatFormat, counter: &dyn TokenCounter) -> usize {
     format.window_tokens("", counter) + format.reply_priming()
-}
-
-/// One summary per fold request `(source, target)`, each held to its contract (none when no
-/// summarizer is configured: then the planner asked for none). With `evict_on_error`, a
-/// failing summarizer leaves its fold and every later one without a summary (`None`: the
-/// fold's handle-and-calls form, which loses nothing: its messages are behind its handle), and
-/// is not asked again in this request (a rate-limited model is not hammered).
-pub(super) async fn summarize_folds(
-    summarizer: Option<&dyn DynSummarizer>,
-    counter: &dyn TokenCounter,
-    field: &str,
-    requests: Vec<(String, usize)>,
-    evict_on_error: bool,
-) -> Result<Vec<Option<String>>, CompactionError> {
-    let mut summaries = Vec::with_capacity(requests.len());
-    let Some(summarizer) = summarizer else {
-        return Ok(summaries);
-    };
-    let mut failed = false;
-    for (source, target) in requests {
-        if failed {
-            summaries.push(None);
-            continue;
-        }
-        let span = trace::summarize_span(field, target);
-        let summary = checked_summary(summarizer, counter, field, &source, target)
-            .instrument(span.clone())
-            .await;
-        trace::summary_made(&span, &summary, counter);
-        match summary {
-            Ok(summary) => summaries.push(Some(summary)),
-            Err(_) if evict_on_error => {
-                failed = true;
-                summaries.push(None);
-            }
-            Err(error) => return Err(CompactionError::Summarizer(error)),
-        }
-    }
-    Ok(summaries)
 }
 
 /// The planner's error as the engine reports it.
@@ -492,33 +450,6 @@ impl Compactor {
             window: Some(window),
             digests: MessageDigests(digests),
         }
-    }
-
-    /// Summarizes the transcript's folds and completes its plan; with
-    /// `evict_on_summarizer_error`, a summarizer failure (an error, or a summary empty or over
-    /// its target) leaves the folds it did not summarize without a summary. Returns how many.
-    pub(super) async fn finish_transcript(
-        &self,
-        path: &str,
-        plan: TranscriptPlan,
-    ) -> Result<(PlannedTranscript, usize), CompactionError> {
-        let requests: Vec<(String, usize)> = plan
-            .summary_requests()
-            .map(|r| (r.text.clone(), r.target_tokens))
-            .collect();
-        let summarizer = self.summarizer.as_deref();
-        let evict = self.evict_on_summarizer_error;
-        let summaries = summarize_folds(summarizer, &*self.counter, path, requests, evict).await?;
-        let skipped = summaries.iter().filter(|s| s.is_none()).count();
-        let planned = if evict {
-            self.transcript_planner.finish_or_skip(plan, summaries)
-        } else {
-            let summaries = summaries.into_iter().flatten().collect();
-            self.transcript_planner
-                .finish(plan, summaries)
-                .map_err(|e| plan_error(path, 0, self.budget, e))?
-        };
-        Ok((planned, skipped))
     }
 
     /// Reads back, byte-exact and verified, input message `index` of the transcript span
