@@ -99,8 +99,8 @@ pub use compaction_core::{
 // Sessions: an agent's loop (compact, checkpoint, resume, its tools under the ledger).
 pub use compaction_core::session;
 pub use compaction_core::{
-    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
-    SessionRequest, ToolFailure,
+    EffectCall, EffectOutcome, ModelResponse, ResponseProblem, Session, SessionBuilder,
+    SessionError, SessionRequest, ToolFailure,
 };
 
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
