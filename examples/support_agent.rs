@@ -40,7 +40,8 @@ struct SupportAgent {
     /// Refunds issued, with their exact status: never summarized.
     #[effect(idempotent = false)]
     refunds: EffectLog,
-    /// The conversation: the last 2 user turns verbatim, older turns folded by the model.
+    /// The conversation: the last 2 user turns are the last to go (verbatim while older turns
+    /// give the room), older turns folded by the model.
     #[transcript(keep_recent = 2)]
     chat: Transcript,
 }

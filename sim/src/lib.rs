@@ -30,19 +30,4 @@ pub const KNOWN_BREAKS: &[(&str, &str)] = &[
          answers about effects (`Failed: ... Effect `KEY` ...`) and a call's effect link reach \
          the fold's summarizer",
     ),
-    (
-        "progress",
-        "issue 29 item 2: push_response accepts a reply with empty or repeated call ids or a \
-         tool_call_id on an assistant message, and every later request fails; paging does not \
-         reach every result before refusing (`needs at least N tokens`)",
-    ),
-    (
-        "error_changes_nothing",
-        "issue 29 item 2: run_effect pushes a tool result and returns Err(Ledger)",
-    ),
-    (
-        "prefix_claims_true",
-        "issue 29 item 2: a failed checkpoint save or sequence advance leaves the planner and \
-         window memories committed, so the retry claims a prefix the agent was never sent",
-    ),
 ];

@@ -36,7 +36,9 @@ pub enum FieldClass {
     /// rules of [`transcript`](crate::transcript) and sent through
     /// [`Compacted::messages`](crate::Compacted::messages).
     Transcript {
-        /// The last `keep_recent` user turns and what followed them stay verbatim.
+        /// The last `keep_recent` user turns and what followed them are the last to be
+        /// compacted (verbatim while older turns give the room; under pressure only the newest
+        /// user message and what follows it stay).
         keep_recent: usize,
         /// `pin_user`: refuse instead of spilling old user messages.
         pin_user: bool,
