@@ -366,3 +366,16 @@ fn the_callers_tool_breakpoints_count_and_never_make_a_fifth() {
         })
     );
 }
+
+#[test]
+fn the_pointer_tool_in_anthropics_shape_is_the_one_the_session_answers() {
+    let tool = compaction::anthropic::resolve_pointer_anthropic_tool();
+    assert_eq!(tool["name"], compaction::pointer_tool::RESOLVE_POINTER);
+    let openai = compaction::pointer_tool::resolve_pointer_tool();
+    assert_eq!(tool["description"], openai["function"]["description"]);
+    assert_eq!(tool["input_schema"], openai["function"]["parameters"]);
+    assert_eq!(
+        tool.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["description", "input_schema", "name"]
+    );
+}

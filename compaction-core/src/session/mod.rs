@@ -302,6 +302,15 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         turn::pending_calls(self.state.transcript().messages())
     }
 
+    /// Whether the model's turn is over and it waits for the user: the conversation ends with
+    /// an assistant message that calls no tool. `false` while calls wait for results, after a
+    /// tool result (the model reads it next), after a user message, and before anything was
+    /// said. The loop: push the user's message, then request, push the reply and answer its
+    /// calls until this is `true`.
+    pub fn awaiting_user(&self) -> bool {
+        turn::awaiting_user(self.state.transcript().messages())
+    }
+
     /// Pushes the result of a tool without side effects (or one you guard yourself) for
     /// `call`, which must be pending ([`SessionError::NotPending`] otherwise, pushing nothing).
     pub fn answer(

@@ -71,6 +71,14 @@ pub(crate) fn check_response(
 /// The calls of the last assistant message of `messages` that no tool message after it
 /// answers, in order; empty when the conversation does not end with a message that calls tools
 /// (and its results so far).
+/// Whether `messages` end with the model's answer to the user: an assistant message without
+/// tool calls.
+pub(crate) fn awaiting_user(messages: &[Message]) -> bool {
+    messages
+        .last()
+        .is_some_and(|m| m.role == Role::Assistant && m.tool_calls.is_empty())
+}
+
 pub(crate) fn pending_calls(messages: &[Message]) -> Vec<ToolCall> {
     let Some(at) = messages.iter().rposition(|m| m.role != Role::Tool) else {
         return Vec::new();

@@ -26,6 +26,7 @@ mod rules;
 mod session;
 #[cfg(feature = "anthropic")]
 mod summarizer;
+mod tool;
 mod wire;
 
 pub use caching::AnthropicCaching;
@@ -36,6 +37,7 @@ pub use estimate::ClaudeEstimate;
 pub use rules::{check_anthropic, AnthropicRuleError};
 #[cfg(feature = "anthropic")]
 pub use summarizer::{AnthropicSummarizer, DEFAULT_INSTRUCTIONS};
+pub use tool::resolve_pointer_anthropic_tool;
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
     CacheControl, ContentBlock, SystemBlock, ToolResultContent,
