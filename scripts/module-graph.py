@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if "--root" in sys.argv:
     ROOT = Path(sys.argv[sys.argv.index("--root") + 1]).resolve()
 # Every library or binary crate's source dir.
-CRATES = ["compaction-core/src", "compaction-derive/src", "compaction-cli/src"]
+CRATES = ["compaction-core/src", "compaction-derive/src", "compaction-cli/src", "sim/src"]
 # The crates whose rooms are bounded, and the largest share of the crate's .rs lines a room may
 # hold.
 ROOM_SHARE = {"compaction-core/src": 0.15}

@@ -86,6 +86,10 @@ pub use compaction_core::transcript;
 pub use compaction_core::{AnthropicMessages, ChatFormat, OpenAiChat};
 pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
 
+// The providers' prompt caches, modelled from their documentation: what a request reads,
+// writes and costs (the benches price sessions with them).
+pub use compaction_core::cache;
+
 // The pointer tool a model calls to read what left its context.
 pub use compaction_core::pointer_tool;
 pub use compaction_core::{
@@ -95,8 +99,8 @@ pub use compaction_core::{
 // Sessions: an agent's loop (compact, checkpoint, resume, its tools under the ledger).
 pub use compaction_core::session;
 pub use compaction_core::{
-    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
-    SessionRequest, ToolFailure,
+    EffectCall, EffectOutcome, ModelResponse, ResponseProblem, Session, SessionBuilder,
+    SessionError, SessionRequest, ToolFailure,
 };
 
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).

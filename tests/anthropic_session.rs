@@ -1,14 +1,18 @@
 //! A session's requests on Anthropic's Messages wire (feature `anthropic-types`):
-//! `SessionRequest::anthropic_request` puts one `cache_control` breakpoint on the last block of
-//! the stable prefix, every request passes the documented conversation rules, and between
-//! compaction points everything up to the breakpoint is byte-identical request to request.
+//! `SessionRequest::anthropic_request` puts `cache_control` breakpoints where they pay (the end
+//! of the system prompt, the last block of the stable prefix, the request's last block, each
+//! only on a prefix that reaches the model's minimum, never more than four), every request
+//! passes the documented conversation rules, between compaction points everything up to the
+//! stable prefix's breakpoint is byte-identical request to request, and on the cache model
+//! each appended request reads everything the one before it sent.
 
 mod session_driver;
 
 use compaction::anthropic::{
-    check_anthropic, to_anthropic, AnthropicRequest, AnthropicResponse, CacheControl, ContentBlock,
-    SystemBlock,
+    check_anthropic, to_anthropic, AnthropicCaching, AnthropicRequest, AnthropicResponse,
+    CacheControl, ContentBlock, SystemBlock,
 };
+use compaction::cache::{AnthropicCacheModel, AnthropicCacheRules, CacheTtl};
 use compaction::session::{Session, SessionRequest};
 use compaction::{MemoryLedger, MemoryStore, Message, Role};
 use serde_json::json;
@@ -42,8 +46,7 @@ fn breakpoints(request: &AnthropicRequest) -> Vec<(Option<usize>, usize)> {
                 | ContentBlock::ToolResult { cache_control, .. } => cache_control.as_ref(),
                 _ => None,
             };
-            if let Some(control) = control {
-                assert_eq!(control, &CacheControl::ephemeral());
+            if control.is_some() {
                 found.push((Some(m), b));
             }
         }
@@ -68,22 +71,43 @@ fn cached_prefix(request: &AnthropicRequest, at: (Option<usize>, usize)) -> Stri
     serde_json::to_string(&json!({"system": system, "messages": messages})).unwrap()
 }
 
-/// Asserts that the breakpoint of `wire` (made from `request`) sits exactly where the first
-/// `stable_prefix_len()` messages end, converted alone; returns it.
+/// Every breakpoint placed whatever the prefix's length (minimum 0): the three places.
+fn everywhere() -> AnthropicCaching {
+    AnthropicCaching::for_model("claude-test").min_cacheable_tokens(0)
+}
+
+/// Asserts that `wire` (made from `request` with [`everywhere`]) has a breakpoint exactly
+/// where the first `stable_prefix_len()` messages end, converted alone, one on the system
+/// prompt's end and one on its last block, and no other; returns the stable prefix's.
 fn breakpoint_at_the_stable_prefix(
     request: &SessionRequest,
     wire: &AnthropicRequest,
 ) -> (Option<usize>, usize) {
     let found = breakpoints(wire);
-    assert_eq!(found.len(), 1, "one breakpoint: {found:?}");
+    assert!(found.len() <= 3, "at most three of ours: {found:?}");
     let prefix = to_anthropic(&request.messages()[..request.stable_prefix_len()])
         .expect("the stable prefix converts alone");
     let expected = match prefix.messages.last() {
         None => (None, prefix.system.len() - 1),
         Some(last) => (Some(prefix.messages.len() - 1), last.content.len() - 1),
     };
-    assert_eq!(found[0], expected, "the breakpoint ends the stable prefix");
-    found[0]
+    assert!(
+        found.contains(&expected),
+        "the stable prefix's end: {found:?}"
+    );
+    assert!(found.contains(&(None, wire.system.len() - 1)), "{found:?}");
+    let last = wire.messages.len() - 1;
+    let last_block = wire.messages[last]
+        .content
+        .iter()
+        .rposition(|b| !matches!(b, ContentBlock::Opaque(_) | ContentBlock::Other(_)))
+        .map(|b| (Some(last), b));
+    assert_eq!(
+        found.last().copied(),
+        last_block.or(Some(expected)),
+        "rolling"
+    );
+    expected
 }
 
 /// Plays `script` to its end (no crash), returning every request the session made.
@@ -115,7 +139,9 @@ fn every_request_is_valid_and_cached_up_to_its_stable_prefix() {
         let mut previous: Option<String> = None;
         let (mut requests, mut points, mut grown, mut late_system) = (0, 0, 0, 0);
         for request in play(&mut session, &script) {
-            let wire = request.anthropic_request("claude-test", 1024).unwrap();
+            let wire = request
+                .anthropic_request_with("claude-test", 1024, &everywhere())
+                .unwrap();
             check_anthropic(&wire.messages).unwrap();
             // Through JSON, as the provider reads it.
             let sent: AnthropicRequest =
@@ -159,9 +185,15 @@ fn an_anthropic_reply_is_pushed_as_it_comes() {
         .unwrap();
     session.push(Message::user("deploy svc-1"));
     let request = session.next_request_blocking().unwrap();
-    let wire = request.anthropic_request("claude-test", 256).unwrap();
-    // Nothing is folded yet: the breakpoint is on the top-level system prompt's stable part.
-    assert_eq!(breakpoints(&wire), [(None, 0)]);
+    let wire = request
+        .anthropic_request_with("claude-test", 256, &everywhere())
+        .unwrap();
+    // Nothing is folded yet: the stable prefix is the window's stable part (system block 0),
+    // the system prompt ends at block 1, and the rolling breakpoint is on the user's message.
+    assert_eq!(breakpoints(&wire), [(None, 0), (None, 1), (Some(0), 0)]);
+    // At the model's real minimum this request is too short to cache anywhere.
+    let real = request.anthropic_request("claude-sonnet-4-5", 256).unwrap();
+    assert_eq!(breakpoints(&real), []);
     assert_eq!(request.stable_prefix_len(), 1);
     let input = r#"{"service": "svc-1", "key": "deploy-1", "n": 123456789012345678901234567890}"#;
     let reply: AnthropicResponse = serde_json::from_str(&format!(
@@ -224,4 +256,113 @@ fn a_session_planned_for_anthropic_fits_its_budget_by_anthropics_formula() {
     }
     assert!(points >= 2, "{points} compaction points");
     assert!(merged > 0, "merged turns are exercised");
+}
+
+/// Counts a request's blocks as this test's provider would: 1 token per 4 bytes, at least 1.
+struct QuarterBytes;
+
+impl compaction::TokenCounter for QuarterBytes {
+    fn count(&self, text: &str) -> usize {
+        text.len().div_ceil(4).max(1)
+    }
+    fn name(&self) -> &str {
+        "quarter_bytes"
+    }
+}
+
+#[test]
+fn on_the_cache_model_an_appended_request_reads_everything_the_last_one_sent() {
+    let script = Script { seed: 7, turns: 14 };
+    let mut session = Session::builder("agent-cache")
+        .compactor(compactor(4_000))
+        .store(MemoryStore::new())
+        .ledger(MemoryLedger::new())
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    let caching = everywhere().token_counter(QuarterBytes);
+    let mut cache = AnthropicCacheModel::new(AnthropicCacheRules {
+        min_cacheable_tokens: 0,
+        ttl: CacheTtl::FiveMinutes,
+    });
+    let (mut previous_total, mut appended, mut read_all) = (None::<usize>, 0, 0);
+    for (i, request) in play(&mut session, &script).into_iter().enumerate() {
+        let wire = request
+            .anthropic_request_with("claude-test", 1024, &caching)
+            .unwrap();
+        let blocks = wire.prompt_blocks(&QuarterBytes);
+        let used = cache.send(i as u64 * 1000, blocks.blocks()).unwrap();
+        if let (false, Some(before)) = (request.is_compaction_point(), previous_total) {
+            appended += 1;
+            // Fewer than 20 new blocks between two requests here: the rolling breakpoint of
+            // the last request is within the lookback of this one's.
+            assert!(
+                used.read >= before,
+                "request {i}: read {used:?}, sent before {before}"
+            );
+            read_all += 1;
+        }
+        previous_total = Some(used.total());
+    }
+    assert!(appended >= 5 && read_all == appended, "{appended} appended");
+}
+
+#[test]
+fn the_callers_tool_breakpoints_count_and_never_make_a_fifth() {
+    let mut session = Session::builder("agent-tools")
+        .compactor(compactor(4_000))
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    session.push(Message::user("deploy svc-1"));
+    let request = session.next_request_blocking().unwrap();
+    let tool = |name: &str, ttl: Option<&str>| {
+        let mut tool = json!({"name": name, "input_schema": {"type": "object"}});
+        if let Some(ttl) = ttl {
+            tool["cache_control"] = json!({"type": "ephemeral", "ttl": ttl});
+        }
+        tool
+    };
+    for (theirs, ours) in [(0, 3), (2, 2), (3, 1), (4, 0)] {
+        let tools: Vec<_> = (0..4)
+            .map(|i| tool(&format!("t{i}"), (i < theirs).then_some("1h")))
+            .collect();
+        let caching = everywhere().tools(tools);
+        let wire = request
+            .anthropic_request_with("claude-test", 256, &caching)
+            .unwrap();
+        let placed = breakpoints(&wire);
+        assert_eq!(placed.len(), ours, "{theirs} of theirs: {placed:?}");
+        // The rolling one is kept first.
+        if ours == 1 {
+            assert_eq!(placed, [(Some(0), 0)]);
+        }
+        let blocks = wire.prompt_blocks(&QuarterBytes);
+        assert!(AnthropicCacheModel::check(blocks.blocks()).is_ok());
+        assert_eq!(wire.tools.as_ref().map(Vec::len), Some(4));
+    }
+    // Longer TTLs first: after a caller's five-minute breakpoint, ours are five minutes too.
+    let caching = everywhere()
+        .ttl(CacheTtl::OneHour)
+        .tools(vec![tool("t0", Some("5m"))]);
+    let wire = request
+        .anthropic_request_with("claude-test", 256, &caching)
+        .unwrap();
+    let blocks = wire.prompt_blocks(&QuarterBytes);
+    AnthropicCacheModel::check(blocks.blocks()).expect("TTLs in order");
+    assert!(wire.system[0]
+        .cache_control
+        .as_ref()
+        .is_some_and(|c| c.ttl.is_none()));
+    // With no caller breakpoint, one hour it is.
+    let wire = request
+        .anthropic_request_with("claude-test", 256, &everywhere().ttl(CacheTtl::OneHour))
+        .unwrap();
+    assert_eq!(
+        wire.system[0].cache_control,
+        Some(CacheControl {
+            kind: "ephemeral".into(),
+            ttl: Some("1h".into())
+        })
+    );
 }

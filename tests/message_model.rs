@@ -26,9 +26,33 @@ const SIGNATURE: &str = "EqQBCkYIARgCIkD/sig+with=padding==";
 const THINKING: &str = "secret chain of thought: the refund key is rk_live_42";
 const REDACTED: &str = "ZW5jcnlwdGVkIHRoaW5raW5n";
 
+/// A provider's own compaction (issue 31.5): Anthropic's summary block and OpenAI's encrypted
+/// item, each holding a value no summarizer may see.
+const PROVIDER_SUMMARY: &str = "provider summary: migration 0042 applied, key rk_live_77";
+const PROVIDER_CIPHERTEXT: &str = "gAAAAB-provider-compaction-ciphertext";
+
 /// Turns with thinking (signed and redacted), a tool call whose arguments a parser would
 /// change, and a big result.
 fn session(turns: usize) -> Agent {
+    session_with(turns, |turn| {
+        vec![
+            OpaquePart::anthropic_thinking(format!("{THINKING} #{turn}"), SIGNATURE),
+            OpaquePart::anthropic_redacted_thinking(REDACTED),
+        ]
+    })
+}
+
+/// The same turns with the providers' own compaction parts instead of thinking.
+fn compacted_by_providers(turns: usize) -> Agent {
+    session_with(turns, |turn| {
+        vec![
+            OpaquePart::anthropic_compaction(Some(format!("{PROVIDER_SUMMARY} #{turn}"))),
+            OpaquePart::openai_compaction(format!("cmp_{turn}"), PROVIDER_CIPHERTEXT),
+        ]
+    })
+}
+
+fn session_with(turns: usize, parts: impl Fn(usize) -> Vec<OpaquePart>) -> Agent {
     let mut chat = Transcript::new();
     chat.push(Message::system("You refund orders."));
     for turn in 0..turns {
@@ -36,11 +60,7 @@ fn session(turns: usize) -> Agent {
         let id = format!("call_{turn}");
         let text = format!(r#"{{"order": 12345678901234567890123456789{turn}, "order": "dup"}}"#);
         let call = ToolCall::new(&id, "refund", ToolArguments::from_text(text).unwrap());
-        let thinking = [
-            OpaquePart::anthropic_thinking(format!("{THINKING} #{turn}"), SIGNATURE),
-            OpaquePart::anthropic_redacted_thinking(REDACTED),
-        ];
-        chat.push(Message::assistant_with_tools("Refunding.", vec![call]).with_opaque(thinking));
+        chat.push(Message::assistant_with_tools("Refunding.", vec![call]).with_opaque(parts(turn)));
         chat.push(Message::tool_result(&id, "refund accepted\n".repeat(40)));
         chat.push(Message::assistant(format!("Turn {turn} done.")));
     }
@@ -66,6 +86,21 @@ fn opaque_parts_are_counted_with_their_turn() {
 
 #[test]
 fn a_summarizer_never_sees_opaque_parts_and_rehydration_gives_them_back() {
+    never_summarized_and_given_back(
+        session(12),
+        &[SIGNATURE, THINKING, REDACTED, "redacted_thinking", "opaque"],
+    );
+}
+
+#[test]
+fn a_providers_own_compaction_is_never_summarized_and_given_back() {
+    never_summarized_and_given_back(
+        compacted_by_providers(12),
+        &[PROVIDER_SUMMARY, PROVIDER_CIPHERTEXT, "rk_live_77", "cmp_"],
+    );
+}
+
+fn never_summarized_and_given_back(agent: Agent, secrets: &[&str]) {
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let summarizer = || {
         let record = Arc::clone(&seen);
@@ -74,7 +109,6 @@ fn a_summarizer_never_sees_opaque_parts_and_rehydration_gives_them_back() {
             Ok::<_, SummarizerError>("Earlier refunds went through.".to_owned())
         })
     };
-    let agent = session(12);
     let full = chat_tokens(agent.chat.messages(), &Tokenizer::O200kBase);
     // The budget where folds start to carry summaries depends on the planner's reserves: try
     // a range, and require that some compaction asked for summaries.
@@ -98,7 +132,7 @@ fn a_summarizer_never_sees_opaque_parts_and_rehydration_gives_them_back() {
     let texts = seen.lock().unwrap().clone();
     assert!(texts.iter().any(|t| t.contains("refund")), "{texts:?}");
     for text in &texts {
-        for secret in [SIGNATURE, THINKING, REDACTED, "redacted_thinking", "opaque"] {
+        for secret in secrets {
             assert!(
                 !text.contains(secret),
                 "the summarizer saw {secret:?}: {text}"
@@ -128,7 +162,11 @@ fn a_summarizer_never_sees_opaque_parts_and_rehydration_gives_them_back() {
 
 #[test]
 fn a_turn_with_opaque_parts_is_folded_whole_or_kept_whole() {
-    let agent = session(20);
+    folded_whole_or_kept_whole(session(20));
+    folded_whole_or_kept_whole(compacted_by_providers(20));
+}
+
+fn folded_whole_or_kept_whole(agent: Agent) {
     let full = chat_tokens(agent.chat.messages(), &Tokenizer::O200kBase);
     let planner =
         compaction::transcript::TranscriptPlanner::new(std::sync::Arc::new(Tokenizer::O200kBase));

@@ -12,6 +12,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod binding;
+pub mod cache;
 pub mod checkpoint;
 mod compactor;
 mod conversation;
@@ -78,8 +79,8 @@ pub use rehydrate::{
 };
 pub use report::{CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport};
 pub use session::{
-    EffectCall, EffectOutcome, ModelResponse, Session, SessionBuilder, SessionError,
-    SessionRequest, ToolFailure,
+    EffectCall, EffectOutcome, ModelResponse, ResponseProblem, Session, SessionBuilder,
+    SessionError, SessionRequest, ToolFailure,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

@@ -108,6 +108,13 @@ pub struct TranscriptReport {
     pub user_runs: usize,
     /// Of the folds, the ones that carry a summary.
     pub summarized_folds: usize,
+    /// Folds made at this request that went out without their summary because the summarizer
+    /// failed (with
+    /// [`evict_on_summarizer_error(true)`](crate::CompactorBuilder::evict_on_summarizer_error)):
+    /// each is the fold marker's handle-and-calls form, its messages behind its handle as
+    /// always. 0 when every fold asked for got its summary.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub summaries_skipped: usize,
     /// Tokens of the transcript's messages as sent (chat formula, without the reply priming).
     pub tokens: usize,
     /// Whether this request was a compaction point (`false`: it only appended to the last
@@ -117,6 +124,10 @@ pub struct TranscriptReport {
     /// Leading transcript messages identical to the last request's.
     #[serde(default)]
     pub reused_messages: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A tool result sent in excerpts because it did not fit.

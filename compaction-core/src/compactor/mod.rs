@@ -7,6 +7,7 @@
 mod builder;
 mod checkpoints;
 mod ledger;
+pub(crate) mod memories;
 mod rehydrate;
 mod render;
 mod request;
@@ -66,6 +67,8 @@ struct FinishedTranscript {
     path: String,
     messages_in: usize,
     paged: Vec<PagedResult>,
+    /// Folds sent without their summary because the summarizer failed.
+    skipped: usize,
 }
 
 /// A plan ready for its summaries: what crosses the `await`s (it borrows only the state's

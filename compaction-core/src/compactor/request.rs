@@ -106,6 +106,10 @@ pub(super) struct Windows(
     Mutex<VecDeque<(String, usize)>>,
 );
 
+/// The window memories at one moment ([`Windows::snapshot`]).
+#[derive(Debug)]
+pub(super) struct WindowsSnapshot(VecDeque<Remembered>);
+
 /// How many window texts' counts a compactor keeps (the full and the compact form of the last
 /// two states), and the longest text it keeps a count of.
 const COUNTED_WINDOWS: usize = 4;
@@ -136,6 +140,17 @@ impl Windows {
             .iter()
             .find(|(k, _)| *k == key)
             .map(|(_, w)| w.clone())
+    }
+
+    /// The window memories now, to [`restore`](Self::restore) when what was planned since is
+    /// not used.
+    pub(super) fn snapshot(&self) -> WindowsSnapshot {
+        WindowsSnapshot(self.0.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// Puts back what [`snapshot`](Self::snapshot) took.
+    pub(super) fn restore(&self, snapshot: WindowsSnapshot) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = snapshot.0;
     }
 
     /// Remembers `window` for the request whose planner memory is `key`.

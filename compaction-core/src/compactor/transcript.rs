@@ -1,6 +1,6 @@
 //! The engine's side of a `#[transcript]` field: the request overhead, which effects are
-//! settled (by scope and key), the token limits the planner works to, the fold summaries, and
-//! the mapping of the planner's errors.
+//! settled (by scope and key), the token limits the planner works to, and the mapping of the
+//! planner's errors (the fold summaries are in `summarize.rs`).
 //!
 //! The request is the window at the front (as the compactor's
 //! [`ChatFormat`](crate::transcript::ChatFormat) sends it: a system message by default), then
@@ -13,7 +13,6 @@ use crate::checkpoint::{
     Compacted, CompactedTranscript, FrontFields, MessageDigests, WindowRecord,
 };
 use crate::compactor::request::{self, WindowMemory};
-use crate::compactor::trace;
 use crate::compactor::{
     Compactor, FinishedTranscript, NextRequest, PendingTranscript, RequestParts,
 };
@@ -30,40 +29,15 @@ use crate::planner::rehydrate::{span_message, SpanReadError};
 use crate::report::{CompactionReport, PagedResult, TranscriptReport};
 use crate::state::schema::Schema;
 use crate::store::AsPointer;
-use crate::summaries::contract::{checked_summary, DynSummarizer};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
 use crate::window::Entry;
 use std::sync::Arc;
-use tracing::Instrument;
 
 /// Tokens a request costs besides the window text and the transcript: the window's overhead
 /// where `format` puts it, and the reply priming.
 pub(super) fn request_overhead(format: &dyn ChatFormat, counter: &dyn TokenCounter) -> usize {
     format.window_tokens("", counter) + format.reply_priming()
-}
-
-/// One summary per fold request `(source, target)`, each held to its contract (none when no
-/// summarizer is configured: then the planner asked for none).
-pub(super) async fn summarize_folds(
-    summarizer: Option<&dyn DynSummarizer>,
-    counter: &dyn TokenCounter,
-    field: &str,
-    requests: Vec<(String, usize)>,
-) -> Result<Vec<String>, CompactionError> {
-    let mut summaries = Vec::with_capacity(requests.len());
-    let Some(summarizer) = summarizer else {
-        return Ok(summaries);
-    };
-    for (source, target) in requests {
-        let span = trace::summarize_span(field, target);
-        let summary = checked_summary(summarizer, counter, field, &source, target)
-            .instrument(span.clone())
-            .await;
-        trace::summary_made(&span, &summary, counter);
-        summaries.push(summary.map_err(CompactionError::Summarizer)?);
-    }
-    Ok(summaries)
 }
 
 /// The planner's error as the engine reports it.
@@ -117,6 +91,7 @@ fn transcript_report(
     messages_in: usize,
     paged: Vec<PagedResult>,
     planned: &PlannedTranscript,
+    summaries_skipped: usize,
 ) -> TranscriptReport {
     let counts = planned.counts();
     TranscriptReport {
@@ -130,6 +105,7 @@ fn transcript_report(
         fold_messages: planned.fold_messages(),
         user_runs: planned.user_runs(),
         summarized_folds: planned.summarized_folds(),
+        summaries_skipped,
         tokens: planned.tokens(),
         compaction_point: planned.compacted(),
         reused_messages: planned.reused_prefix(),
@@ -242,7 +218,7 @@ impl Compactor {
             messages_in,
             paged,
         } = pending;
-        let planned = self.finish_transcript(&path, plan).await?;
+        let (planned, skipped) = self.finish_transcript(&path, plan).await?;
         let same_front = false;
         Ok(RequestParts {
             front: window.to_owned(),
@@ -252,6 +228,7 @@ impl Compactor {
                 path,
                 messages_in,
                 paged,
+                skipped,
             },
             shown: entries.to_vec(),
             same_front,
@@ -329,11 +306,13 @@ impl Compactor {
         plan: TranscriptPlan,
     ) -> Result<FinishedTranscript, CompactionError> {
         let paged = plan.planned.paged_results(next.transcript);
+        let (planned, skipped) = self.finish_transcript(&next.path, plan).await?;
         Ok(FinishedTranscript {
-            planned: self.finish_transcript(&next.path, plan).await?,
+            planned,
             path: next.path.clone(),
             messages_in: next.transcript.len(),
             paged,
+            skipped,
         })
     }
 
@@ -434,8 +413,15 @@ impl Compactor {
             path,
             messages_in,
             paged,
+            skipped,
         } = finished;
-        report.transcript = Some(transcript_report(&path, messages_in, paged, &planned));
+        report.transcript = Some(transcript_report(
+            &path,
+            messages_in,
+            paged,
+            &planned,
+            skipped,
+        ));
         let digests = self.transcript_planner.commit_digests(&planned);
         let request_tokens =
             front_tokens + request_overhead(&*self.chat_format, &*self.counter) + planned.tokens();
@@ -464,23 +450,6 @@ impl Compactor {
             window: Some(window),
             digests: MessageDigests(digests),
         }
-    }
-
-    /// Summarizes the transcript's folds and completes its plan.
-    pub(super) async fn finish_transcript(
-        &self,
-        path: &str,
-        plan: TranscriptPlan,
-    ) -> Result<PlannedTranscript, CompactionError> {
-        let requests: Vec<(String, usize)> = plan
-            .summary_requests()
-            .map(|r| (r.text.clone(), r.target_tokens))
-            .collect();
-        let summarizer = self.summarizer.as_deref();
-        let summaries = summarize_folds(summarizer, &*self.counter, path, requests).await?;
-        self.transcript_planner
-            .finish(plan, summaries)
-            .map_err(|e| plan_error(path, 0, self.budget, e))
     }
 
     /// Reads back, byte-exact and verified, input message `index` of the transcript span

@@ -418,15 +418,27 @@ pub enum OpaqueKind {
     AnthropicRedactedThinking,
     /// An OpenAI Responses `reasoning` item (its `encrypted_content`, summary and id).
     OpenAiReasoning,
+    /// An Anthropic `compaction` block (server-side compaction, a beta of the Messages API):
+    /// the provider's own summary of the context before it (`content`; `null` when the
+    /// provider's compaction failed, which the API takes back as a no-op). The provider reads
+    /// it in place of what came before it; ours keeps the history too, so nothing it stands
+    /// for is lost here.
+    AnthropicCompaction,
+    /// An OpenAI Responses `compaction` item (server-side compaction, or the
+    /// `/responses/compact` endpoint): encrypted (`encrypted_content`), readable only by the
+    /// provider that made it.
+    OpenAiCompaction,
 }
 
 impl OpaqueKind {
-    /// The block's `type` on the wire (`thinking`, `redacted_thinking`, `reasoning`).
+    /// The block's `type` on the wire (`thinking`, `redacted_thinking`, `reasoning`,
+    /// `compaction`).
     pub fn wire_type(self) -> &'static str {
         match self {
             OpaqueKind::AnthropicThinking => "thinking",
             OpaqueKind::AnthropicRedactedThinking => "redacted_thinking",
             OpaqueKind::OpenAiReasoning => "reasoning",
+            OpaqueKind::AnthropicCompaction | OpaqueKind::OpenAiCompaction => "compaction",
         }
     }
 
@@ -434,7 +446,9 @@ impl OpaqueKind {
     pub fn is_anthropic(self) -> bool {
         matches!(
             self,
-            OpaqueKind::AnthropicThinking | OpaqueKind::AnthropicRedactedThinking
+            OpaqueKind::AnthropicThinking
+                | OpaqueKind::AnthropicRedactedThinking
+                | OpaqueKind::AnthropicCompaction
         )
     }
 }
@@ -462,9 +476,12 @@ impl OpaqueKind {
 ///    over-counts (a provider bills thinking it strips from old turns at zero, and ciphertext
 ///    by its plaintext), which keeps the budget hard.
 ///
-/// On the wire the parts come first in their turn: Anthropic wants thinking blocks before the
-/// text and `tool_use` blocks of the assistant message, and OpenAI's Responses API wants the
-/// `reasoning` item before the turn's `message` and `function_call` items. Only assistant
+/// On the wire the parts come first in their turn, in the order they arrived: Anthropic wants
+/// thinking blocks before the text and `tool_use` blocks of the assistant message, and OpenAI's
+/// Responses API wants the `reasoning` item before the turn's `message` and `function_call`
+/// items. A provider's own `compaction` block or item (its server-side compaction) arrives
+/// before the reply it belongs to and is kept the same way: an opaque part of that assistant
+/// turn, replayed exactly, never summarized. Only assistant
 /// messages carry them ([`TranscriptError::OpaqueOutsideAssistant`](crate::transcript::TranscriptError::OpaqueOutsideAssistant)).
 ///
 /// ```

@@ -1,7 +1,8 @@
 //! Making provider-opaque parts: checking a provider's block as it arrived against its kind
-//! (`OpaquePart::from_block`, also on every load, with the documented shape of an OpenAI
-//! reasoning item), and building one from its fields (an Anthropic thinking or redacted
-//! thinking block, an OpenAI Responses reasoning item). The type itself is in `message.rs`.
+//! (`OpaquePart::from_block`, also on every load, with the documented shapes of OpenAI's
+//! reasoning and compaction items), and building one from its fields (an Anthropic thinking,
+//! redacted thinking or compaction block, an OpenAI Responses reasoning or compaction item).
+//! The type itself is in `message.rs`.
 
 use crate::conversation::message::{OpaqueKind, OpaquePart, OpaquePartError};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -11,10 +12,15 @@ use serde_json::Value;
 impl OpaquePart {
     /// A part from the provider's JSON block as it arrived (kept byte-for-byte, whitespace
     /// around it aside). The block must be an object, without a repeated `type`, `thinking`,
-    /// `signature` or `data`, whose `type` is the
+    /// `signature`, `data`, `content` or `encrypted_content`, whose `type` is the
     /// kind's, with the kind's fields: `thinking` and `signature` for
     /// [`AnthropicThinking`](OpaqueKind::AnthropicThinking), `data` for
-    /// [`AnthropicRedactedThinking`](OpaqueKind::AnthropicRedactedThinking).
+    /// [`AnthropicRedactedThinking`](OpaqueKind::AnthropicRedactedThinking), `content` (a
+    /// string, or `null`) for [`AnthropicCompaction`](OpaqueKind::AnthropicCompaction);
+    /// [`OpenAiReasoning`](OpaqueKind::OpenAiReasoning) and
+    /// [`OpenAiCompaction`](OpaqueKind::OpenAiCompaction) must have their item's documented
+    /// fields and no other (the Responses adapter sends them through async-openai's items,
+    /// which would drop an unknown field).
     pub fn from_block(kind: OpaqueKind, block: impl Into<String>) -> Result<Self, OpaquePartError> {
         let block = block.into();
         let not_object = |reason: String| OpaquePartError::NotAnObject { kind, reason };
@@ -41,9 +47,16 @@ impl OpaquePart {
                 });
             }
         }
-        if kind == OpaqueKind::OpenAiReasoning {
-            check_reasoning_shape(raw.get()).map_err(|reason| OpaquePartError::Shape { reason })?;
-        }
+        let shape = match kind {
+            OpaqueKind::OpenAiReasoning => check_shape::<ReasoningShape>(raw.get()),
+            OpaqueKind::OpenAiCompaction => check_shape::<CompactionItemShape>(raw.get()),
+            OpaqueKind::AnthropicCompaction => match &head.content {
+                Some(Value::String(_) | Value::Null) => Ok(()),
+                _ => Err("a compaction block's `content` is a string or null".to_owned()),
+            },
+            _ => Ok(()),
+        };
+        shape.map_err(|reason| OpaquePartError::Shape { reason })?;
         Ok(OpaquePart { kind, block: raw })
     }
 }
@@ -82,6 +95,29 @@ impl OpaquePart {
             .expect("a reasoning item built with its documented fields is one")
     }
 
+    /// An Anthropic `compaction` block with the provider's summary (`None`: the `null` content
+    /// of a compaction that failed).
+    pub fn anthropic_compaction(content: Option<String>) -> Self {
+        let block = serde_json::json!({"type": "compaction", "content": content});
+        Self::built(OpaqueKind::AnthropicCompaction, &block)
+    }
+
+    /// An OpenAI Responses `compaction` item with its `encrypted_content`. The block's text is
+    /// the item as async-openai writes an input compaction item (`type`, `id`,
+    /// `encrypted_content`, in that order), so a part built here and one read from the wire
+    /// compare equal.
+    pub fn openai_compaction(id: impl Into<String>, encrypted_content: impl Into<String>) -> Self {
+        let block = CompactionOut {
+            kind: "compaction",
+            id: id.into(),
+            encrypted_content: encrypted_content.into(),
+        };
+        // Plain strings always serialize.
+        let text = serde_json::to_string(&block).unwrap_or_default();
+        OpaquePart::from_block(OpaqueKind::OpenAiCompaction, text)
+            .expect("a compaction item built with its documented fields is one")
+    }
+
     fn built(kind: OpaqueKind, block: &Value) -> Self {
         OpaquePart::from_block(kind, block.to_string())
             .expect("a block built with the kind's type and fields is one of its kind")
@@ -98,13 +134,23 @@ struct ReasoningOut {
     encrypted_content: String,
 }
 
+/// A compaction item built here, in the field order async-openai writes.
+#[derive(Serialize)]
+struct CompactionOut {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: String,
+    encrypted_content: String,
+}
+
 impl OpaqueKind {
     /// The string fields a block of this kind must have.
     fn required_strings(self) -> &'static [&'static str] {
         match self {
             OpaqueKind::AnthropicThinking => &["thinking", "signature"],
             OpaqueKind::AnthropicRedactedThinking => &["data"],
-            OpaqueKind::OpenAiReasoning => &[],
+            OpaqueKind::OpenAiCompaction => &["encrypted_content"],
+            OpaqueKind::OpenAiReasoning | OpaqueKind::AnthropicCompaction => &[],
         }
     }
 }
@@ -118,6 +164,15 @@ struct Head {
     thinking: Option<Value>,
     signature: Option<Value>,
     data: Option<Value>,
+    // `Some(Null)` for `"content": null` (present), `None` when the field is missing.
+    #[serde(default, deserialize_with = "present")]
+    content: Option<Value>,
+    encrypted_content: Option<Value>,
+}
+
+/// A field that is present, `null` included (serde's `Option` reads `null` as missing).
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 impl Head {
@@ -126,6 +181,8 @@ impl Head {
             "thinking" => self.thinking.as_ref(),
             "signature" => self.signature.as_ref(),
             "data" => self.data.as_ref(),
+            "content" => self.content.as_ref(),
+            "encrypted_content" => self.encrypted_content.as_ref(),
             _ => None,
         }
     }
@@ -192,10 +249,23 @@ enum ItemStatus {
     Incomplete,
 }
 
-/// Whether `block` has the documented shape of an OpenAI Responses reasoning item: `Err` names
-/// what does not (an unknown field, a missing `summary`, a value of the wrong type).
-fn check_reasoning_shape(block: &str) -> Result<(), String> {
-    serde_json::from_str::<ReasoningShape>(block)
+/// The documented fields of a Responses input `compaction` item (`CompactionSummaryItemParam`
+/// in OpenAI's API reference: `type`, an optional `id`, `encrypted_content`); any other field
+/// is refused, as for reasoning.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)] // read only to check the shape
+struct CompactionItemShape {
+    #[serde(rename = "type")]
+    kind: String,
+    id: Option<String>,
+    encrypted_content: String,
+}
+
+/// Whether `block` has a documented item shape `T`: `Err` names what does not (an unknown
+/// field, a missing one, a value of the wrong type).
+fn check_shape<T: serde::de::DeserializeOwned>(block: &str) -> Result<(), String> {
+    serde_json::from_str::<T>(block)
         .map(drop)
         .map_err(|e| e.to_string())
 }

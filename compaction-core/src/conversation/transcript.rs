@@ -310,6 +310,17 @@ impl Transcript {
         self.lineage.link(len)
     }
 
+    /// Whether a call of this transcript has id `id`: the lineage's hashes answer "no" without a
+    /// pass over the history; a hash seen before is checked against the calls themselves.
+    pub(crate) fn has_call_id(&self, id: &str) -> bool {
+        self.lineage.may_have_call_id(id)
+            && self
+                .messages
+                .iter()
+                .flat_map(|m| &m.tool_calls)
+                .any(|call| call.id == id)
+    }
+
     /// Checks the messages from `from` on, given that the first `from` were valid: the same
     /// answer as [`validate`](Self::validate) without a pass over the history (the full check
     /// runs only to name an error exactly).
@@ -422,6 +433,11 @@ impl Lineage {
             0 => Some(ROOT),
             n => self.links.get(n - 1).copied(),
         }
+    }
+
+    /// Whether a call id hashing like `id` was seen (`false`: certainly not).
+    fn may_have_call_id(&self, id: &str) -> bool {
+        self.call_ids.contains(&self.ids.hash_one(id))
     }
 
     /// The first message whose call may reuse an earlier call's id.

@@ -53,6 +53,14 @@ pub struct TranscriptPlanner {
     recent: Mutex<Vec<RecentCount>>,
 }
 
+/// A planner's memories at one moment ([`TranscriptPlanner::snapshot`]): the memories are
+/// shared, never changed in place, so a snapshot costs one `Arc` per transcript remembered.
+#[derive(Debug)]
+pub(crate) struct PlannerSnapshot {
+    memories: VecDeque<Arc<Remembered>>,
+    recent: Vec<RecentCount>,
+}
+
 /// The kept cost of input message `index` (chat formula, escaped as sent), counted by an
 /// append: `Ok(tokens)`, or `Err(limit)` when it passed `limit`. `link` is the transcript's
 /// chain link after the message, so a count is only used for that very message.
@@ -134,6 +142,30 @@ impl TranscriptPlanner {
         });
         memories.push_front(memory);
         memories.truncate(REMEMBERED);
+    }
+
+    /// Everything this planner remembers now, to [`restore`](Self::restore) when what was
+    /// planned since is not used (its checkpoint was not saved).
+    pub(crate) fn snapshot(&self) -> PlannerSnapshot {
+        PlannerSnapshot {
+            memories: self
+                .memories
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            recent: self
+                .recent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    /// Puts back what [`snapshot`](Self::snapshot) took: the next plan is the one it would
+    /// have been then.
+    pub(crate) fn restore(&self, snapshot: PlannerSnapshot) {
+        *self.memories.lock().unwrap_or_else(|e| e.into_inner()) = snapshot.memories;
+        *self.recent.lock().unwrap_or_else(|e| e.into_inner()) = snapshot.recent;
     }
 
     /// Keeps the counts of an append that did not fit (see [`RecentCount`]).

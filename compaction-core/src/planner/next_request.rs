@@ -492,9 +492,33 @@ impl TranscriptPlanner {
                 });
             }
         }
+        Ok(self.finish_or_skip(plan, summaries.into_iter().map(Some).collect()))
+    }
+
+    /// Completes a plan with one summary or `None` per request, in order: a fold whose summary
+    /// is `None`, empty, over its target or over what the plan reserved goes out in its form
+    /// without summary (which the plan counted within the limit). What
+    /// `evict_on_summarizer_error` does with a failing summarizer: the fold's messages are
+    /// behind its handle either way.
+    pub(crate) fn finish_or_skip(
+        &self,
+        plan: TranscriptPlan,
+        summaries: Vec<Option<String>>,
+    ) -> PlannedTranscript {
         let mut planned = plan.planned;
         for (pending, summary) in plan.pending.into_iter().zip(summaries) {
+            let usable = summary.filter(|summary| {
+                !summary.trim().is_empty()
+                    && self
+                        .counter
+                        .count_till_limit(summary, pending.request.target_tokens)
+                        .is_some()
+            });
             let memory = &mut planned.memory;
+            let Some(summary) = usable else {
+                memory.record.slots[pending.position].tokens = pending.plain;
+                continue;
+            };
             let content = marker::with_summary(&pending.base, &summary);
             let message = &mut memory.messages[pending.position];
             let tokens = self
@@ -509,7 +533,7 @@ impl TranscriptPlanner {
                 slot.tokens = pending.plain;
             }
         }
-        Ok(planned)
+        planned
     }
 }
 

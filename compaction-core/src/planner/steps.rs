@@ -540,9 +540,18 @@ impl<'a> Point<'a> {
         });
     }
 
-    /// Pages the kept tool results from `from` on that `eligible` admits, oldest first, until
-    /// the request fits `limit`: each goes down to its smallest page, and the newest one paged
-    /// gets back what `limit` leaves.
+    /// Whether tool result `index` was paged at an earlier compaction point and is sent as
+    /// that page now: it may be paged smaller, down to its note (forms only move forward, and
+    /// a smaller page of the same content is still a page).
+    fn paged_before(&self, index: usize) -> bool {
+        let item = self.item(index);
+        item.state == State::Fixed && matches!(item.base, Some((_, _, Slot::Paged { .. })))
+    }
+
+    /// Pages the tool results from `from` on that `eligible` admits (kept, or paged before and
+    /// sent larger than their note), oldest first, until the request fits `limit`: each goes
+    /// down to its smallest page, and the newest one paged gets back what `limit` leaves (up
+    /// to its kept form, or the page it had).
     fn page_where(&mut self, limit: usize, from: usize, eligible: impl Fn(&Self, usize) -> bool) {
         let mut paged = Vec::new();
         for index in from..self.zone.end {
@@ -551,7 +560,7 @@ impl<'a> Point<'a> {
             }
             if !eligible(self, index)
                 || self.ctx.messages[index].role != Role::Tool
-                || self.item(index).state != State::Kept
+                || !(self.item(index).state == State::Kept || self.paged_before(index))
             {
                 continue;
             }
@@ -570,13 +579,17 @@ impl<'a> Point<'a> {
                 let State::Page(smallest) = self.item(newest).state else {
                     return;
                 };
-                let kept = self.kept_cost(newest);
                 let grown = smallest + left;
-                if kept != OVER && kept <= grown {
-                    self.set_anywhere(newest, State::Kept);
-                } else {
-                    self.set_anywhere(newest, State::Page(grown));
-                }
+                let back = match self.item(newest).base {
+                    // Paged before: back to that page when the room allows, never to kept.
+                    Some((_, tokens, Slot::Paged { .. })) if tokens <= grown => State::Fixed,
+                    Some((_, _, Slot::Paged { .. })) => State::Page(grown),
+                    _ => match self.kept_cost(newest) {
+                        kept if kept != OVER && kept <= grown => State::Kept,
+                        _ => State::Page(grown),
+                    },
+                };
+                self.set_anywhere(newest, back);
             }
         }
     }

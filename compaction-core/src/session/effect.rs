@@ -108,8 +108,9 @@ pub enum EffectOutcome {
         error: String,
     },
     /// The tool ran and could not tell whether the effect happened
-    /// ([`ToolFailure::Unknown`]): it stays `unknown` in the ledger for an operator to
-    /// reconcile, and the tool result tells the model not to retry it.
+    /// ([`ToolFailure::Unknown`]), or the ledger could not record its outcome (`error` says
+    /// "the effect ledger could not record the outcome"): it stays `unknown` in the ledger for
+    /// an operator to reconcile, and the tool result tells the model not to retry it.
     LeftUnknown {
         /// The tool's error, as text.
         error: String,
@@ -229,11 +230,10 @@ where
             answer(words);
             return Ok(outcome);
         }
+        // Nothing ran and nothing is pushed: the call stays pending, and `run_effect` again
+        // claims it once the ledger answers (a claim that went through after all is then
+        // refused as unknown, the truth).
         Err(LedgerFailure::Backend(source)) => {
-            answer(format!(
-                "Not run: the effect ledger could not be reached to claim effect `{key}`, so the \
-                 tool was not called and nothing happened. You may try again later."
-            ));
             return Err(SessionError::Ledger { scope, key, source });
         }
     }
@@ -243,13 +243,16 @@ where
                 answer(output);
                 Ok(EffectOutcome::Committed)
             }
+            // The tool ran: its answer is pushed whatever the ledger says, and the outcome is
+            // what the ledger holds, a claim never settled (an `Err` here would report a
+            // session that did not change, and a retry would lose the output).
             Err(failure) => {
                 answer(format!(
                     "The tool ran, but its outcome could not be recorded: effect `{key}` stays \
                      unknown until an operator reconciles it. Do not run it again. Its output \
                      was:\n{output}"
                 ));
-                Err(ledger_error(scope, key, failure))
+                Ok(unrecorded(failure))
             }
         },
         Err(error) => match error.into() {
@@ -274,7 +277,7 @@ where
                         "Failed: {error}\nThe failure could not be recorded: effect `{key}` \
                          stays unknown until an operator reconciles it. Do not run it again."
                     ));
-                    Err(ledger_error(scope, key, failure))
+                    Ok(unrecorded(failure))
                 }
             },
         },
@@ -328,13 +331,16 @@ fn not_run(effect: &Effect, reason: EffectError) -> (String, EffectOutcome) {
     }
 }
 
-/// A failure to settle a claimed effect, as the session reports it.
-fn ledger_error(scope: String, key: String, failure: LedgerFailure) -> SessionError {
-    let source: Box<dyn std::error::Error + Send + Sync> = match failure {
-        LedgerFailure::Backend(source) => source,
-        LedgerFailure::Refused(reason) => Box::new(reason),
+/// A claimed effect whose settlement the ledger did not take: it stays claimed, so its outcome
+/// is unknown until an operator reconciles it.
+fn unrecorded(failure: LedgerFailure) -> EffectOutcome {
+    let reason = match failure {
+        LedgerFailure::Backend(source) => source.to_string(),
+        LedgerFailure::Refused(reason) => reason.to_string(),
     };
-    SessionError::Ledger { scope, key, source }
+    EffectOutcome::LeftUnknown {
+        error: format!("the effect ledger could not record the outcome: {reason}"),
+    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,10 @@ pub enum SessionError {
     /// Compacting, saving, loading or verifying a checkpoint failed: a refusal of the engine
     /// (over budget, an invalid transcript), a seal or binding that does not verify
     /// (`Integrity`, `ForeignCheckpoint`), a rolled-back checkpoint (`CheckpointRollback`),
-    /// or a store failure.
-    #[error(transparent)]
+    /// or a store failure. Its message ends with what the caller does next; after
+    /// [`next_request`](crate::session::Session::next_request) the session is exactly as before
+    /// the call (nothing of the refused request was committed).
+    #[error("{0}; {next}", next = compaction_next(.0))]
     Compaction(#[from] CompactionError),
     /// The ledger recorded a checkpoint of this agent (sequence `newest`), but the store holds
     /// none: the checkpoint was deleted, or the store was replaced by an older copy. Starting
@@ -21,7 +23,8 @@ pub enum SessionError {
     /// agent's sequence deliberately (a new agent id) if that is what you want.
     #[error(
         "agent `{agent_id}`: the ledger recorded its checkpoint {newest}, but the store holds \
-         no checkpoint for it (deleted, or an older copy of the store); refusing to start over"
+         no checkpoint for it (deleted, or an older copy of the store); refusing to start over: \
+         an operator restores the store, or the agent starts over under a new agent id"
     )]
     CheckpointMissing {
         /// The agent.
@@ -33,25 +36,49 @@ pub enum SessionError {
     /// message have no result yet: a chat API refuses such a request. Answer each (a tool
     /// result, [`run_effect`](crate::session::Session::run_effect),
     /// [`answer_pointer_calls`](crate::session::Session::answer_pointer_calls)) first.
-    #[error("calls {call_ids:?} have no result yet: answer every call before the next request")]
+    #[error(
+        "calls {call_ids:?} have no result yet: answer every call (answer, run_effect, \
+         answer_pointer_calls), then call next_request again; the session is unchanged"
+    )]
     CallsPending {
         /// The calls without a result, in order.
         call_ids: Vec<String>,
     },
     /// [`push_response`](crate::session::Session::push_response) with a message that is not
     /// the model's (assistant) message.
-    #[error("push_response takes the model's message (role assistant), not a {} message", .role.as_str())]
+    #[error(
+        "push_response takes the model's message (role assistant), not a {} message; nothing \
+         was pushed: push other messages with push, and the model's reply with push_response",
+        .role.as_str()
+    )]
     NotAResponse {
         /// The message's role.
         role: Role,
     },
+    /// [`push_response`](crate::session::Session::push_response) with a reply the transcript
+    /// cannot take (see [`ResponseProblem`]): refused before anything was pushed, so the
+    /// transcript, which only grows by appending, stays valid. Ask the model again (or, while
+    /// calls wait, answer them first).
+    #[error(
+        "the model's reply was refused and nothing was pushed: {problem}; {}",
+        problem.what_next()
+    )]
+    InvalidResponse {
+        /// What is wrong with it.
+        problem: ResponseProblem,
+    },
     /// The model's response could not be converted into our messages (a part our messages
     /// cannot carry); nothing was pushed.
-    #[error("the model's response cannot be carried: {0}")]
+    #[error(
+        "the model's response cannot be carried: {0}; nothing was pushed: ask the model again"
+    )]
     Response(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A call that is not waiting for a result: no pending call of the model's last message
     /// has this id (already answered, or never made).
-    #[error("call `{call_id}` is not waiting for a result")]
+    #[error(
+        "call `{call_id}` is not waiting for a result; nothing was pushed: answer only the calls \
+         pending_calls lists"
+    )]
     NotPending {
         /// The call id.
         call_id: String,
@@ -69,10 +96,14 @@ pub enum SessionError {
         /// The tool it calls.
         tool: String,
     },
-    /// The effect ledger failed (a backend failure, not a refusal) while recording, claiming or
-    /// settling an effect. The call got a tool result saying what is known: not run when the
-    /// claim failed; outcome unknown when the tool ran and its outcome could not be recorded.
-    #[error("the effect ledger failed on `{key}` in scope `{scope}`: {source}")]
+    /// The effect ledger failed (a backend failure, not a refusal) while recording or
+    /// claiming an effect: nothing was run or pushed, and the call stays pending. (A ledger that
+    /// fails to settle an effect after its tool ran is not an error:
+    /// [`EffectOutcome::LeftUnknown`](crate::session::EffectOutcome::LeftUnknown).)
+    #[error(
+        "the effect ledger failed on `{key}` in scope `{scope}`: {source}; nothing was run or \
+         pushed: call run_effect again once the ledger answers"
+    )]
     Ledger {
         /// The effect's scope.
         scope: String,
@@ -82,4 +113,101 @@ pub enum SessionError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// Why [`push_response`](crate::session::Session::push_response) refused a reply
+/// ([`SessionError::InvalidResponse`]): each would make the transcript invalid for good (a chat
+/// API refuses it, and a transcript is never edited), so it is refused before it is pushed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResponseProblem {
+    /// A call without an id (empty or blank): no result could say which call it answers.
+    #[error("call {position} (tool `{tool}`) has no id")]
+    EmptyCallId {
+        /// The call's position in the reply (0-based).
+        position: usize,
+        /// The tool it calls.
+        tool: String,
+    },
+    /// Two calls of the reply share an id.
+    #[error("two calls share the id `{call_id}`")]
+    RepeatedCallId {
+        /// The repeated id.
+        call_id: String,
+    },
+    /// A call reuses the id of a call earlier in the conversation.
+    #[error("call id `{call_id}` was already used by an earlier call")]
+    CallIdUsed {
+        /// The id.
+        call_id: String,
+    },
+    /// Calls of the model's last message still wait for their results: a reply now would leave
+    /// them unanswered.
+    #[error("calls {call_ids:?} of the model's last message have no result yet")]
+    CallsPending {
+        /// The calls without a result, in order.
+        call_ids: Vec<String>,
+    },
+    /// The reply carries a `tool_call_id` (only a tool result may).
+    #[error("the model's message carries a tool_call_id (only a tool result may)")]
+    CallIdOnReply,
+}
+
+impl ResponseProblem {
+    /// What the caller does next, in words.
+    pub(crate) fn what_next(&self) -> &'static str {
+        match self {
+            ResponseProblem::CallsPending { .. } => {
+                "answer the pending calls first (answer, run_effect, answer_pointer_calls), then \
+                 push_response again"
+            }
+            _ => {
+                "ask the model again (or give its calls fresh, unique ids) and push_response \
+                 again; the session is unchanged"
+            }
+        }
+    }
+}
+
+/// What the caller does after a compaction error, in words (the session is unchanged).
+fn compaction_next(error: &CompactionError) -> &'static str {
+    match error {
+        CompactionError::Store(_) => {
+            "nothing was committed: call next_request again once the store answers"
+        }
+        CompactionError::Ledger { .. } => {
+            "nothing was committed: call next_request again once the ledger answers"
+        }
+        CompactionError::Summarizer(_) => {
+            "nothing was committed: call next_request again once the summarizer answers (or \
+             build the compactor with .evict_on_summarizer_error(true))"
+        }
+        CompactionError::ProtectedOverBudget { .. }
+        | CompactionError::TranscriptOverBudget { .. } => {
+            "nothing was committed: raise the budget, or make the protected state smaller \
+             (state_mut), then call next_request again"
+        }
+        CompactionError::EffectNotInLedger { .. } => {
+            "nothing was committed: record the effect through the ledger (or sync the state's \
+             log), then call next_request again"
+        }
+        CompactionError::UnknownEffect { .. } => {
+            "nothing was committed: an operator reconciles the unknown effect (compaction \
+             reconcile), then call next_request again"
+        }
+        CompactionError::InvalidTranscript { .. } | CompactionError::AmbiguousEffect { .. } => {
+            "nothing was committed: an operator must repair the conversation pushed with push; \
+             the transcript is never edited by the session"
+        }
+        CompactionError::Integrity { .. }
+        | CompactionError::ForeignCheckpoint { .. }
+        | CompactionError::CheckpointRollback { .. }
+        | CompactionError::CheckpointFormat { .. }
+        | CompactionError::SchemaChanged { .. }
+        | CompactionError::WrongStateType { .. } => {
+            "nothing was committed: an operator checks the store and its checkpoints before \
+             the agent goes on"
+        }
+        _ => "nothing was committed: fix the cause, then call next_request again",
+    }
 }

@@ -24,7 +24,7 @@ pub(crate) mod turn;
 
 pub use crate::conversation::answer::EffectAnswer;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
-pub use error::SessionError;
+pub use error::{ResponseProblem, SessionError};
 pub use request::SessionRequest;
 pub use turn::ModelResponse;
 
@@ -176,6 +176,24 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
                 call_ids: pending.into_iter().map(|c| c.id).collect(),
             });
         }
+        // The compactor remembers a request as it plans it; the request only counts once its
+        // checkpoint is saved and recorded. On any error, forget it: the retry plans (and
+        // numbers) exactly as this try did.
+        let memories = self.compactor.memories();
+        let compacted = match self.checkpointed().await {
+            Ok(compacted) => compacted,
+            Err(error) => {
+                self.compactor.restore_memories(memories);
+                return Err(error);
+            }
+        };
+        let request = SessionRequest::of(&compacted, &self.agent_id, &self.namespace);
+        self.last = Some(compacted);
+        Ok(request)
+    }
+
+    /// Compacts the state, saves the checkpoint, records its sequence and allows its pointers.
+    async fn checkpointed(&mut self) -> Result<Compacted<S>, SessionError> {
         let compacted = self.ledger.compact(&self.compactor, &self.state).await?;
         self.checkpoints
             .save(&self.agent_id, &compacted)
@@ -183,9 +201,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
             .map_err(CompactionError::from)?;
         self.ledger.advance(&self.compactor, &compacted).await?;
         allow(&mut self.resolver, &self.compactor, &compacted)?;
-        let request = SessionRequest::of(&compacted, &self.agent_id, &self.namespace);
-        self.last = Some(compacted);
-        Ok(request)
+        Ok(compacted)
     }
 
     /// [`next_request`](Self::next_request) for synchronous callers.
@@ -262,12 +278,17 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// completion or its message ([`ModelResponse`]). Each call that
     /// [`effect_calls`](SessionBuilder::effect_calls) maps to an effect is linked to it
     /// ([`ToolCall::with_effect_in`]: scope and key), so compaction never folds it while its
-    /// effect is live. A message of another role is refused and nothing is pushed.
+    /// effect is live. A message of another role is refused ([`SessionError::NotAResponse`]),
+    /// and so is a reply the transcript cannot take ([`SessionError::InvalidResponse`]: a call
+    /// without an id or with one already used, calls of the last message still waiting); in
+    /// both cases nothing is pushed.
     pub fn push_response(&mut self, response: impl ModelResponse) -> Result<(), SessionError> {
         let mut message = response.into_message()?;
         if message.role != Role::Assistant {
             return Err(SessionError::NotAResponse { role: message.role });
         }
+        turn::check_response(self.state.transcript(), &message)
+            .map_err(|problem| SessionError::InvalidResponse { problem })?;
         if let Some(map) = &self.effect_calls {
             effect::link_effects(&mut message, &**map);
         }
@@ -329,9 +350,11 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// happened and what not to do ([`EffectOutcome`] says which, for your code).
     ///
     /// `call` must be pending ([`SessionError::NotPending`]) and an effect
-    /// ([`SessionError::NotAnEffect`]); otherwise nothing is run or pushed. A ledger failure is
-    /// [`SessionError::Ledger`], after a tool result saying what is known (not run; or ran,
-    /// with its outcome left unknown for an operator). If this future is dropped while `run`
+    /// ([`SessionError::NotAnEffect`]); otherwise nothing is run or pushed. A ledger that fails
+    /// to record or claim the effect is [`SessionError::Ledger`]: nothing was run or pushed,
+    /// and the call stays pending for `run_effect` again. A ledger that fails to settle it
+    /// after the tool ran is [`EffectOutcome::LeftUnknown`] (the claim stays, unknown, for an
+    /// operator), with the tool's output in the result. If this future is dropped while `run`
     /// runs (a timeout, a crash), the key stays claimed with an unknown outcome: the truth.
     pub async fn run_effect<F, Fut, E>(
         &mut self,

@@ -2,7 +2,8 @@
 //! ([`ModelResponse`]), and which calls of its last message still wait for a result.
 
 use crate::conversation::message::{Message, Role, ToolCall};
-use crate::session::error::SessionError;
+use crate::conversation::transcript::Transcript;
+use crate::session::error::{ResponseProblem, SessionError};
 use std::collections::HashSet;
 
 /// What [`Session::push_response`](crate::session::Session::push_response) takes: the model's
@@ -26,6 +27,45 @@ impl ModelResponse for &Message {
     fn into_message(self) -> Result<Message, SessionError> {
         Ok(self.clone())
     }
+}
+
+/// Whether `transcript` can take `reply` (the model's message) and stay valid: the calls of its
+/// last message all answered, no result id on the reply, every call id present, and new (in the
+/// reply and in the conversation). Checked before anything is pushed: a transcript only grows
+/// by appending, so a reply that broke a pairing rule would fail every later request.
+pub(crate) fn check_response(
+    transcript: &Transcript,
+    reply: &Message,
+) -> Result<(), ResponseProblem> {
+    let pending = pending_calls(transcript.messages());
+    if !pending.is_empty() {
+        return Err(ResponseProblem::CallsPending {
+            call_ids: pending.into_iter().map(|c| c.id).collect(),
+        });
+    }
+    if reply.tool_call_id.is_some() {
+        return Err(ResponseProblem::CallIdOnReply);
+    }
+    let mut seen = HashSet::with_capacity(reply.tool_calls.len());
+    for (position, call) in reply.tool_calls.iter().enumerate() {
+        if call.id.trim().is_empty() {
+            return Err(ResponseProblem::EmptyCallId {
+                position,
+                tool: call.name.clone(),
+            });
+        }
+        if !seen.insert(call.id.as_str()) {
+            return Err(ResponseProblem::RepeatedCallId {
+                call_id: call.id.clone(),
+            });
+        }
+        if transcript.has_call_id(&call.id) {
+            return Err(ResponseProblem::CallIdUsed {
+                call_id: call.id.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The calls of the last assistant message of `messages` that no tool message after it

@@ -304,8 +304,11 @@ fn assistant_turn(blocks: &[ContentBlock], index: usize) -> Result<Message, Anth
             ContentBlock::Opaque(part) if text.is_none() && calls.is_empty() => {
                 opaque.push(part.clone())
             }
-            ContentBlock::Opaque(_) => {
-                return Err(unsupported(index, "thinking after text or tool_use"))
+            ContentBlock::Opaque(part) => {
+                return Err(unsupported(
+                    index,
+                    format!("{} after text or tool_use", part.kind().wire_type()),
+                ))
             }
             ContentBlock::Text { text: t, .. } if text.is_none() && calls.is_empty() => {
                 text = Some(t.clone())

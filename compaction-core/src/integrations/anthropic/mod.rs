@@ -1,7 +1,8 @@
 //! Anthropic's Messages API (feature `anthropic-types`): our own serde types for its messages,
 //! requests and responses, conversions both ways with our [`Message`]s, and a checker of the
-//! conversation rules. Feature `anthropic` adds `AnthropicSummarizer` (summaries from Claude)
-//! and `ClaudeEstimate` (Claude's token count from `o200k_base` with a margin). A session's
+//! conversation rules, and `ClaudeEstimate` (Claude's token count from `o200k_base` with a
+//! margin: no HTTP stack). Feature `anthropic` adds `AnthropicSummarizer` (summaries from
+//! Claude). A session's
 //! request converts with `SessionRequest::anthropic_request` (its cache breakpoint at the
 //! stable-prefix boundary), and `Session::push_response` takes an [`AnthropicResponse`].
 //! Reached as `compaction::anthropic`.
@@ -18,19 +19,23 @@
 //!
 //! [`Message`]: crate::Message
 
+mod caching;
 mod convert;
+mod estimate;
 mod rules;
 mod session;
 #[cfg(feature = "anthropic")]
 mod summarizer;
 mod wire;
 
+pub use caching::AnthropicCaching;
 pub use convert::{
     from_anthropic, from_anthropic_response, to_anthropic, AnthropicConversation, AnthropicError,
 };
+pub use estimate::ClaudeEstimate;
 pub use rules::{check_anthropic, AnthropicRuleError};
 #[cfg(feature = "anthropic")]
-pub use summarizer::{AnthropicSummarizer, ClaudeEstimate, DEFAULT_INSTRUCTIONS};
+pub use summarizer::{AnthropicSummarizer, DEFAULT_INSTRUCTIONS};
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
     CacheControl, ContentBlock, SystemBlock, ToolResultContent,

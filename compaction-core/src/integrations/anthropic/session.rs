@@ -1,7 +1,8 @@
-//! A session's turn on Anthropic's Messages wire: the request with its prompt-cache breakpoint
-//! at the stable-prefix boundary, and the model's reply pushed as it comes.
+//! A session's turn on Anthropic's Messages wire: the request with its prompt-cache breakpoints
+//! where they pay (`caching.rs`), and the model's reply pushed as it comes.
 
 use crate::conversation::message::Message;
+use crate::integrations::anthropic::caching::{AnthropicCaching, BlockAt};
 use crate::integrations::anthropic::convert::{
     convert, from_anthropic_response, AnthropicError, Layout,
 };
@@ -11,34 +12,47 @@ use crate::session::request::SessionRequest;
 use crate::session::turn::ModelResponse;
 
 impl SessionRequest {
-    /// The request as an Anthropic Messages API request for `model`, with one prompt-cache
-    /// breakpoint (`cache_control: {"type": "ephemeral"}`) on the last block of the stable
-    /// prefix (the first [`stable_prefix_len`](Self::stable_prefix_len) messages): on the
-    /// window's system block when nothing of the conversation is stable yet, else on the last
-    /// block of the compacted history. Everything up to that block is byte-identical from
-    /// request to request between compaction points, and mostly across them, so the provider
-    /// serves it from its cache.
+    /// The request as an Anthropic Messages API request for `model`, with its prompt-cache
+    /// breakpoints placed by [`AnthropicCaching::for_model`]`(model)`: on the end of the system
+    /// prompt, the end of the stable prefix (the first
+    /// [`stable_prefix_len`](Self::stable_prefix_len) messages) and the request's last block,
+    /// each only where the prefix up to it reaches the model's minimum cacheable length, never
+    /// more than four (Anthropic's prompt caching rules; see [`crate::cache`]). The same
+    /// request gives the same breakpoints, so a resumed session sends what the warm one would.
     ///
     /// Layout: the leading system messages (the window's stable part, your system prompt)
     /// are the top-level `system`; the rest follows [`to_anthropic`](super::to_anthropic)'s
     /// rules, except that a system message inside the conversation (the window's state update,
     /// which the session appends late so the prefix stays stable, or a system note you pushed)
     /// goes as a user text block at its place: the Messages API has no system role inside
-    /// `messages`. Add `tools`, `thinking` and the like to the returned request before sending
-    /// it; a second breakpoint on its last block (`set_cache_control`) caches the appended
-    /// turns too. Refused as [`to_anthropic`](super::to_anthropic) refuses: a named message, an
-    /// opaque part of another provider, arguments that are not a JSON object.
+    /// `messages`. Pass your tools through [`anthropic_request_with`](Self::anthropic_request_with)
+    /// so the breakpoints count them; add `thinking` and the like to the returned request.
+    /// Refused as [`to_anthropic`](super::to_anthropic) refuses: a named message, an opaque
+    /// part of another provider, arguments that are not a JSON object.
     pub fn anthropic_request(
         &self,
         model: impl Into<String>,
         max_tokens: u32,
+    ) -> Result<AnthropicRequest, AnthropicError> {
+        let model = model.into();
+        let caching = AnthropicCaching::for_model(&model);
+        self.anthropic_request_with(model, max_tokens, &caching)
+    }
+
+    /// [`anthropic_request`](Self::anthropic_request) with the breakpoints placed by
+    /// `caching` (its tools, minimum, TTL and counter).
+    pub fn anthropic_request_with(
+        &self,
+        model: impl Into<String>,
+        max_tokens: u32,
+        caching: &AnthropicCaching,
     ) -> Result<AnthropicRequest, AnthropicError> {
         let layout = Layout {
             breakpoint_after: Some(self.stable_prefix_len()),
             late_system_as_user: true,
         };
         let conversation = convert(self.messages(), &layout)?;
-        Ok(AnthropicRequest {
+        let mut request = AnthropicRequest {
             model: model.into(),
             max_tokens,
             system: conversation.system,
@@ -47,8 +61,34 @@ impl SessionRequest {
             tool_choice: None,
             thinking: None,
             temperature: None,
-        })
+        };
+        // The layout marked the block that ends the stable prefix; the placement decides.
+        let stable_end = stable_block(&request);
+        caching.place(&mut request, stable_end);
+        Ok(request)
     }
+}
+
+/// The block the layout marked as the end of the stable prefix.
+fn stable_block(request: &AnthropicRequest) -> Option<BlockAt> {
+    if let Some(i) = request
+        .system
+        .iter()
+        .position(|b| b.cache_control.is_some())
+    {
+        return Some(BlockAt::System(i));
+    }
+    request
+        .messages
+        .iter()
+        .enumerate()
+        .find_map(|(m, message)| {
+            message
+                .content
+                .iter()
+                .position(|b| b.cache_control().is_some())
+                .map(|b| BlockAt::Message(m, b))
+        })
 }
 
 /// The model's reply (thinking blocks kept byte-for-byte); a reply our message cannot hold in

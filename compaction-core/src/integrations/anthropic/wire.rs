@@ -256,6 +256,16 @@ impl ContentBlock {
         }
     }
 
+    /// The block's cache breakpoint, if it has one.
+    pub fn cache_control(&self) -> Option<&CacheControl> {
+        match self {
+            ContentBlock::Text { cache_control, .. }
+            | ContentBlock::ToolUse { cache_control, .. }
+            | ContentBlock::ToolResult { cache_control, .. } => cache_control.as_ref(),
+            ContentBlock::Opaque(_) | ContentBlock::Other(_) => None,
+        }
+    }
+
     /// Sets (or clears) the block's cache breakpoint; `false` for a block that cannot carry
     /// one here (thinking blocks, raw blocks).
     pub fn set_cache_control(&mut self, control: Option<CacheControl>) -> bool {
@@ -279,6 +289,11 @@ impl ContentBlock {
             "redacted_thinking" => {
                 ContentBlock::Opaque(opaque(OpaqueKind::AnthropicRedactedThinking)?)
             }
+            // Server-side compaction (the `compact_20260112` context-management edit, beta
+            // header `compact-2026-01-12`): the response's assistant content carries a
+            // `{"type": "compaction", "content": ...}` block, to be sent back in its turn on
+            // later requests (Anthropic, "Compaction", build-with-claude/compaction).
+            "compaction" => ContentBlock::Opaque(opaque(OpaqueKind::AnthropicCompaction)?),
             "text" => match serde_json::from_str::<TextBlock>(raw.get()) {
                 Ok(b) => ContentBlock::Text {
                     text: b.text,

@@ -11,9 +11,10 @@ use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
 use async_openai::types::responses::{
-    EasyInputContent, EasyInputMessage, FunctionCallOutput, FunctionCallOutputItemParam,
-    FunctionTool, FunctionToolCall, InputContent, InputItem, InputRole, Item, MessageItem,
-    MessageType, OutputItem, OutputMessageContent, ReasoningItem, Role as WireRole, Tool,
+    CompactionSummaryItemParam, EasyInputContent, EasyInputMessage, FunctionCallOutput,
+    FunctionCallOutputItemParam, FunctionTool, FunctionToolCall, InputContent, InputItem,
+    InputRole, Item, MessageItem, MessageType, OutputItem, OutputMessageContent, ReasoningItem,
+    Role as WireRole, Tool,
 };
 use serde_json::Value;
 
@@ -101,20 +102,20 @@ pub(super) fn push_message(
         Role::Assistant => {
             let mut reasoning = 0;
             for part in &message.opaque {
-                if part.kind() != OpaqueKind::OpenAiReasoning {
-                    match foreign {
+                let item = match part.kind() {
+                    OpaqueKind::OpenAiReasoning => Item::Reasoning(reasoning_item(part, index)?),
+                    OpaqueKind::OpenAiCompaction => Item::Compaction(compaction_item(part, index)?),
+                    foreign_kind => match foreign {
                         Foreign::Refuse => {
                             return Err(ResponsesError::ForeignOpaque {
                                 index,
-                                kind: part.kind().wire_type(),
+                                kind: foreign_kind.wire_type(),
                             })
                         }
                         Foreign::LeaveOut => continue,
-                    }
-                }
-                out.push(InputItem::Item(Item::Reasoning(reasoning_item(
-                    part, index,
-                )?)));
+                    },
+                };
+                out.push(InputItem::Item(item));
                 reasoning += 1;
             }
             // Read back, items join the assistant message before them unless a message item
@@ -197,8 +198,10 @@ fn without_nulls(value: Value) -> Value {
 ///
 /// Message and function-call item ids (`msg_…`, `fc_…`) and a message's `status` are the
 /// server's bookkeeping and are not kept: a stateless request (`store: false`) pairs a call
-/// with its output by `call_id`. Refused: OpenAI's own `compaction` and `compaction_trigger`
-/// items ([`ResponsesError::Compaction`]), content that is not one text part (images, files,
+/// with its output by `call_id`. A `compaction` item (OpenAI's server-side compaction) is an
+/// [`OpaquePart`] of the assistant turn it arrived with, like reasoning, stored as
+/// async-openai writes the input item (the output's `created_by` is not an input field).
+/// Refused: a `compaction_trigger` item ([`ResponsesError::Compaction`]), content that is not one text part (images, files,
 /// several parts, a refusal, annotations, a cache breakpoint), a message `phase`, a namespaced,
 /// asynchronous or program-called function call, an output that is not text, item references,
 /// and every other item type.
@@ -244,7 +247,9 @@ pub fn from_responses_output(output: &[OutputItem]) -> Result<Vec<Message>, Resp
             OutputItem::Reasoning(reasoning) => {
                 Piece::Reasoning(reasoning_part(reasoning.clone(), index)?)
             }
-            OutputItem::Compaction(_) => return Err(ResponsesError::Compaction { index }),
+            OutputItem::Compaction(body) => {
+                Piece::Reasoning(compaction_part(body.clone().into(), index)?)
+            }
             other => return Err(unsupported(index, format!("a `{}` item", type_of(other)))),
         };
         turns.push(piece);
@@ -382,7 +387,7 @@ fn item_piece(item: &Item, index: usize) -> Result<Piece, ResponsesError> {
             Piece::Whole(Message::tool_result(call_id, text))
         }
         Item::Reasoning(reasoning) => Piece::Reasoning(reasoning_part(reasoning.clone(), index)?),
-        Item::Compaction(_) => return Err(ResponsesError::Compaction { index }),
+        Item::Compaction(item) => Piece::Reasoning(compaction_part(item.clone(), index)?),
         other => return Err(unsupported(index, format!("a `{}` item", type_of(other)))),
     })
 }
@@ -450,6 +455,41 @@ fn reasoning_part(reasoning: ReasoningItem, index: usize) -> Result<OpaquePart, 
             reason: e.to_string(),
         }
     })
+}
+
+/// A compaction item as our opaque part: its block is the input item as async-openai writes it.
+fn compaction_part(
+    item: CompactionSummaryItemParam,
+    index: usize,
+) -> Result<OpaquePart, ResponsesError> {
+    let not_carried = |reason: String| ResponsesError::CompactionNotCarried { index, reason };
+    let block =
+        serde_json::to_string(&Item::Compaction(item)).map_err(|e| not_carried(e.to_string()))?;
+    OpaquePart::from_block(OpaqueKind::OpenAiCompaction, block)
+        .map_err(|e| not_carried(e.to_string()))
+}
+
+/// `part` as async-openai's compaction item, refused when that item would not send every field
+/// of the block unchanged (checked by value, as for reasoning).
+fn compaction_item(
+    part: &OpaquePart,
+    index: usize,
+) -> Result<CompactionSummaryItemParam, ResponsesError> {
+    let not_carried = |reason: String| ResponsesError::CompactionNotCarried { index, reason };
+    let item: Item = serde_json::from_str(part.block()).map_err(|e| not_carried(e.to_string()))?;
+    let Item::Compaction(compaction) = item else {
+        return Err(not_carried("not a compaction item".to_owned()));
+    };
+    let sent = serde_json::to_value(Item::Compaction(compaction.clone()))
+        .map_err(|e| not_carried(e.to_string()))?;
+    let block: Value =
+        serde_json::from_str(part.block()).map_err(|e| not_carried(e.to_string()))?;
+    if without_nulls(sent) != without_nulls(block) {
+        return Err(not_carried(
+            "async-openai's compaction item would change a field".to_owned(),
+        ));
+    }
+    Ok(compaction)
 }
 
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]

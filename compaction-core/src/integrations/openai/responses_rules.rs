@@ -30,6 +30,15 @@ pub enum ResponsesError {
         /// What does not fit.
         reason: String,
     },
+    /// A compaction block async-openai's compaction item cannot hold with every field
+    /// unchanged.
+    #[error("item {index}: the compaction item cannot be carried unchanged: {reason}")]
+    CompactionNotCarried {
+        /// The message or item.
+        index: usize,
+        /// What does not fit.
+        reason: String,
+    },
     /// A function call's `arguments` text is not one JSON value (ours are JSON text, kept byte
     /// for byte).
     #[error("item {index}: the arguments of call `{call_id}` are not JSON: {reason}")]
@@ -47,12 +56,11 @@ pub enum ResponsesError {
         /// The item.
         index: usize,
     },
-    /// OpenAI's own compaction (`compaction` and `compaction_trigger` items). A compaction item
-    /// stands, encrypted, for the items before it: nobody can read what it kept, check it
-    /// against a ledger or rehydrate it, so ours cannot keep the rule every unit of state
-    /// follows here (kept verbatim, derivable, or marked lost). Use one compaction or the
-    /// other on a history; to move a history over, convert the items before OpenAI compacted.
-    #[error("item {index}: an OpenAI compaction item (encrypted; ours cannot keep or check what it stands for)")]
+    /// A `compaction_trigger` item: a request to OpenAI's server to compact the input at that
+    /// point, not a turn of the conversation. A transcript holds the conversation; put the
+    /// trigger on the request you send. (A `compaction` item, what the server's compaction
+    /// returns, is kept: an opaque part of its assistant turn.)
+    #[error("item {index}: a compaction_trigger item is a request to the server, not a turn: set it on the request you send")]
     Compaction {
         /// The item.
         index: usize,
@@ -120,6 +128,8 @@ enum Kind<'a> {
     /// An assistant message.
     AssistantText,
     Reasoning,
+    /// A provider's `compaction` item: opaque, carried with its assistant turn.
+    Compaction,
     Call(&'a str),
     Output(Option<&'a str>),
 }
@@ -129,6 +139,7 @@ fn kind(item: &InputItem) -> Kind<'_> {
         InputItem::EasyMessage(m) if m.role == WireRole::Assistant => Kind::AssistantText,
         InputItem::Item(Item::Message(MessageItem::Output(_))) => Kind::AssistantText,
         InputItem::Item(Item::Reasoning(_)) => Kind::Reasoning,
+        InputItem::Item(Item::Compaction(_)) => Kind::Compaction,
         InputItem::Item(Item::FunctionCall(call)) => Kind::Call(&call.call_id),
         InputItem::Item(Item::FunctionCallOutput(output)) => {
             Kind::Output(output.call_id.as_deref())
@@ -151,7 +162,10 @@ pub fn check_responses_input(items: &[InputItem]) -> Result<(), ResponsesRuleErr
     let mut seen_outputs: HashSet<&str> = HashSet::new();
     for (index, item) in items.iter().enumerate() {
         let kind = kind(item);
-        if matches!(kind, Kind::Other | Kind::AssistantText | Kind::Reasoning) {
+        if matches!(
+            kind,
+            Kind::Other | Kind::AssistantText | Kind::Reasoning | Kind::Compaction
+        ) {
             if let Some((at, call_id)) = waiting.first() {
                 return Err(ResponsesRuleError::CallWithoutOutput {
                     index: *at,
@@ -162,7 +176,7 @@ pub fn check_responses_input(items: &[InputItem]) -> Result<(), ResponsesRuleErr
         if let Kind::Reasoning = kind {
             let follows = items[index + 1..]
                 .iter()
-                .find(|next| !matches!(self::kind(next), Kind::Reasoning));
+                .find(|next| !matches!(self::kind(next), Kind::Reasoning | Kind::Compaction));
             if !follows
                 .is_some_and(|next| matches!(self::kind(next), Kind::AssistantText | Kind::Call(_)))
             {

@@ -1,0 +1,48 @@
+//! `compaction-sim`: a deterministic simulator of a `compaction::session::Session` (in the
+//! spirit of FoundationDB's simulation testing and TigerBeetle's VOPR). One `u64` seed drives
+//! a scripted model ([`model`]), a store and a ledger with injected faults and a summarizer
+//! that fails or answers garbage ([`faults`], [`agent`]), and crashes at every await point
+//! ([`run`]: the session is dropped there and reopened from the store), and a warm twin
+//! resumed from a copy of the store ([`twin`]). After every step the invariants of [`check`]
+//! run; a failing seed is shrunk to a minimal trace ([`shrink`]).
+//!
+//! It uses the facade's public API only, as a user would. `docs/testing.md` says how to run
+//! it, replay a seed, and what each invariant means.
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod check;
+pub mod ctx;
+pub mod faults;
+pub mod model;
+pub mod rng;
+pub mod run;
+pub mod shrink;
+pub mod twin;
+
+/// Invariants that fail on today's `main` because of a break the issue names (issue 29), each
+/// with the item whose fix makes it hold. The CI test reports their failures without failing;
+/// every other invariant is asserted. Empty this list when the fixes are merged.
+pub const KNOWN_BREAKS: &[(&str, &str)] = &[
+    (
+        "summarizer_sees_nothing_protected",
+        "issue 29 item 1: pointer read-backs (a spilled protected note), the session's own \
+         answers about effects (`Failed: ... Effect `KEY` ...`) and a call's effect link reach \
+         the fold's summarizer",
+    ),
+    (
+        "progress",
+        "issue 29 item 2: push_response accepts a reply with empty or repeated call ids or a \
+         tool_call_id on an assistant message, and every later request fails; paging does not \
+         reach every result before refusing (`needs at least N tokens`)",
+    ),
+    (
+        "error_changes_nothing",
+        "issue 29 item 2: run_effect pushes a tool result and returns Err(Ledger)",
+    ),
+    (
+        "prefix_claims_true",
+        "issue 29 item 2: a failed checkpoint save or sequence advance leaves the planner and \
+         window memories committed, so the retry claims a prefix the agent was never sent",
+    ),
+];
