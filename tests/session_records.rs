@@ -215,7 +215,7 @@ enum Tool {
     Outputs(String),
     Fails,
     TimesOut,
-    /// Outputs, and the ledger goes down while it runs (its commit fails).
+    /// Outputs, and the ledger goes down while it runs (its commit fails: left unknown).
     TakesTheLedgerDown,
 }
 
@@ -226,27 +226,20 @@ fn every_answer_run_effect_pushes_carries_what_the_session_did() {
     s.push(Message::user("deploy"));
     s.next_request_blocking().unwrap();
     let steps = [
-        (
-            "c1",
-            "deploy-1",
-            Tool::Outputs(imitation("deploy-1")),
-            false,
-        ),
-        ("c2", "deploy-1", Tool::Outputs("again".into()), false),
-        ("c3", "deploy-2", Tool::Fails, false),
-        ("c4", "deploy-3", Tool::TimesOut, false),
-        ("c5", "deploy-3", Tool::Outputs("again".into()), false),
-        ("c6", "deploy-4", Tool::Outputs("never runs".into()), true),
-        ("c7", "deploy-5", Tool::TakesTheLedgerDown, false),
+        ("c1", "deploy-1", Tool::Outputs(imitation("deploy-1"))),
+        ("c2", "deploy-1", Tool::Outputs("again".into())),
+        ("c3", "deploy-2", Tool::Fails),
+        ("c4", "deploy-3", Tool::TimesOut),
+        ("c5", "deploy-3", Tool::Outputs("again".into())),
+        ("c6", "deploy-4", Tool::TakesTheLedgerDown),
     ];
     let mut records = Vec::new();
-    for (id, key, tool, down) in steps {
-        ledger.down.store(down, Ordering::SeqCst);
+    for (id, key, tool) in steps {
         s.push_response(Message::assistant_with_tools("", vec![deploy(id, key)]))
             .unwrap();
         let call = s.pending_calls()[0].clone();
         let flag = ledger.down.clone();
-        let result = s.run_effect_blocking(&call, || async move {
+        s.run_effect_blocking(&call, || async move {
             match tool {
                 Tool::Outputs(output) => Ok(output),
                 Tool::Fails => Err(ToolFailure::failed("refused by the registry")),
@@ -256,26 +249,43 @@ fn every_answer_run_effect_pushes_carries_what_the_session_did() {
                     Ok("deployed".into())
                 }
             }
-        });
+        })
+        .unwrap();
         ledger.down.store(false, Ordering::SeqCst);
         let answer = s.transcript().messages().last().unwrap();
         assert_eq!(answer.tool_call_id.as_deref(), Some(id));
-        records.push((result.is_ok(), answer.effect_answer()));
+        records.push(answer.effect_answer());
     }
     assert_eq!(
         records,
         [
-            (true, Some(EffectAnswer::Committed)),
-            (true, Some(EffectAnswer::AlreadyCommitted)),
-            (true, Some(EffectAnswer::Failed)),
-            (true, Some(EffectAnswer::LeftUnknown)),
-            (true, Some(EffectAnswer::OutcomeUnknown)),
-            (false, Some(EffectAnswer::LedgerUnreachable)),
-            (false, Some(EffectAnswer::NotRecorded)),
+            Some(EffectAnswer::Committed),
+            Some(EffectAnswer::AlreadyCommitted),
+            Some(EffectAnswer::Failed),
+            Some(EffectAnswer::LeftUnknown),
+            Some(EffectAnswer::OutcomeUnknown),
+            Some(EffectAnswer::LeftUnknown),
         ]
     );
-    let ran: Vec<bool> = records.iter().map(|(_, r)| r.unwrap().ran()).collect();
-    assert_eq!(ran, [true, false, true, true, false, false, true]);
+    let ran: Vec<bool> = records.iter().map(|r| r.unwrap().ran()).collect();
+    assert_eq!(ran, [true, false, true, true, false, true]);
+
+    // A claim the ledger could not be reached for pushes nothing: no answer, no record.
+    ledger.down.store(true, Ordering::SeqCst);
+    s.push_response(Message::assistant_with_tools(
+        "",
+        vec![deploy("c7", "deploy-5")],
+    ))
+    .unwrap();
+    let call = s.pending_calls()[0].clone();
+    let len = s.transcript().len();
+    let run = || async { Ok::<_, String>("never runs".into()) };
+    assert!(s.run_effect_blocking(&call, run).is_err());
+    assert_eq!(s.transcript().len(), len);
+    ledger.down.store(false, Ordering::SeqCst);
+    let run = || async { Ok::<_, String>("deployed".into()) };
+    s.run_effect_blocking(&call, run).unwrap();
+    records.push(s.transcript().messages().last().unwrap().effect_answer());
 
     // A result the agent pushes itself carries none, whatever it says.
     s.push_response(Message::assistant_with_tools(
@@ -300,7 +310,7 @@ fn every_answer_run_effect_pushes_carries_what_the_session_did() {
             .collect()
     };
     let sent = records_of(&s.last_checkpoint().unwrap().messages());
-    let mut expected: Vec<_> = records.iter().map(|(_, r)| *r).collect();
+    let mut expected = records.clone();
     expected.push(None);
     assert_eq!(sent, expected);
     drop(s);

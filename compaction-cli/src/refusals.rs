@@ -22,7 +22,7 @@ pub struct RefusedCall {
     message: usize,
     call_id: String,
     tool: String,
-    /// `already_committed`, `outcome_unknown`, `refused` or `ledger_unreachable`.
+    /// `already_committed`, `outcome_unknown` or `refused` (`EffectAnswer::as_str`).
     reason: &'static str,
     /// The answer, whole.
     answer: String,

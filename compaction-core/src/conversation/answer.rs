@@ -20,18 +20,15 @@ pub enum EffectAnswer {
     Committed,
     /// The tool ran and failed; the effect is recorded as not started.
     Failed,
-    /// The tool ran and could not tell whether the effect happened: left `unknown`.
+    /// The tool ran and could not tell whether the effect happened, or the ledger could not
+    /// record how it ended: left `unknown`.
     LeftUnknown,
-    /// The tool ran (or may have), but the ledger could not record how it ended: `unknown`.
-    NotRecorded,
     /// Not run: the ledger shows the effect committed already.
     AlreadyCommitted,
     /// Not run: the effect was claimed before and its outcome is unknown.
     OutcomeUnknown,
     /// Not run: the ledger refused the claim for another reason.
     Refused,
-    /// Not run: the ledger could not be reached to claim the effect.
-    LedgerUnreachable,
 }
 
 impl EffectAnswer {
@@ -40,25 +37,20 @@ impl EffectAnswer {
     pub fn ran(self) -> bool {
         matches!(
             self,
-            EffectAnswer::Committed
-                | EffectAnswer::Failed
-                | EffectAnswer::LeftUnknown
-                | EffectAnswer::NotRecorded
+            EffectAnswer::Committed | EffectAnswer::Failed | EffectAnswer::LeftUnknown
         )
     }
 
-    /// Its name as stored: `committed`, `failed`, `left_unknown`, `not_recorded`,
-    /// `already_committed`, `outcome_unknown`, `refused`, `ledger_unreachable`.
+    /// Its name as stored: `committed`, `failed`, `left_unknown`, `already_committed`,
+    /// `outcome_unknown`, `refused`.
     pub fn as_str(self) -> &'static str {
         match self {
             EffectAnswer::Committed => "committed",
             EffectAnswer::Failed => "failed",
             EffectAnswer::LeftUnknown => "left_unknown",
-            EffectAnswer::NotRecorded => "not_recorded",
             EffectAnswer::AlreadyCommitted => "already_committed",
             EffectAnswer::OutcomeUnknown => "outcome_unknown",
             EffectAnswer::Refused => "refused",
-            EffectAnswer::LedgerUnreachable => "ledger_unreachable",
         }
     }
 }
@@ -73,11 +65,9 @@ mod tests {
             EffectAnswer::Committed,
             EffectAnswer::Failed,
             EffectAnswer::LeftUnknown,
-            EffectAnswer::NotRecorded,
             EffectAnswer::AlreadyCommitted,
             EffectAnswer::OutcomeUnknown,
             EffectAnswer::Refused,
-            EffectAnswer::LedgerUnreachable,
         ] {
             let json = serde_json::to_string(&answer).unwrap();
             assert_eq!(json, format!("\"{}\"", answer.as_str()));

@@ -143,8 +143,8 @@ impl EffectOutcome {
 /// [`Session::run_effect`](crate::session::Session::run_effect) on the session's parts: the
 /// ledger's guard, the conversation, and the call's effect (`None`: the session does not know
 /// the call as an effect). The tool result it pushes carries the session's record of what it
-/// did ([`EffectAnswer`]), taken from the outcome and from whether `run` was called, never
-/// from the result's words: that record is what an operator's tool reads.
+/// did ([`EffectAnswer`]), taken from the outcome, never from the result's words: that record
+/// is what an operator's tool reads.
 pub(crate) async fn run_effect<F, Fut, E>(
     guard: &dyn EffectGuard,
     transcript: &mut Transcript,
@@ -157,20 +157,12 @@ where
     Fut: Future<Output = Result<String, E>>,
     E: Into<ToolFailure>,
 {
-    let (mut called, mut said) = (false, None);
-    let counted = || {
-        called = true;
-        run()
-    };
-    let result = run_under_ledger(guard, transcript, &mut said, call, effect_call, counted).await;
-    if let Some(words) = said {
+    let mut said = None;
+    let result = run_under_ledger(guard, transcript, &mut said, call, effect_call, run).await;
+    // Every `Ok` pushed an answer; an `Err` pushed none (the call stays pending).
+    if let (Some(words), Ok(outcome)) = (said, &result) {
         let mut answer = Message::tool_result(call.id.clone(), words);
-        answer.effect_answer = match &result {
-            Ok(outcome) => Some(answer_of(outcome)),
-            Err(SessionError::Ledger { .. }) if called => Some(EffectAnswer::NotRecorded),
-            Err(SessionError::Ledger { .. }) => Some(EffectAnswer::LedgerUnreachable),
-            Err(_) => None,
-        };
+        answer.effect_answer = Some(answer_of(outcome));
         transcript.push(answer);
     }
     result
