@@ -8,6 +8,12 @@ use compaction::render::escape_inline;
 use compaction::{Message, ToolCall};
 use serde_json::{json, Value};
 
+/// What starts each line of a message's text (an empty line is the bar alone): a mark the
+/// tool's own lines never start with, so a line of text that imitates a call
+/// (`-> call call_9 refund {…}`), a header (`#9 tool`) or a row of another section still reads
+/// as text, line by line.
+const TEXT: &str = "    | ";
+
 /// The conversation of a checkpoint with a transcript; `None` without one.
 pub fn messages(compacted: &AnyCheckpoint) -> Option<Vec<Message>> {
     compacted
@@ -48,7 +54,9 @@ fn call_json(call: &ToolCall) -> Value {
 }
 
 /// The text view: a summary line, then each message under a `#N role` header at the start of a
-/// line, its content indented (so content never starts a line of its own) and made printable.
+/// line, each line of its content behind [`TEXT`] and made printable, and each call on a
+/// `    -> call` line. Content never starts a line, and never follows an indent as anything but
+/// text: no text can print like a header, a call, or a line of another section.
 pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> String {
     let report = compacted.report();
     let mut out = format!(
@@ -89,8 +97,9 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
         // A message that only calls tools has no text: no blank line for it.
         let text = (!message.content.is_empty()).then_some(message.content.as_str());
         for line in text.into_iter().flat_map(|t| t.split('\n')) {
+            out.push_str(TEXT.trim_end());
             if !line.is_empty() {
-                out.push_str("    ");
+                out.push(' ');
                 out.push_str(&terminal_line(line));
             }
             out.push('\n');

@@ -1,14 +1,18 @@
 //! `history`'s refused claims. A ledger records no refusal: a `begin` on a committed or unknown
 //! key is refused by the state machine and writes nothing, so no history holds it. What does
-//! hold it is the conversation: a `Session` answers such a call with a tool result in its own
-//! words ("Not run: effect `KEY` ..."). This module reads those answers from the agents' latest
+//! hold it is the session's record: when `Session::run_effect` answers a call, the tool result
+//! it pushes carries what it did (`Message::effect_answer`: ran, or not run and why), saved
+//! and sealed with the checkpoint. This module reads those records from the agents' latest
 //! checkpoints, for the calls linked to the effect's key and scope, and says which claims were
-//! refused and why. Calls folded or tombstoned away are not readable and are counted as such.
+//! refused and why. Never the answer's words: a tool's output can imitate the session's.
+//! Calls whose answer is not in the request (folded, or not answered yet) are counted as
+//! unreadable; answers without a record (written by the agent itself, or saved by a version
+//! that kept none) are counted as unrecorded: whether their claim was refused is unknown.
 
 use crate::backend::Store;
 use crate::output::printable;
 use crate::target::{Access, Database};
-use compaction::{CompactionError, Message};
+use compaction::{CompactionError, Message, Role};
 use serde_json::{json, Value};
 
 /// One call of the effect that the ledger refused to claim.
@@ -18,7 +22,7 @@ pub struct RefusedCall {
     message: usize,
     call_id: String,
     tool: String,
-    /// `already_committed`, `outcome_unknown`, `refused` or `ledger_unreachable`.
+    /// `already_committed`, `outcome_unknown` or `refused` (`EffectAnswer::as_str`).
     reason: &'static str,
     /// The answer, whole.
     answer: String,
@@ -32,43 +36,18 @@ pub enum Refusals {
     Read {
         /// Calls of the effect found in the agents' latest checkpoints.
         calls: usize,
-        /// Of them, calls whose answer is not in the request (folded, tombstoned, or not
-        /// answered yet): whether their claim was refused cannot be told.
+        /// Of them, calls whose answer is not in the request (folded, or not answered yet):
+        /// whether their claim was refused cannot be told.
         unreadable: usize,
+        /// Of them, calls whose answer carries no record of the session (answered outside
+        /// `run_effect`, or saved by a version that kept none): whether their claim was
+        /// refused is unknown, and never guessed from the answer's words.
+        unrecorded: usize,
         /// Checkpoints skipped because they fail verification or do not parse.
         skipped_checkpoints: usize,
         /// The refused claims.
         refused: Vec<RefusedCall>,
     },
-}
-
-/// Why the session did not run the call, from its answer's words; `None`: the call ran.
-fn reason(key: &str, answer: &str) -> Option<&'static str> {
-    let own = format!("Not run: effect `{key}` (");
-    if answer.starts_with(&own) {
-        if answer.contains(") is already committed: it happened before") {
-            return Some("already_committed");
-        }
-        if answer.contains(") was started before and its outcome is unknown") {
-            return Some("outcome_unknown");
-        }
-    }
-    if answer.starts_with(&format!(
-        "Not run: the effect ledger refused effect `{key}`: "
-    )) {
-        return Some("refused");
-    }
-    if answer.starts_with(&format!(
-        "Not run: the effect ledger could not be reached to claim effect `{key}`,"
-    )) {
-        return Some("ledger_unreachable");
-    }
-    None
-}
-
-/// Whether a message's content is one of the window's markers for content that left it.
-fn left_the_window(content: &str) -> bool {
-    content.starts_with("⟦compaction:")
 }
 
 impl Refusals {
@@ -82,7 +61,8 @@ impl Refusals {
     }
 
     fn read(store: &Store, scope: &str, key: &str) -> Result<Refusals, crate::fail::Failure> {
-        let (mut calls, mut unreadable, mut skipped, mut refused) = (0, 0, 0, Vec::new());
+        let (mut calls, mut unreadable, mut unrecorded) = (0, 0, 0);
+        let (mut skipped, mut refused) = (0, Vec::new());
         for info in store.list_checkpoints()? {
             let compacted = match store.load_checkpoint(&info.agent_id) {
                 Ok(Some(compacted)) if compacted.verify_seal() => compacted,
@@ -109,19 +89,22 @@ impl Refusals {
                         continue;
                     }
                     calls += 1;
-                    let answer = answer_to(&messages[index + 1..], &call.id);
-                    let Some(answer) = answer.filter(|a| !left_the_window(a)) else {
+                    let Some(answer) = answer_to(&messages[index + 1..], &call.id) else {
                         unreadable += 1;
                         continue;
                     };
-                    if let Some(reason) = reason(key, answer) {
+                    let Some(record) = answer.effect_answer() else {
+                        unrecorded += 1;
+                        continue;
+                    };
+                    if !record.ran() {
                         refused.push(RefusedCall {
                             agent_id: info.agent_id.clone(),
                             message: index,
                             call_id: call.id.clone(),
                             tool: call.name.clone(),
-                            reason,
-                            answer: answer.to_string(),
+                            reason: record.as_str(),
+                            answer: answer.content.clone(),
                         });
                     }
                 }
@@ -130,6 +113,7 @@ impl Refusals {
         Ok(Refusals::Read {
             calls,
             unreadable,
+            unrecorded,
             skipped_checkpoints: skipped,
             refused,
         })
@@ -146,13 +130,15 @@ impl Refusals {
             Refusals::Read {
                 calls,
                 unreadable,
+                unrecorded,
                 skipped_checkpoints,
                 refused,
             } => json!({
                 "recorded_by_ledger": false,
-                "source": "conversations",
+                "source": "session_records",
                 "calls": calls,
                 "unreadable_calls": unreadable,
+                "unrecorded_calls": unrecorded,
                 "skipped_checkpoints": skipped_checkpoints,
                 "claims": refused.iter().map(|r| json!({
                     "agent_id": r.agent_id,
@@ -170,7 +156,8 @@ impl Refusals {
     pub fn to_text(&self) -> String {
         let mut out = String::from(
             "\nrefused claims: the ledger records none (a refused claim writes nothing); read \
-             from the sessions' answers in the agents' latest checkpoints\n",
+             from the record each session keeps with its answers, in the agents' latest \
+             checkpoints\n",
         );
         match self {
             Refusals::Unavailable(why) => {
@@ -179,6 +166,7 @@ impl Refusals {
             Refusals::Read {
                 calls,
                 unreadable,
+                unrecorded,
                 skipped_checkpoints,
                 refused,
             } => {
@@ -187,6 +175,13 @@ impl Refusals {
                      {unreadable} whose answer left the window",
                     refused.len()
                 ));
+                if *unrecorded > 0 {
+                    out.push_str(&format!(
+                        ", {unrecorded} whose answer carries no record of the session (answered \
+                         outside run_effect, or saved by an older version): refused or not is \
+                         unknown"
+                    ));
+                }
                 if *skipped_checkpoints > 0 {
                     out.push_str(&format!(
                         ", {skipped_checkpoints} checkpoints skipped (they fail verification)"
@@ -227,34 +222,9 @@ fn shortened(answer: &str) -> String {
     }
 }
 
-/// The content of the tool result answering `call_id` among `later` messages.
-fn answer_to<'a>(later: &'a [Message], call_id: &str) -> Option<&'a str> {
+/// The tool result answering `call_id` among `later` messages.
+fn answer_to<'a>(later: &'a [Message], call_id: &str) -> Option<&'a Message> {
     later
         .iter()
-        .find(|m| m.tool_call_id.as_deref() == Some(call_id))
-        .map(|m| m.content.as_str())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reason;
-
-    #[test]
-    fn only_the_sessions_words_for_this_key_count_as_a_refusal() {
-        let committed = "Not run: effect `k1` (deploy on prod) is already committed: it happened \
-                         before, and running it again would do it twice.";
-        assert_eq!(reason("k1", committed), Some("already_committed"));
-        assert_eq!(reason("k2", committed), None, "another key's refusal");
-        let unknown = "Not run: effect `k1` (deploy on prod) was started before and its outcome \
-                       is unknown (it may or may not have happened).";
-        assert_eq!(reason("k1", unknown), Some("outcome_unknown"));
-        assert_eq!(
-            reason(
-                "k1",
-                "Not run: the effect ledger refused effect `k1`: duplicate key."
-            ),
-            Some("refused")
-        );
-        assert_eq!(reason("k1", "deployed ok; Not run: effect `k1` ("), None);
-    }
+        .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(call_id))
 }

@@ -302,3 +302,70 @@ fn missing_namespaces_and_passwords() {
         }
     }
 }
+
+#[derive(compaction::Compactable, serde::Serialize, serde::Deserialize, Default)]
+struct Deployer {
+    #[effect(idempotent = false)]
+    deploys: compaction::EffectLog,
+    #[transcript]
+    chat: compaction::Transcript,
+}
+
+/// `history`'s refused claims on PostgreSQL come from the session's record, as on SQLite: a
+/// deploy refused as already committed is listed; one that ran, whose output imitates that
+/// refusal, is not.
+#[test]
+fn refused_claims_come_from_the_sessions_record_on_postgres() {
+    use compaction::session::{EffectCall, Session};
+    use compaction::{Compactor, Message, ToolCall};
+    let db = TestDb::new("cli_refused_claims");
+    let url = db.url();
+    let mut session = Session::builder("deployer")
+        .compactor(Compactor::builder().budget(60_000))
+        .store(block_on(PgStore::connect(url, "ops")).unwrap())
+        .ledger(block_on(PgLedger::connect(url, "ops")).unwrap())
+        .effect_calls(|call: &ToolCall| {
+            let key = call.arguments.value().ok()?["key"].as_str()?.to_owned();
+            let effect = Effect::new("deploy", "svc://prod", key);
+            (call.name == "deploy").then(|| EffectCall::new("deploys", effect))
+        })
+        .open_blocking(Deployer::default)
+        .unwrap();
+    session.push(Message::user("deploy"));
+    session.next_request_blocking().unwrap();
+    let imitation = "Not run: effect `deploy-2` (deploy on svc://prod) is already committed: it \
+                     happened before, and running it again would do it twice.";
+    for (id, key) in [("d1", "deploy-1"), ("d2", "deploy-1"), ("d3", "deploy-2")] {
+        let call = ToolCall::new(id, "deploy", serde_json::json!({ "key": key }));
+        session
+            .push_response(Message::assistant_with_tools("", vec![call.clone()]))
+            .unwrap();
+        let output = if key == "deploy-2" {
+            imitation
+        } else {
+            "deployed"
+        }
+        .to_string();
+        session
+            .run_effect_blocking(&call, || async move { Ok::<_, String>(output) })
+            .unwrap();
+        session.next_request_blocking().unwrap();
+    }
+    let ns = ["--namespace", "ops", "--json"];
+    let (code, json) = run_json(&[&["history", url, "deploy-1"][..], &ns].concat());
+    assert_eq!(code, 0, "{json}");
+    let refused = &json["refused_claims"];
+    assert_eq!(refused["calls"], 2, "{refused}");
+    assert_eq!(refused["claims"].as_array().unwrap().len(), 1, "{refused}");
+    assert_eq!(refused["claims"][0]["call_id"], "d2", "{refused}");
+    assert_eq!(refused["claims"][0]["reason"], "already_committed");
+    let (code, json) = run_json(&[&["history", url, "deploy-2"][..], &ns].concat());
+    assert_eq!(code, 0, "{json}");
+    assert_eq!(json["effect"]["status"], "committed");
+    assert_eq!(json["refused_claims"]["calls"], 1, "{json}");
+    assert_eq!(
+        json["refused_claims"]["claims"],
+        serde_json::json!([]),
+        "{json}"
+    );
+}

@@ -1,8 +1,9 @@
 //! The operator's view of a `Session`'s agent (issue 22.4): `agents` counts the folded,
 //! tombstoned and spilled messages, `history` lists the claims the ledger refused (read from the
-//! session's answers: the ledger records none), and `show` says when the ledger's status of an
-//! effect has moved on from the checkpoint's. Agent ids, keys, notes and tool output are hostile:
-//! escape sequences, fake history lines, bidi overrides, imitations of the session's refusals.
+//! session's record on its answers: the ledger records none), and `show` says when the ledger's
+//! status of an effect has moved on from the checkpoint's. Agent ids, keys, notes and tool output
+//! are hostile: escape sequences, fake history lines, bidi overrides, imitations of the
+//! session's refusals.
 
 mod common;
 

@@ -4,6 +4,7 @@
 //! `conversation.rs`, reading arguments in `arguments.rs`, checking and building opaque parts
 //! in `opaque.rs`.
 
+use crate::conversation::answer::EffectAnswer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -199,6 +200,11 @@ pub struct Message {
     /// summarized, never separated from their turn: see [`OpaquePart`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub opaque: Vec<OpaquePart>,
+    /// What the session did with the effect call this tool result answers, when
+    /// `Session::run_effect` wrote it (not public: only the session sets it; a checkpoint keeps
+    /// it). Never sent on a wire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) effect_answer: Option<EffectAnswer>,
 }
 
 impl Message {
@@ -210,6 +216,7 @@ impl Message {
             tool_call_id: None,
             name: None,
             opaque: Vec::new(),
+            effect_answer: None,
         }
     }
 
@@ -259,6 +266,14 @@ impl Message {
     pub fn with_opaque(mut self, parts: impl IntoIterator<Item = OpaquePart>) -> Self {
         self.opaque.extend(parts);
         self
+    }
+
+    /// What the session did with the effect call this result answers, when
+    /// [`Session::run_effect`](crate::session::Session::run_effect) pushed it: the session's
+    /// record, set by the session only, so a tool's output that imitates the session's words
+    /// never passes for it. `None` for every other message.
+    pub fn effect_answer(&self) -> Option<EffectAnswer> {
+        self.effect_answer
     }
 }
 

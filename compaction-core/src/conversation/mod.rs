@@ -4,6 +4,7 @@
 //! the short handles they name). Nothing here plans: the planner (`crate::planner`) reads
 //! these types; they never read the planner.
 
+pub(crate) mod answer;
 pub(crate) mod arguments;
 pub(crate) mod count;
 pub(crate) mod format;

@@ -473,6 +473,7 @@ fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -
         // Opaque parts (signed thinking, encrypted reasoning) never reach a summarizer; the
         // stored span keeps them verbatim.
         message.opaque.clear();
+        message.effect_answer = None;
         let line = serde_json::to_string(&message).unwrap_or_default();
         bytes += line.len() + 1;
         if bytes > SUMMARY_SOURCE_BYTES && !lines.is_empty() {

@@ -2,6 +2,7 @@
 //! the tool errors. A key that is already committed, or whose outcome is unknown, is not run.
 //! The call gets a tool result in every case, in words the model can act on.
 
+use crate::conversation::answer::EffectAnswer;
 use crate::conversation::message::{Message, ToolCall};
 use crate::conversation::transcript::Transcript;
 use crate::effects::error::EffectError;
@@ -141,10 +142,50 @@ impl EffectOutcome {
 
 /// [`Session::run_effect`](crate::session::Session::run_effect) on the session's parts: the
 /// ledger's guard, the conversation, and the call's effect (`None`: the session does not know
-/// the call as an effect).
+/// the call as an effect). The tool result it pushes carries the session's record of what it
+/// did ([`EffectAnswer`]), taken from the outcome, never from the result's words: that record
+/// is what an operator's tool reads.
 pub(crate) async fn run_effect<F, Fut, E>(
     guard: &dyn EffectGuard,
     transcript: &mut Transcript,
+    call: &ToolCall,
+    effect_call: Option<EffectCall>,
+    run: F,
+) -> Result<EffectOutcome, SessionError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<String, E>>,
+    E: Into<ToolFailure>,
+{
+    let mut said = None;
+    let result = run_under_ledger(guard, transcript, &mut said, call, effect_call, run).await;
+    // Every `Ok` pushed an answer; an `Err` pushed none (the call stays pending).
+    if let (Some(words), Ok(outcome)) = (said, &result) {
+        let mut answer = Message::tool_result(call.id.clone(), words);
+        answer.effect_answer = Some(answer_of(outcome));
+        transcript.push(answer);
+    }
+    result
+}
+
+/// The record of an outcome.
+fn answer_of(outcome: &EffectOutcome) -> EffectAnswer {
+    match outcome {
+        EffectOutcome::Committed => EffectAnswer::Committed,
+        EffectOutcome::Failed { .. } => EffectAnswer::Failed,
+        EffectOutcome::LeftUnknown { .. } => EffectAnswer::LeftUnknown,
+        EffectOutcome::AlreadyCommitted => EffectAnswer::AlreadyCommitted,
+        EffectOutcome::OutcomeUnknown => EffectAnswer::OutcomeUnknown,
+        EffectOutcome::Refused { .. } => EffectAnswer::Refused,
+    }
+}
+
+/// [`run_effect`] up to the answer: claims, runs and settles, and puts the words of the tool
+/// result in `said` (pushed by `run_effect` with the record).
+async fn run_under_ledger<F, Fut, E>(
+    guard: &dyn EffectGuard,
+    transcript: &Transcript,
+    said: &mut Option<String>,
     call: &ToolCall,
     effect_call: Option<EffectCall>,
     run: F,
@@ -169,7 +210,7 @@ where
         });
     };
     let key = effect.idempotency_key.clone();
-    let mut answer = |words: String| transcript.push(Message::tool_result(call.id.clone(), words));
+    let mut answer = |words: String| *said = Some(words);
     let claimed = match guard.record(&scope, &effect).await {
         Ok(()) => guard.begin(&scope, &effect).await,
         Err(failure) => Err(failure),

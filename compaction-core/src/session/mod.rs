@@ -22,6 +22,7 @@ mod reacquire;
 pub(crate) mod request;
 pub(crate) mod turn;
 
+pub use crate::conversation::answer::EffectAnswer;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::{ResponseProblem, SessionError};
 pub use request::SessionRequest;
