@@ -15,6 +15,7 @@ use compaction::{
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
+use support::shards::run_sharded;
 use support::states::{
     derivable_values, oracle_reacquirer, pinned_values, protected_values, PropState,
 };
@@ -433,9 +434,10 @@ fn config() -> ProptestConfig {
 #[test]
 fn compaction_never_loses_protected_state() {
     let seen = std::sync::Mutex::new(BTreeMap::<Outcome, usize>::new());
-    let mut runner = proptest::test_runner::TestRunner::new(config());
-    let result = runner.run(
-        &(state(), budget(), adversary(), counter()),
+    // The cases in one shard per core (the same count, each shard seeded apart).
+    let result = run_sharded(
+        &config(),
+        || (state(), budget(), adversary(), counter()),
         |(state, budget, adversary, counter)| {
             let outcomes = run_case(state, budget, adversary, counter)?;
             let mut seen = seen.lock().unwrap();
@@ -625,4 +627,38 @@ fn regression_demotion_never_goes_below_the_floor() {
         maybe: None,
     };
     run_case(state, 455, Adversary::None, Tokenizer::Heuristic).unwrap();
+}
+
+/// The shards the property above runs in add up to the configured cases, and with a fixed seed
+/// (CI's `PROPTEST_RNG_SEED`) each shard draws from a seed of its own, the same on every run.
+#[test]
+fn the_cases_split_into_shards_add_up_and_draw_apart() {
+    use proptest::test_runner::RngSeed;
+    use support::shards::shard_configs;
+    let fixed = ProptestConfig {
+        cases: 2001,
+        rng_seed: RngSeed::Fixed(20261129),
+        ..ProptestConfig::default()
+    };
+    for shards in [1, 2, 3, 8] {
+        let configs = shard_configs(&fixed, shards);
+        assert_eq!(configs.len(), shards);
+        assert_eq!(configs.iter().map(|c| c.cases).sum::<u32>(), 2001);
+        let seeds: Vec<_> = configs
+            .iter()
+            .map(|c| format!("{:?}", c.rng_seed))
+            .collect();
+        let mut distinct = seeds.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), shards, "{seeds:?}");
+        assert_eq!(seeds[0], "Fixed(20261129)");
+    }
+    // Fewer cases than threads: no empty shard.
+    let few = ProptestConfig {
+        cases: 2,
+        ..ProptestConfig::default()
+    };
+    assert!(shard_configs(&few, 8).iter().all(|c| c.cases == 1));
+    assert_eq!(shard_configs(&few, 8).len(), 2);
 }

@@ -11,6 +11,7 @@ mod support;
 use compaction::{CompactionError, Compactor, ContentHash, Effect, MemoryStore, Tokenizer};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use support::shards::run_sharded;
 use support::states::{oracle_reacquirer, protected_values, Leaf, Mid, PropState};
 use support::summarizers::Adversary;
 use support::{cases, records};
@@ -230,14 +231,18 @@ fn a_thousand_round_trips_change_only_what_the_author_changed() {
         ..ProptestConfig::default()
     };
     let totals = std::sync::Mutex::new((0usize, 0usize));
-    let mut runner = proptest::test_runner::TestRunner::new(config.clone());
-    let result = runner.run(&prop::collection::vec(op(), STEPS), |ops| {
-        let (c, r) = run(ops)?;
-        let mut t = totals.lock().unwrap();
-        t.0 += c;
-        t.1 += r;
-        Ok(())
-    });
+    // The cases in one shard per core (the same count, each shard seeded apart).
+    let result = run_sharded(
+        &config,
+        || prop::collection::vec(op(), STEPS),
+        |ops| {
+            let (c, r) = run(ops)?;
+            let mut t = totals.lock().unwrap();
+            t.0 += c;
+            t.1 += r;
+            Ok(())
+        },
+    );
     if let Err(e) = result {
         panic!("{e}");
     }

@@ -12,6 +12,7 @@ use compaction::{
     Compacted, CompactionError, Compactor, ContentHash, Extractive, MemoryStore, Pointer,
 };
 use support::fixtures::{rich_state, spilling_compaction};
+use support::shards::map_parallel;
 use support::states::{oracle_reacquirer, protected_values, PropState};
 use support::{checkpoint_bytes, reseal_bytes};
 
@@ -119,9 +120,20 @@ fn a_blob_swapped_for_another_valid_blob_is_detected() {
         .unwrap();
 }
 
+/// What one flipped checkpoint byte led to.
+enum Flip {
+    /// Deserialization refused the bytes.
+    Parse,
+    /// Rehydration refused them with `Integrity`.
+    Integrity,
+    /// Accepted, and the checkpoint means the same (checked before this is returned).
+    Benign,
+}
+
 /// Flips each sampled byte of a checkpoint; returns (parse errors, integrity errors, benign).
 /// A flip may only be accepted when it did not change the checkpoint's meaning: the loaded
-/// checkpoint serializes to the original bytes again (e.g. upper-case hex in a hash).
+/// checkpoint serializes to the original bytes again (e.g. upper-case hex in a hash). The
+/// flips are independent, so they are checked on every core (the same flips as in one thread).
 fn flip_checkpoint(
     compactor: &Compactor,
     compacted: &Compacted<PropState>,
@@ -131,16 +143,14 @@ fn flip_checkpoint(
 ) -> (usize, usize, usize) {
     let bytes = checkpoint_bytes(compacted);
     let reacquire = oracle_reacquirer(state);
-    let (mut parse, mut integrity, mut benign) = (0, 0, 0);
-    for (i, mask) in flips(bytes.len(), step, masks) {
+    let outcomes = map_parallel(&flips(bytes.len(), step, masks), |&(i, mask)| {
         let mut tampered = bytes.clone();
         tampered[i] ^= mask;
         let Ok(loaded) = serde_json::from_slice::<Compacted<PropState>>(&tampered) else {
-            parse += 1;
-            continue;
+            return Flip::Parse;
         };
         match compactor.rehydrate_blocking(&loaded, &reacquire) {
-            Err(CompactionError::Integrity { .. }) => integrity += 1,
+            Err(CompactionError::Integrity { .. }) => Flip::Integrity,
             Ok(restored) => {
                 let context = String::from_utf8_lossy(
                     &bytes[i.saturating_sub(40)..(i + 40).min(bytes.len())],
@@ -151,14 +161,19 @@ fn flip_checkpoint(
                     "flip of byte {i} (mask {mask:#04x}) accepted with a changed meaning near: {context}"
                 );
                 assert_eq!(protected_values(&restored), protected_values(state));
-                benign += 1;
+                Flip::Benign
             }
             Err(other) => {
                 panic!("flip of byte {i} (mask {mask:#04x}): not Integrity but {other:?}")
             }
         }
-    }
-    (parse, integrity, benign)
+    });
+    let count = |kind: fn(&Flip) -> bool| outcomes.iter().filter(|o| kind(o)).count();
+    (
+        count(|o| matches!(o, Flip::Parse)),
+        count(|o| matches!(o, Flip::Integrity)),
+        count(|o| matches!(o, Flip::Benign)),
+    )
 }
 
 #[test]

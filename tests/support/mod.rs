@@ -7,6 +7,7 @@
 
 pub mod capture;
 pub mod faulty;
+pub mod shards;
 pub mod strategies;
 pub mod summarizers;
 
