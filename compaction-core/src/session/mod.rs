@@ -344,7 +344,9 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     {
         let effect_call = self.effect_calls.as_ref().and_then(|map| map(call));
         let guard = self.ledger.guard();
-        effect::run_effect(guard, self.state.transcript_mut(), call, effect_call, run).await
+        let window = self.last.as_ref().map_or("", |last| last.render());
+        let transcript = self.state.transcript_mut();
+        effect::run_effect(guard, transcript, window, call, effect_call, run).await
     }
 
     /// [`run_effect`](Self::run_effect) for synchronous callers (`run` still returns a future,
