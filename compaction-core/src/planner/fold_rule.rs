@@ -249,3 +249,6 @@ fn part_of(content: &str) -> Option<(usize, usize, usize, &str)> {
     let (start, end, total) = (start.parse().ok()?, end.parse().ok()?, total.parse().ok()?);
     (start <= end && end - start == text.len()).then_some((start, end, total, text))
 }
+
+#[cfg(test)]
+mod tests;
