@@ -117,6 +117,17 @@ fn fold_until_summarized(s: &mut Session<Agent>, seen: &Seen, id: &str, from: us
 
 #[test]
 fn read_backs_of_protected_user_and_opaque_text_never_reach_the_summarizer() {
+    read_back_protected_user_and_opaque(false);
+}
+
+/// The class is derived from what is persisted: the same holds when the read-backs are folded
+/// by a process that reopened the session from its store.
+#[test]
+fn read_backs_folded_after_a_restart_are_still_withheld() {
+    read_back_protected_user_and_opaque(true);
+}
+
+fn read_back_protected_user_and_opaque(restart: bool) {
     let (store, ledger, seen) = (MemoryStore::new(), MemoryLedger::new(), Seen::default());
     let mut s = open(3_000, &store, &ledger, &seen);
 
@@ -189,6 +200,14 @@ fn read_backs_of_protected_user_and_opaque_text_never_reach_the_summarizer() {
     s.next_request_blocking().unwrap();
     s.push_response(Message::assistant("I have read them back"))
         .unwrap();
+    if restart {
+        s.push(Message::user("one more"));
+        s.next_request_blocking().unwrap();
+        drop(s);
+        s = open(3_000, &store, &ledger, &seen);
+        assert!(s.resumed_from().is_some());
+        s.push_response(Message::assistant("resumed")).unwrap();
+    }
 
     let all = fold_until_summarized(&mut s, &seen, "rb-thought", 100);
     for secret in [VAULT, USER_SECRET, THOUGHT] {
@@ -248,4 +267,180 @@ fn the_sessions_answers_about_effects_never_reach_the_summarizer_nor_name_what_t
         !all.contains(KEY) && !all.contains(TARGET),
         "the effect's key or target was summarized"
     );
+}
+
+/// Every handle (`pN`) and store pointer a request shows, in order.
+fn addresses(messages: &[Message]) -> Vec<String> {
+    let mut out = Vec::new();
+    for message in messages {
+        let text = &message.content;
+        for (at, _) in text.match_indices("store://sha256:") {
+            if let Some(pointer) = text.get(at..at + "store://sha256:".len() + 64) {
+                out.push(pointer.to_owned());
+            }
+        }
+        if let Some(rest) = text.strip_prefix("⟦compaction:") {
+            let rest = rest.split_once(' ').map_or("", |(_, r)| r);
+            let handle: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if handle.starts_with('p') {
+                out.push(handle);
+            }
+        }
+    }
+    out
+}
+
+/// One step of a random agent.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A user turn with a plain read.
+    Plain(usize),
+    /// A user message and a model reply with a thinking block.
+    Thinking,
+    /// A deploy of effect `n`: `outcome` 0 runs and commits, 1 fails, 2 leaves it unknown.
+    Deploy { n: u8, outcome: u8 },
+    /// A read-back of the `pick`-th address the last request shows, maybe by index.
+    ReadBack { pick: usize, index: Option<usize> },
+    /// Save, drop the session and reopen it from the store.
+    Restart,
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (0usize..50).prop_map(Step::Plain),
+        1 => Just(Step::Thinking),
+        1 => (0u8..3, 0u8..3).prop_map(|(n, outcome)| Step::Deploy { n, outcome }),
+        4 => (any::<usize>(), proptest::option::of(0usize..200))
+            .prop_map(|(pick, index)| Step::ReadBack { pick, index }),
+        1 => Just(Step::Restart),
+    ]
+}
+
+fn open_random(
+    budget: usize,
+    store: &MemoryStore,
+    ledger: &MemoryLedger,
+    seen: &Seen,
+) -> Session<Agent> {
+    let seen = seen.clone();
+    let summarizer = FnSummarizer::new(move |request: compaction::SummaryRequest<'_>| {
+        seen.lock().unwrap().push(request.text.to_owned());
+        Ok("summary.".to_owned())
+    });
+    Session::builder("random")
+        .compactor(
+            Compactor::builder()
+                .budget(budget)
+                .token_counter(Tokenizer::O200kBase)
+                .summarizer(summarizer),
+        )
+        .store(store.clone())
+        .ledger(ledger.clone())
+        .effect_calls(|call: &ToolCall| {
+            let n = call.arguments.value().ok()?["n"].as_u64()?;
+            (call.name == "deploy").then(|| {
+                EffectCall::new(
+                    "deploys",
+                    Effect::new("deploy", "svc://SECRET-TARGET", format!("SECRET-KEY-{n}")),
+                )
+            })
+        })
+        .open_blocking(|| Agent {
+            rules: vec!["never deploy on Fridays".into()],
+            vault: format!("SECRET-VAULT {}", "account record; ".repeat(300)),
+            ..Agent::default()
+        })
+        .unwrap()
+}
+
+/// Runs `steps` and then enough plain turns to fold them; returns what the summarizer saw.
+fn run_random(budget: usize, steps: &[Step], tail: usize) -> Vec<String> {
+    let (store, ledger, seen) = (MemoryStore::new(), MemoryLedger::new(), Seen::default());
+    let mut s = open_random(budget, &store, &ledger, &seen);
+    let mut shown: Vec<Message> = Vec::new();
+    let tail = (0..tail).map(|n| Step::Plain(1000 + n));
+    for (i, step) in steps.iter().cloned().chain(tail).enumerate() {
+        match step {
+            Step::Plain(n) => {
+                s.push(Message::user(format!("SECRET-USER-{i} look at log {n}")));
+                shown = s.next_request_blocking().unwrap().messages().to_vec();
+                let call = ToolCall::new(format!("r{i}"), "read_file", json!({ "n": n }));
+                s.push_response(Message::assistant_with_tools("", vec![call.clone()]))
+                    .unwrap();
+                s.answer(&call, format!("plain output {n}\n").repeat(n * 5 + 1))
+                    .unwrap();
+            }
+            Step::Thinking => {
+                s.push(Message::user(format!("SECRET-USER-{i} think")));
+                shown = s.next_request_blocking().unwrap().messages().to_vec();
+                let thought = OpaquePart::anthropic_thinking(format!("SECRET-THINK-{i}"), "sig");
+                s.push_response(Message::assistant("thought about it").with_opaque([thought]))
+                    .unwrap();
+            }
+            Step::Deploy { n, outcome } => {
+                s.push(Message::user(format!("SECRET-USER-{i} deploy")));
+                shown = s.next_request_blocking().unwrap().messages().to_vec();
+                let call = ToolCall::new(format!("d{i}"), "deploy", json!({ "n": n }));
+                s.push_response(Message::assistant_with_tools("", vec![call.clone()]))
+                    .unwrap();
+                s.run_effect_blocking(&call, || async move {
+                    match outcome {
+                        0 => Ok(format!("SECRET-OUTPUT-{i}")),
+                        1 => Err(compaction::session::ToolFailure::failed("SECRET-FAILED")),
+                        _ => Err(compaction::session::ToolFailure::unknown("SECRET-TIMEOUT")),
+                    }
+                })
+                .unwrap();
+            }
+            Step::ReadBack { pick, index } => {
+                shown = s.next_request_blocking().unwrap().messages().to_vec();
+                let found = addresses(&shown);
+                if found.is_empty() {
+                    continue;
+                }
+                let mut arguments = json!({ "pointer": found[pick % found.len()] });
+                if let Some(index) = index {
+                    arguments["index"] = json!(index);
+                }
+                let call = ToolCall::new(format!("rb{i}"), "resolve_pointer", arguments);
+                s.push_response(Message::assistant_with_tools("", vec![call]))
+                    .unwrap();
+                s.answer_pointer_calls_blocking();
+            }
+            Step::Restart => {
+                shown = s.next_request_blocking().unwrap().messages().to_vec();
+                drop(s);
+                s = open_random(budget, &store, &ledger, &seen);
+                continue;
+            }
+        }
+        s.next_request_blocking().unwrap();
+        s.push_response(Message::assistant(format!("step {i} done")))
+            .unwrap();
+    }
+    let _ = shown;
+    let seen = seen.lock().unwrap().clone();
+    seen
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Random transcripts with read-backs of every class (spilled protected values, user
+    /// messages, thinking turns, effect records and answers, plain results), folded under random
+    /// budgets, across restarts: nothing marked SECRET ever reaches the summarizer.
+    #[test]
+    fn no_fold_sends_a_non_disposable_read_back_to_the_summarizer(
+        budget in 2_500usize..6_000,
+        steps in proptest::collection::vec(step(), 4..14),
+    ) {
+        let seen = run_random(budget, &steps, 20);
+        for text in &seen {
+            proptest::prop_assert!(!text.contains("SECRET"), "leaked: {}", text.chars().take(2_000).collect::<String>());
+        }
+    }
 }

@@ -3,8 +3,8 @@
 //! calls, opaque parts, and text that imitates markers and refusals.
 
 use super::*;
-use crate::conversation::message::ToolCall;
 use crate::conversation::message::OpaquePart;
+use crate::conversation::message::ToolCall;
 use serde_json::json;
 
 const SECRET: &str = "SECRET-4111";
