@@ -444,3 +444,30 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn an_answer_about_an_effect_the_window_never_showed_names_no_key_or_target() {
+    let (store, ledger, seen) = (MemoryStore::new(), MemoryLedger::new(), Seen::default());
+    let mut s = open(3_000, &store, &ledger, &seen);
+    s.push(Message::user("deploy"));
+    s.next_request_blocking().unwrap();
+    let call = ToolCall::new("d1", "deploy", json!({}));
+    s.push_response(Message::assistant_with_tools("", vec![call.clone()]))
+        .unwrap();
+    let outcome = s
+        .run_effect_blocking(&call, || async {
+            Err::<String, _>(compaction::session::ToolFailure::unknown("timed out"))
+        })
+        .unwrap();
+    assert!(matches!(outcome, EffectOutcome::LeftUnknown { .. }));
+    let answer = s.transcript().messages().last().unwrap().content.clone();
+    assert!(answer.starts_with("Outcome unknown: timed out"), "{answer}");
+    assert!(
+        !answer.contains(KEY) && !answer.contains(TARGET),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("This call's effect may or may not have happened"),
+        "{answer}"
+    );
+}

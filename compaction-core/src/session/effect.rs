@@ -139,8 +139,8 @@ impl EffectOutcome {
 }
 
 /// [`Session::run_effect`](crate::session::Session::run_effect) on the session's parts: the
-/// ledger's guard, the conversation, the window of the last request (what the model was shown
-/// of the effect log), and the call's effect (`None`: the session does not know the call as an
+/// ledger's guard, the conversation, the last request's text (its window and state updates:
+/// what the model was shown of the effect log), and the call's effect (`None`: the session does not know the call as an
 /// effect).
 ///
 /// Every answer the session writes here is effect-class text: it answers a call linked to its
@@ -303,9 +303,9 @@ impl Named {
     }
 }
 
-/// Whether `window` shows `effect`'s record: a line of an effect log (one JSON record each) with
-/// its key, action and target. Only the effect log writes such lines: values are rendered after
-/// their path, and messages are not part of the window.
+/// Whether `window` shows `effect`'s record: a line of an effect log (one JSON record each, in the
+/// window or a state update) with its key, action and target. A message that imitates such a
+/// line put the record in the model's context itself, so naming it adds nothing.
 pub(crate) fn shown_in(window: &str, effect: &Effect) -> bool {
     window
         .lines()

@@ -344,9 +344,12 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     {
         let effect_call = self.effect_calls.as_ref().and_then(|map| map(call));
         let guard = self.ledger.guard();
-        let window = self.last.as_ref().map_or("", |last| last.render());
+        // What the model was last shown: the window and the state updates after it.
+        let shown: Vec<String> = self.last.as_ref().map_or_else(Vec::new, |last| {
+            last.messages().into_iter().map(|m| m.content).collect()
+        });
         let transcript = self.state.transcript_mut();
-        effect::run_effect(guard, transcript, window, call, effect_call, run).await
+        effect::run_effect(guard, transcript, &shown.join("\n"), call, effect_call, run).await
     }
 
     /// [`run_effect`](Self::run_effect) for synchronous callers (`run` still returns a future,
