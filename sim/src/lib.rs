@@ -20,12 +20,7 @@ pub mod run;
 pub mod shrink;
 pub mod twin;
 
-/// Invariants that fail on today's `main` because of a break the issue names (issue 29), each
-/// with the item whose fix makes it hold. The CI test reports their failures without failing;
-/// every other invariant is asserted. Empty this list when the fixes are merged.
-pub const KNOWN_BREAKS: &[(&str, &str)] = &[(
-    "summarizer_sees_nothing_protected",
-    "issue 29 item 1: pointer read-backs (a spilled protected note), the session's own \
-         answers about effects (`Failed: ... Effect `KEY` ...`) and a call's effect link reach \
-         the fold's summarizer",
-)];
+/// Invariants known to fail because of a break an open issue names, each with the issue whose
+/// fix makes it hold: the CI test reports their failures without failing, and asserts every
+/// other invariant. Empty since issue 29's fixes landed: every invariant is asserted.
+pub const KNOWN_BREAKS: &[(&str, &str)] = &[];

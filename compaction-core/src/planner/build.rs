@@ -10,6 +10,7 @@
 use crate::conversation::handle::Handle;
 use crate::conversation::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::conversation::transcript::{Message, Role, ToolCall};
+use crate::planner::fold_rule::{summary_line, Proofs};
 use crate::planner::layout::anchors;
 use crate::planner::memory::{Block, ChunkRef, Manifest, Slot};
 use crate::planner::plan::{FoldSummaryRequest, PendingSummary};
@@ -453,28 +454,22 @@ fn write_block(
 }
 
 /// What a summarizer reads for a block: its folded assistant and tool messages as JSON lines,
-/// without effect keys or scopes (a summary must never stand in for the ledger; the stored span
-/// keeps them), the newest [`SUMMARY_SOURCE_BYTES`]; a consolidated block reads the summaries of
+/// each as the fold rule allows it ([`summary_line`]: no effect keys, scopes or opaque parts; a
+/// tombstone for an effect's result or a read-back not proven disposable), the newest [`SUMMARY_SOURCE_BYTES`]; a consolidated block reads the summaries of
 /// the blocks it joins first.
 fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -> String {
     let mut lines: Vec<String> = Vec::new();
     let mut bytes = 0;
     let new_start = first.max(point.zone.start);
+    let mut proofs = Proofs::default();
     for index in (new_start..end).rev() {
-        let message = &point.ctx.messages[index];
-        if message.role == Role::User || is_anchor(point, old, index) {
+        if is_anchor(point, old, index) {
             continue;
         }
-        let mut message = message.clone();
-        for call in &mut message.tool_calls {
-            call.effect = None;
-            call.effect_scope = None;
-        }
-        // Opaque parts (signed thinking, encrypted reasoning) never reach a summarizer; the
-        // stored span keeps them verbatim.
-        message.opaque.clear();
-        message.effect_answer = None;
-        let line = serde_json::to_string(&message).unwrap_or_default();
+        // The one rule (`fold_rule.rs`): what of this message a summarizer may read.
+        let Some(line) = summary_line(point.ctx.messages, index, &mut proofs) else {
+            continue;
+        };
         bytes += line.len() + 1;
         if bytes > SUMMARY_SOURCE_BYTES && !lines.is_empty() {
             break;

@@ -6,7 +6,8 @@
 //!
 //! Where each part lives: [`next_request`] (the order of one plan: find the memory, check,
 //! append or compaction point, finish, commit), [`steps`] (a compaction point's decisions),
-//! [`build`] (writing them: blocks, chunks, markers), [`page`], [`span`], [`tally`],
+//! [`build`] (writing them: blocks, chunks, markers), [`fold_rule`] (what a fold may send to
+//! a summarizer: the one rule), [`page`], [`span`], [`tally`],
 //! [`layout`] (anchors and zones), [`memory`] and [`memories`] (what is remembered between
 //! requests), [`plan`] (the plan's types), [`policy`], [`effects`], [`error`], [`rehydrate`].
 //!
@@ -15,6 +16,7 @@
 pub(crate) mod build;
 pub(crate) mod effects;
 pub(crate) mod error;
+pub(crate) mod fold_rule;
 pub(crate) mod layout;
 pub(crate) mod memories;
 pub(crate) mod memory;

@@ -8,12 +8,14 @@
 //!
 //! Public names: [`RESOLVE_POINTER`] (the tool's name), [`resolve_pointer_tool`] (its
 //! definition), [`resolve_pointer_parameters`] (its JSON schema), [`PointerResolver`] (the
-//! handler), [`PointerToolReply`], [`ResolvedSlice`], [`PointerToolError`],
-//! [`DEFAULT_MAX_BYTES`].
+//! handler), [`PointerToolReply`], [`ReadBackClass`] (what a result holds), [`ResolvedSlice`],
+//! [`PointerToolError`], [`DEFAULT_MAX_BYTES`].
 
+mod class;
 pub(crate) mod definition;
 mod resolver;
 
+pub use class::ReadBackClass;
 pub use definition::{
     resolve_pointer_parameters, resolve_pointer_tool, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };

@@ -9,6 +9,7 @@ use crate::conversation::message::ToolArguments;
 use crate::conversation::message::{Message, Role, ToolCall};
 use crate::error::CompactionError;
 use crate::future::block_on;
+use crate::pointer_tool::class::{message_class, pointer_classes, result_class, ReadBackClass};
 use crate::pointer_tool::definition::RESOLVE_POINTER;
 use crate::store::Pointer;
 use crate::utf8::{ceil_char_boundary, floor_char_boundary};
@@ -141,6 +142,9 @@ pub struct PointerToolReply {
     pub message: Message,
     /// The bytes returned, or why none were.
     pub outcome: Result<ResolvedSlice, PointerToolError>,
+    /// The class of what the result holds ([`ReadBackClass::Disposable`] for an error or a
+    /// note): what a fold may do with it.
+    pub class: ReadBackClass,
 }
 
 /// Answers `resolve_pointer` calls for one agent.
@@ -207,6 +211,9 @@ pub struct PointerResolver {
     handles: HashMap<Handle, Pointer>,
     /// Compacted ranges: their address and the input messages they hold.
     spans: HashMap<Pointer, (usize, usize)>,
+    /// What each issued pointer holds, from the checkpoints that issued it (the stricter class
+    /// when two say different things); a pointer without one is classed protected.
+    classes: HashMap<Pointer, ReadBackClass>,
     max_bytes: usize,
 }
 
@@ -216,6 +223,7 @@ impl Default for PointerResolver {
             issued: HashSet::new(),
             handles: HashMap::new(),
             spans: HashMap::new(),
+            classes: HashMap::new(),
             max_bytes: DEFAULT_MAX_BYTES,
         }
     }
@@ -265,6 +273,12 @@ impl PointerResolver {
             }
         }
         self.spans.extend(compacted.spans());
+        for (pointer, class) in pointer_classes(compacted) {
+            self.classes
+                .entry(pointer)
+                .and_modify(|known| *known = known.stricter(class))
+                .or_insert(class);
+        }
         Ok(self.issued.len() - before)
     }
 
@@ -298,13 +312,15 @@ impl PointerResolver {
     /// or with the reason there is none. Never panics, whatever the arguments.
     pub async fn handle(&self, compactor: &Compactor, call: &ToolCall) -> PointerToolReply {
         let outcome = self.resolve(compactor, call).await;
-        let content = match &outcome {
-            Ok((slice, text)) => content_of(slice, text),
-            Err(error) => error_text(error),
+        // An error or a note holds only the tool's own words and the model's: disposable.
+        let (content, class) = match &outcome {
+            Ok((slice, text, class)) => (content_of(slice, text), *class),
+            Err(error) => (error_text(error), ReadBackClass::Disposable),
         };
         PointerToolReply {
             message: Message::tool_result(call.id.clone(), content),
-            outcome: outcome.map(|(slice, _)| slice),
+            outcome: outcome.map(|(slice, _, _)| slice),
+            class,
         }
     }
 
@@ -313,12 +329,12 @@ impl PointerResolver {
         block_on(self.handle(compactor, call))
     }
 
-    /// The slice to return and its text.
+    /// The slice to return, its text and the class of what it holds.
     async fn resolve(
         &self,
         compactor: &Compactor,
         call: &ToolCall,
-    ) -> Result<(ResolvedSlice, String), PointerToolError> {
+    ) -> Result<(ResolvedSlice, String, ReadBackClass), PointerToolError> {
         if !Self::handles(call) {
             return Err(PointerToolError::WrongTool {
                 name: echo(&call.name),
@@ -347,12 +363,15 @@ impl PointerResolver {
         if !self.is_allowed(&pointer) {
             return Err(PointerToolError::NotIssued { pointer });
         }
-        let content = match (self.spans.get(&pointer).copied(), index) {
+        let (content, class) = match (self.spans.get(&pointer).copied(), index) {
             (Some(range), Some(index)) => message_text(compactor, &pointer, range, index).await?,
-            (Some((first, end)), None) => format!(
-                "{MARKER_PREFIX}range⟧ this handle holds messages #{first}..#{}; call \
-                 {RESOLVE_POINTER} again with index=N to read message #N exactly.",
-                end - 1
+            (Some((first, end)), None) => (
+                format!(
+                    "{MARKER_PREFIX}range⟧ this handle holds messages #{first}..#{}; call \
+                     {RESOLVE_POINTER} again with index=N to read message #N exactly.",
+                    end - 1
+                ),
+                ReadBackClass::Disposable,
             ),
             (None, Some(_)) => {
                 return Err(PointerToolError::NoSuchMessage {
@@ -369,10 +388,12 @@ impl PointerResolver {
                     }
                 })?;
                 let total = bytes.len();
-                String::from_utf8(bytes).map_err(|_| PointerToolError::NotText {
+                let text = String::from_utf8(bytes).map_err(|_| PointerToolError::NotText {
                     pointer: pointer.clone(),
                     bytes: total,
-                })?
+                })?;
+                let class = self.classes.get(&pointer).copied();
+                (text, class.unwrap_or(ReadBackClass::Protected))
             }
         };
         let total = content.len();
@@ -400,18 +421,19 @@ impl PointerResolver {
             end,
             total,
         };
-        Ok((slice, text))
+        Ok((slice, text, class))
     }
 }
 
 /// What the model reads of message `index` of a compacted range: a user or tool message's
-/// text exactly; an assistant or system message as its JSON (its calls and parts with it).
+/// text exactly; an assistant or system message as its JSON (its calls and parts with it); and
+/// the class of what it read (a tool message's is its call's, looked up in the range).
 async fn message_text(
     compactor: &Compactor,
     pointer: &Pointer,
     (first, end): (usize, usize),
     index: usize,
-) -> Result<String, PointerToolError> {
+) -> Result<(String, ReadBackClass), PointerToolError> {
     if !(first..end).contains(&index) {
         return Err(PointerToolError::NoSuchMessage {
             reason: format!(
@@ -430,10 +452,40 @@ async fn message_text(
         .ok_or_else(|| PointerToolError::NoSuchMessage {
             reason: format!("message #{index} is not in this range"),
         })?;
-    Ok(match message.role {
+    let class = if message.role == Role::Tool {
+        match call_in_range(compactor, pointer, first, index, &message).await {
+            Some(call) => message_class(&message, Some(&call)),
+            None => result_class(None),
+        }
+    } else {
+        message_class(&message, None)
+    };
+    let text = match message.role {
         Role::User | Role::Tool => message.content,
         _ => serde_json::to_string(&message).unwrap_or_default(),
-    })
+    };
+    Ok((text, class))
+}
+
+/// The call tool message `index` of a range answers: in the nearest assistant message before
+/// it within the range (`None`: not there, or the span could not be read).
+async fn call_in_range(
+    compactor: &Compactor,
+    pointer: &Pointer,
+    first: usize,
+    index: usize,
+    result: &Message,
+) -> Option<ToolCall> {
+    let id = result.tool_call_id.as_deref()?;
+    for at in (first..index).rev() {
+        let message = compactor.resolve_message(pointer, at).await.ok()??;
+        match message.role {
+            Role::Tool => continue,
+            Role::Assistant => return message.tool_calls.into_iter().find(|c| c.id == id),
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// `pointer`, `offset` and `index` from the call's arguments (an object, or a string holding

@@ -141,13 +141,21 @@ impl EffectOutcome {
 }
 
 /// [`Session::run_effect`](crate::session::Session::run_effect) on the session's parts: the
-/// ledger's guard, the conversation, and the call's effect (`None`: the session does not know
-/// the call as an effect). The tool result it pushes carries the session's record of what it
-/// did ([`EffectAnswer`]), taken from the outcome, never from the result's words: that record
-/// is what an operator's tool reads.
+/// ledger's guard, the conversation, the last request's text (its window and state updates:
+/// what the model was shown of the effect log), and the call's effect (`None`: the session does
+/// not know the call as an effect). The tool result it pushes carries the session's record of
+/// what it did ([`EffectAnswer`]), taken from the outcome, never from the result's words: that
+/// record is what an operator's tool reads.
+///
+/// Every answer the session writes here is effect-class text: it answers a call linked to its
+/// effect, and a fold never sends such a result to a summarizer (the planner's fold rule,
+/// `planner/fold_rule.rs`). It names the effect (key, action, target) only when `window`
+/// shows that record: otherwise the model reads "this call's effect", so the conversation never
+/// carries an effect record the window does not (a committed record may have spilled).
 pub(crate) async fn run_effect<F, Fut, E>(
     guard: &dyn EffectGuard,
     transcript: &mut Transcript,
+    window: &str,
     call: &ToolCall,
     effect_call: Option<EffectCall>,
     run: F,
@@ -158,7 +166,8 @@ where
     E: Into<ToolFailure>,
 {
     let mut said = None;
-    let result = run_under_ledger(guard, transcript, &mut said, call, effect_call, run).await;
+    let result =
+        run_under_ledger(guard, transcript, window, &mut said, call, effect_call, run).await;
     // Every `Ok` pushed an answer; an `Err` pushed none (the call stays pending).
     if let (Some(words), Ok(outcome)) = (said, &result) {
         let mut answer = Message::tool_result(call.id.clone(), words);
@@ -185,6 +194,7 @@ fn answer_of(outcome: &EffectOutcome) -> EffectAnswer {
 async fn run_under_ledger<F, Fut, E>(
     guard: &dyn EffectGuard,
     transcript: &Transcript,
+    window: &str,
     said: &mut Option<String>,
     call: &ToolCall,
     effect_call: Option<EffectCall>,
@@ -210,6 +220,7 @@ where
         });
     };
     let key = effect.idempotency_key.clone();
+    let named = Named::of(&effect, window);
     let mut answer = |words: String| *said = Some(words);
     let claimed = match guard.record(&scope, &effect).await {
         Ok(()) => guard.begin(&scope, &effect).await,
@@ -218,7 +229,7 @@ where
     match claimed {
         Ok(()) => {}
         Err(LedgerFailure::Refused(reason)) => {
-            let (words, outcome) = not_run(&effect, reason);
+            let (words, outcome) = not_run(&named, reason);
             answer(words);
             return Ok(outcome);
         }
@@ -240,9 +251,10 @@ where
             // session that did not change, and a retry would lose the output).
             Err(failure) => {
                 answer(format!(
-                    "The tool ran, but its outcome could not be recorded: effect `{key}` stays \
-                     unknown until an operator reconciles it. Do not run it again. Its output \
-                     was:\n{output}"
+                    "The tool ran, but its outcome could not be recorded: {} stays unknown \
+                     until an operator reconciles it. Do not run it again. Its output \
+                     was:\n{output}",
+                    named.short
                 ));
                 Ok(unrecorded(failure))
             }
@@ -250,24 +262,27 @@ where
         Err(error) => match error.into() {
             ToolFailure::Unknown(error) => {
                 answer(format!(
-                    "Outcome unknown: {error}\nEffect `{key}` may or may not have happened. It \
-                     stays unknown until an operator checks and reconciles it; do not run it \
-                     again, and tell the user."
+                    "Outcome unknown: {error}\n{} may or may not have happened. It stays \
+                     unknown until an operator checks and reconciles it; do not run it again, \
+                     and tell the user.",
+                    named.capital()
                 ));
                 Ok(EffectOutcome::LeftUnknown { error })
             }
             ToolFailure::Failed(error) => match guard.fail(&scope, &key).await {
                 Ok(()) => {
                     answer(format!(
-                        "Failed: {error}\nEffect `{key}` did not happen (recorded as not \
-                         started); you may try it again."
+                        "Failed: {error}\n{} did not happen (recorded as not started); you \
+                         may try it again.",
+                        named.capital()
                     ));
                     Ok(EffectOutcome::Failed { error })
                 }
                 Err(failure) => {
                     answer(format!(
-                        "Failed: {error}\nThe failure could not be recorded: effect `{key}` \
-                         stays unknown until an operator reconciles it. Do not run it again."
+                        "Failed: {error}\nThe failure could not be recorded: {} stays \
+                         unknown until an operator reconciles it. Do not run it again.",
+                        named.short
                     ));
                     Ok(unrecorded(failure))
                 }
@@ -290,34 +305,95 @@ pub(crate) fn link_effects(message: &mut Message, map: &dyn Fn(&ToolCall) -> Opt
     }
 }
 
+/// How the session's answers name an effect: by its record when the window shows it, else as
+/// "this call's effect" (the call is right above the answer).
+struct Named {
+    /// `effect `KEY``, or `this call's effect`.
+    short: String,
+    /// `effect `KEY` (ACTION on TARGET)`, or `this call's effect`.
+    long: String,
+    /// Whether the window shows the record (so its key may be named).
+    shown: bool,
+}
+
+impl Named {
+    fn of(effect: &Effect, window: &str) -> Named {
+        if shown_in(window, effect) {
+            let Effect {
+                idempotency_key: key,
+                action,
+                target,
+                ..
+            } = effect;
+            Named {
+                short: format!("effect `{key}`"),
+                long: format!("effect `{key}` ({action} on {target})"),
+                shown: true,
+            }
+        } else {
+            Named {
+                short: "this call's effect".to_owned(),
+                long: "this call's effect".to_owned(),
+                shown: false,
+            }
+        }
+    }
+
+    /// `short` at the start of a sentence.
+    fn capital(&self) -> String {
+        let mut chars = self.short.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_uppercase().chain(chars).collect()
+        })
+    }
+}
+
+/// Whether `window` shows `effect`'s record: a line of an effect log (one JSON record each, in the
+/// window or a state update) with its key, action and target. A message that imitates such a
+/// line put the record in the model's context itself, so naming it adds nothing.
+pub(crate) fn shown_in(window: &str, effect: &Effect) -> bool {
+    window
+        .lines()
+        .filter(|line| line.trim_start().starts_with('{'))
+        .filter_map(|line| serde_json::from_str::<Effect>(line.trim()).ok())
+        .any(|record| {
+            record.idempotency_key == effect.idempotency_key
+                && record.action == effect.action
+                && record.target == effect.target
+        })
+}
+
 /// The tool result and outcome of an effect the ledger refused to claim.
-fn not_run(effect: &Effect, reason: EffectError) -> (String, EffectOutcome) {
-    let Effect {
-        idempotency_key: key,
-        action,
-        target,
-        ..
-    } = effect;
+fn not_run(named: &Named, reason: EffectError) -> (String, EffectOutcome) {
+    let long = &named.long;
     match reason {
         EffectError::AlreadyCommitted { .. } => (
             format!(
-                "Not run: effect `{key}` ({action} on {target}) is already committed: it \
-                 happened before, and running it again would do it twice. Treat it as done; do \
-                 not call it again."
+                "Not run: {long} is already committed: it happened before, and running it again \
+                 would do it twice. Treat it as done; do not call it again."
             ),
             EffectOutcome::AlreadyCommitted,
         ),
         EffectError::OutcomeUnknown { .. } => (
             format!(
-                "Not run: effect `{key}` ({action} on {target}) was started before and its \
-                 outcome is unknown (it may or may not have happened). It must not be retried \
-                 until an operator checks and reconciles it. Tell the user; do not call it \
-                 again."
+                "Not run: {long} was started before and its outcome is unknown (it may or may \
+                 not have happened). It must not be retried until an operator checks and \
+                 reconciles it. Tell the user; do not call it again."
             ),
             EffectOutcome::OutcomeUnknown,
         ),
+        // The ledger's reason names the key: repeated only when the window shows it.
+        reason if named.shown => (
+            format!(
+                "Not run: the effect ledger refused {}: {reason}.",
+                named.short
+            ),
+            EffectOutcome::Refused { reason },
+        ),
         reason => (
-            format!("Not run: the effect ledger refused effect `{key}`: {reason}."),
+            "Not run: the effect ledger refused this call's effect (its key is recorded for \
+             another effect), so the tool was not called."
+                .to_owned(),
             EffectOutcome::Refused { reason },
         ),
     }

@@ -377,7 +377,12 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     {
         let effect_call = self.effect_calls.as_ref().and_then(|map| map(call));
         let guard = self.ledger.guard();
-        effect::run_effect(guard, self.state.transcript_mut(), call, effect_call, run).await
+        // What the model was last shown: the window and the state updates after it.
+        let shown: Vec<String> = self.last.as_ref().map_or_else(Vec::new, |last| {
+            last.messages().into_iter().map(|m| m.content).collect()
+        });
+        let transcript = self.state.transcript_mut();
+        effect::run_effect(guard, transcript, &shown.join("\n"), call, effect_call, run).await
     }
 
     /// [`run_effect`](Self::run_effect) for synchronous callers (`run` still returns a future,
