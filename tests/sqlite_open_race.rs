@@ -33,9 +33,13 @@ fn child_open_entry() {
         std::thread::sleep(Duration::from_micros(200));
     }
     let opened = if std::process::id() % 2 == 0 {
-        SqliteLedger::open(&path).map(drop).map_err(|e| e.to_string())
+        SqliteLedger::open(&path)
+            .map(drop)
+            .map_err(|e| e.to_string())
     } else {
-        SqliteStore::open(&path).map(drop).map_err(|e| e.to_string())
+        SqliteStore::open(&path)
+            .map(drop)
+            .map_err(|e| e.to_string())
     };
     match opened {
         Ok(()) => println!("OPENED"),
@@ -123,6 +127,9 @@ fn an_open_against_a_held_lock_fails_after_its_busy_timeout() {
         panic!("{err}");
     };
     assert_eq!(err.kind(), SqliteErrorKind::Locked, "{err}");
-    assert!(elapsed >= timeout - Duration::from_millis(50), "{elapsed:?}");
+    assert!(
+        elapsed >= timeout - Duration::from_millis(50),
+        "{elapsed:?}"
+    );
     assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
 }
