@@ -10,6 +10,7 @@
 use crate::conversation::handle::Handle;
 use crate::conversation::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::conversation::transcript::{Message, Role, ToolCall};
+use crate::planner::build::source::Source;
 use crate::planner::layout::anchors;
 use crate::planner::memory::{Block, ChunkRef, Manifest, Slot};
 use crate::planner::plan::{FoldSummaryRequest, PendingSummary};
@@ -18,11 +19,8 @@ use crate::planner::steps::{base_message, Built, OldSlots, Point, OVER};
 use crate::store::Pointer;
 use std::collections::HashMap;
 
-/// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
-/// convenience, and the range is in the store whatever its size.
+mod source;
 mod zone;
-
-pub(crate) const SUMMARY_SOURCE_BYTES: usize = 256 * 1024;
 
 /// One part of a block's output.
 #[derive(Debug)]
@@ -423,7 +421,7 @@ fn write_block(
                             request: FoldSummaryRequest {
                                 first,
                                 last: end - 1,
-                                text: summary_source(point, &old, first, end),
+                                text: summary_source(point, &old, first, end, handle),
                                 target_tokens: target,
                             },
                             position: built.messages.len(),
@@ -454,11 +452,29 @@ fn write_block(
 
 /// What a summarizer reads for a block: its folded assistant and tool messages as JSON lines,
 /// without effect keys or scopes (a summary must never stand in for the ledger; the stored span
-/// keeps them), the newest [`SUMMARY_SOURCE_BYTES`]; a consolidated block reads the summaries of
-/// the blocks it joins first.
-fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    let mut bytes = 0;
+/// keeps them), the newest within [`SUMMARY_SOURCE_BYTES`](source::SUMMARY_SOURCE_BYTES), an oversized one cut, each cut
+/// named with `handle` ([`Source`]); a consolidated block reads the summaries of the blocks it
+/// joins first.
+fn summary_source(
+    point: &Point<'_>,
+    old: &OldSlots,
+    first: usize,
+    end: usize,
+    handle: Handle,
+) -> String {
+    let mut text = String::new();
+    if first < point.zone.start {
+        for block in &point.base.record.blocks {
+            if let Some(summary) = &block.summary {
+                text.push_str(&format!(
+                    "Summary of messages #{}..#{}: {summary}\n",
+                    block.first,
+                    block.end - 1
+                ));
+            }
+        }
+    }
+    let mut source = Source::new(handle, text.len());
     let new_start = first.max(point.zone.start);
     for index in (new_start..end).rev() {
         let message = &point.ctx.messages[index];
@@ -474,28 +490,10 @@ fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -
         // stored span keeps them verbatim.
         message.opaque.clear();
         let line = serde_json::to_string(&message).unwrap_or_default();
-        bytes += line.len() + 1;
-        if bytes > SUMMARY_SOURCE_BYTES && !lines.is_empty() {
+        if !source.push(index, line) {
             break;
         }
-        lines.push(line);
     }
-    lines.reverse();
-    let mut text = String::new();
-    if first < point.zone.start {
-        for block in &point.base.record.blocks {
-            if let Some(summary) = &block.summary {
-                text.push_str(&format!(
-                    "Summary of messages #{}..#{}: {summary}\n",
-                    block.first,
-                    block.end - 1
-                ));
-            }
-        }
-    }
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
-    }
+    source.finish(&mut text);
     text
 }
