@@ -32,7 +32,7 @@ fn child_open_entry() {
         assert!(waited.elapsed() < Duration::from_secs(60), "no go signal");
         std::thread::sleep(Duration::from_micros(200));
     }
-    let opened = if std::process::id() % 2 == 0 {
+    let opened = if std::process::id().is_multiple_of(2) {
         SqliteLedger::open(&path)
             .map(drop)
             .map_err(|e| e.to_string())

@@ -44,7 +44,7 @@ impl Source {
     /// Adds input message `index` (older than every one added before) as `line`; `false` when
     /// the source is full, so the older messages are left out (the note says so).
     pub(crate) fn push(&mut self, index: usize, line: String) -> bool {
-        if self.used + line.len() + 1 <= self.room {
+        if self.used + line.len() < self.room {
             self.used += line.len() + 1;
             self.lines.push(line + "\n");
             return true;
