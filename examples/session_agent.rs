@@ -5,7 +5,8 @@
 //! from its last checkpoint, and a deploy that already ran, or may have, is never run again.
 //!
 //! Run: `cargo run --example session_agent --features openai,anthropic [-- --wire anthropic]`
-//! (options: `--db PATH`, `--world PATH`: the deploys' own log, `--deploy-ms N`).
+//! (options: `--db PATH` (with the `postgres` feature, a `postgres://` URL too), `--world PATH`:
+//! the deploys' own log, `--deploy-ms N`).
 //!
 //! `--wire openai` (the default) speaks OpenAI chat completions (`OPENAI_BASE_URL`,
 //! `OPENAI_API_KEY`, `OPENAI_MODEL`); `--wire anthropic` the Messages API with a cache breakpoint
@@ -23,7 +24,7 @@ use compaction::openai::from_openai_messages;
 use compaction::pointer_tool::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
-use compaction::session::{EffectCall, Session, SessionRequest};
+use compaction::session::{EffectCall, Session, SessionBuilder, SessionRequest};
 use compaction::{AnthropicMessages, OpenAiChat};
 use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, Message, Role};
 use compaction::{SealKey, SqliteLedger, SqliteStore, Tokenizer, ToolCall, Transcript};
@@ -71,7 +72,6 @@ fn deploy_effect(call: &ToolCall) -> Option<EffectCall> {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse()?;
-    let (model, _loopback) = Model::connect(args.anthropic)?;
     let session = Session::builder("coding-agent").compactor(
         Compactor::builder()
             .budget(4_000)
@@ -83,9 +83,27 @@ fn main() -> Result<(), Box<dyn Error>> {
         true => session.chat_format(AnthropicMessages),
         false => session.chat_format(OpenAiChat),
     };
+    // With the `postgres` feature, `--db postgres://...` puts the checkpoints and the ledger in
+    // the `session-agent` namespace of that database instead (several workers may share it).
+    #[cfg(feature = "postgres")]
+    if let Some(url) = args.db.to_str().filter(|db| db.starts_with("postgres")) {
+        let store = compaction::block_on(compaction::PgStore::connect(url, "session-agent"))?;
+        let ledger = compaction::block_on(compaction::PgLedger::connect(url, "session-agent"))?;
+        return run(&args, session.store(store), ledger);
+    }
+    let ledger = SqliteLedger::open(&args.db)?;
+    run(&args, session.store(SqliteStore::open(&args.db)?), ledger)
+}
+
+/// The agent loop on `session`, whose deploys `ledger` guards.
+fn run<L: EffectLedger + Clone + 'static>(
+    args: &Args,
+    session: SessionBuilder<CodingAgent>,
+    ledger: L,
+) -> Result<(), Box<dyn Error>> {
+    let (model, _loopback) = Model::connect(args.anthropic)?;
     let mut session = session
-        .store(SqliteStore::open(&args.db)?)
-        .ledger(SqliteLedger::open(&args.db)?)
+        .ledger(ledger.clone())
         .effect_calls(deploy_effect)
         .open_blocking(|| CodingAgent {
             rules: vec!["Never deploy a service twice.".into()],
@@ -95,6 +113,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         })?;
     match session.resumed_from() {
         Some(sequence) => println!("resumed from checkpoint #{sequence}"),
+        // A PostgreSQL URL may hold a password: it is not printed.
+        None if args.db.to_string_lossy().starts_with("postgres") => {
+            println!("fresh start in PostgreSQL")
+        }
         None => println!("fresh start in {}", args.db.display()),
     }
     loop {
@@ -158,7 +180,6 @@ fn main() -> Result<(), Box<dyn Error>> {
             }
         }
     }
-    let ledger = SqliteLedger::open(&args.db)?;
     for service in SERVICES {
         let status = compaction::block_on(EffectLedger::status(
             &ledger,

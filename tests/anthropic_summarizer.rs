@@ -244,3 +244,37 @@ fn no_request_carries_protected_state_effect_records_or_opaque_parts() {
         }
     }
 }
+
+/// `x-api-key` goes over plain http only to loopback or a host opted in by name; any other
+/// host is refused before a connection (a `.invalid` name: nothing is contacted).
+#[tokio::test]
+async fn the_key_goes_over_plain_http_only_to_loopback_or_an_opted_in_host() {
+    let refused = AnthropicSummarizer::new("claude-test")
+        .base_url("http://example.invalid")
+        .api_key("sk-ant-must-not-leak")
+        .max_retries(0);
+    let got = ask(&refused, 40).await;
+    let Err(err @ SummarizerError::InsecureTransport { .. }) = got else {
+        panic!("{got:?}");
+    };
+    let message = err.to_string();
+    assert!(message.contains("https://example.invalid"), "{message}");
+    assert!(
+        message.contains(".allow_insecure_http_to(\"example.invalid\")"),
+        "{message}"
+    );
+    assert!(!message.contains("sk-ant-must-not-leak"));
+
+    let fake = FakeOpenAi::start([Reply::summary("a"), Reply::summary("b")]).unwrap();
+    let port = fake.root_url().rsplit(':').next().unwrap().to_owned();
+    assert!(ask(&summarizer(&fake), 40).await.is_ok(), "127.0.0.1");
+    let opted = summarizer(&fake)
+        .base_url(format!("http://127.1:{port}"))
+        .allow_insecure_http_to("127.1");
+    assert!(ask(&opted, 40).await.is_ok());
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests
+        .iter()
+        .all(|r| r.api_key.as_deref() == Some("sk-ant-test")));
+}

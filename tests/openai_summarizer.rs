@@ -308,3 +308,87 @@ fn compactor_uses_the_summary_and_refuses_on_failure() {
     assert!(evicted.render().contains("cust-7f3a9c"));
     assert_eq!(fake.request_count(), 3);
 }
+
+/// The key goes over plain http only to loopback: any other host is refused before a
+/// connection is made (a `.invalid` name: nothing is ever resolved or contacted), with the
+/// error naming what to write instead; names that merely look like loopback are not loopback.
+#[tokio::test]
+async fn a_key_never_goes_over_plain_http_to_another_host() {
+    for url in [
+        "http://example.invalid/v1",
+        "HTTP://Example.Invalid:8080/v1",
+        "http://127.0.0.1.example.invalid/v1",
+        "http://localhost.example.invalid/v1",
+        "http://127.0.0.1@example.invalid/v1",
+        "http://[::ffff:10.0.0.1]/v1",
+    ] {
+        let s = summarizer(&server([]))
+            .base_url(url)
+            .api_key("sk-must-not-leak")
+            .max_retries(0);
+        let started = Instant::now();
+        let got = ask(&s, 40).await;
+        let Err(err @ SummarizerError::InsecureTransport { .. }) = got else {
+            panic!("{url}: {got:?}");
+        };
+        assert!(started.elapsed() < Duration::from_secs(1), "{url}");
+        let message = err.to_string();
+        assert!(
+            message.contains("https://") && message.contains(".allow_insecure_http_to(\""),
+            "{message}"
+        );
+        assert!(!message.contains("sk-must-not-leak"), "{message}");
+    }
+}
+
+/// Loopback in every written form is allowed (the fixture listens on 127.0.0.1).
+#[tokio::test]
+async fn a_key_goes_over_plain_http_to_loopback() {
+    let fake = server([Reply::summary("one"), Reply::summary("two")]);
+    let port = fake.base_url().split(':').nth(2).unwrap().to_owned(); // "PORT/v1"
+    for host in ["127.0.0.1", "localhost"] {
+        let s = summarizer(&fake).base_url(format!("http://{host}:{port}"));
+        assert!(ask(&s, 40).await.is_ok(), "{host}");
+    }
+    let requests = fake.requests();
+    assert!(requests
+        .iter()
+        .all(|r| r.authorization.as_deref() == Some("Bearer sk-test-key")));
+}
+
+/// The opt-in by name lets the key go to that host only. `127.1` is loopback to the resolver
+/// but not written as loopback, so it needs the opt-in, and then reaches the fixture.
+#[tokio::test]
+async fn the_opt_in_by_name_allows_that_host_only() {
+    let fake = server([Reply::summary("fine")]);
+    let port = fake.base_url().split(':').nth(2).unwrap().to_owned();
+    let url = format!("http://127.1:{port}");
+    let refused = ask(&summarizer(&fake).base_url(&url), 40).await;
+    assert!(
+        matches!(refused, Err(SummarizerError::InsecureTransport { ref host, .. }) if host == "127.1"),
+        "{refused:?}"
+    );
+    let other = summarizer(&fake)
+        .base_url(&url)
+        .allow_insecure_http_to("example.invalid");
+    assert!(matches!(
+        ask(&other, 40).await,
+        Err(SummarizerError::InsecureTransport { .. })
+    ));
+    assert_eq!(fake.request_count(), 0, "nothing was sent");
+    let allowed = summarizer(&fake)
+        .base_url(&url)
+        .allow_insecure_http_to("127.1");
+    assert_eq!(ask(&allowed, 40).await.unwrap(), "fine");
+    assert_eq!(
+        fake.requests()[0].authorization.as_deref(),
+        Some("Bearer sk-test-key")
+    );
+    // Without a key there is nothing to protect: plain http needs no opt-in.
+    fake.push([Reply::summary("keyless")]);
+    if std::env::var("OPENAI_API_KEY").is_err() {
+        let keyless = OpenAiSummarizer::new("m").base_url(&url);
+        assert_eq!(ask(&keyless, 40).await.unwrap(), "keyless");
+        assert_eq!(fake.requests()[1].authorization, None);
+    }
+}

@@ -6,7 +6,7 @@
 mod common;
 mod pg;
 
-use compaction::{block_on, EffectError, EffectStatus, PgLedger, PgLedgerError};
+use compaction::{block_on, Effect, EffectError, EffectStatus, PgLedger, PgLedgerError};
 use pg::harness::{sql, TestDb, CHILD_URL_ENV};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -160,12 +160,20 @@ fn counts(db: &TestDb, query: &str) -> Vec<(String, String)> {
 fn eight_processes_racing_for_a_key_have_exactly_one_winner_each_round() {
     let db = TestDb::new("race");
     // Create the schema once, so the workers' first connects do not queue on the migration.
-    drop(block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap());
+    let ledger = block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap();
     let mut workers: Vec<Worker> = (0..WORKERS)
         .map(|_| Worker::start(db.url(), "race", ""))
         .collect();
     let mut winner_of = BTreeMap::new();
     for round in 0..ROUNDS {
+        // Odd rounds' keys are recorded first, as a session records an effect before it
+        // claims it: the workers then contend for the lock on an existing row, and each loser
+        // must read the winner's claim and its event together (never a status ahead of its
+        // history, which would be refused as `Corrupt`).
+        if round % 2 == 1 {
+            let effect = Effect::new("deploy", "fleet", format!("round-{round}"));
+            block_on(ledger.record(&effect)).unwrap();
+        }
         // Every worker gets the round at the same moment and claims at once.
         for worker in &mut workers {
             let stdin = worker.child.stdin.as_mut().unwrap();

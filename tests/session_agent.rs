@@ -1,11 +1,15 @@
 //! The coding agent template (`examples/session_agent.rs`) as a real process, on both wires:
 //! killed with SIGKILL while a deploy runs, then again mid-loop, then resumed to the end. No
 //! deploy ever runs twice (the world's own log and the ledger's history agree), the one killed
-//! mid-deploy stays `unknown` and is never retried, and the run finishes. The example binary is
+//! mid-deploy stays `unknown` and is never retried, and the run finishes. And two processes of
+//! the same agent side by side, on one SQLite file and on PostgreSQL, killed at random: each
+//! deploy has exactly one winner, and the loser says why it did not run it. The example binary is
 //! built first (`cargo build --example session_agent --features openai,anthropic`, as `.ci/run`
 //! does).
 
 mod common;
+#[cfg(feature = "postgres")]
+mod pg;
 
 use common::TempDir;
 use compaction::{block_on, EffectLedger, EffectStatus, SqliteLedger};
@@ -135,4 +139,194 @@ fn the_openai_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
 #[test]
 fn the_anthropic_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
     killed_twice_then_resumed("anthropic");
+}
+
+/// xorshift64*: the kill points, from a seed printed for a rerun.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+/// What one process of a race printed, and how it ended.
+struct Run {
+    lines: Vec<String>,
+    stderr: String,
+    killed: bool,
+    success: bool,
+}
+
+/// Runs `command`, SIGKILLing it after `kill_at` lines when given (on its own thread, so two
+/// run side by side).
+fn run_in_thread(mut command: Command, kill_at: Option<usize>) -> std::thread::JoinHandle<Run> {
+    std::thread::spawn(move || {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Vec::new();
+        let mut killed = false;
+        for line in stdout.lines() {
+            lines.push(line.unwrap());
+            if Some(lines.len()) == kill_at {
+                child.kill().unwrap();
+                killed = true;
+                break;
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        Run {
+            lines,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            killed,
+            success: out.status.success(),
+        }
+    })
+}
+
+/// Two sessions of the same agent in two processes on one database, side by side, rounds of
+/// them killed at random points, then both run to the end: each deploy is claimed by exactly
+/// one of them (one `begin` in the ledger's history) and ran at most once (the world's log),
+/// and every time a session does not run a deploy, what it printed says why (the ledger shows
+/// it committed, or claimed and never settled); a process that fails says why on stderr.
+fn two_sessions_race<L: EffectLedger>(
+    wire: &str,
+    dir: &TempDir,
+    db: &str,
+    open_ledger: impl FnOnce() -> L,
+) {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    println!("seed {seed}");
+    let mut rng = Rng(seed);
+    let command = |deploy_ms: u32| {
+        let mut command = Command::new(example_binary());
+        command
+            .args(["--wire", wire, "--deploy-ms", &deploy_ms.to_string()])
+            .args(["--db", db])
+            .arg("--world")
+            .arg(dir.db("world.log"))
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_BASE_URL");
+        command
+    };
+    let mut runs = Vec::new();
+    for round in 0..6 {
+        // The last round runs both to the end; before it, each is killed at a random line.
+        let kill = |rng: &mut Rng| (round < 5).then(|| 3 + rng.below(40) as usize);
+        let a = run_in_thread(command(150), kill(&mut rng));
+        let b = run_in_thread(command(150), kill(&mut rng));
+        runs.push(a.join().unwrap());
+        runs.push(b.join().unwrap());
+    }
+    let last = &runs[runs.len() - 2..];
+    assert!(
+        last.iter()
+            .any(|r| r.lines.iter().any(|l| l.contains("all 6 tasks done"))),
+        "seed {seed}: neither finished: {:?}",
+        last.iter()
+            .map(|r| (&r.lines, &r.stderr))
+            .collect::<Vec<_>>()
+    );
+    for run in &runs {
+        assert!(
+            run.killed || run.success || !run.stderr.trim().is_empty(),
+            "seed {seed}: a process failed without saying why: {:?}",
+            run.lines
+        );
+        for line in &run.lines {
+            let Some(outcome) = line
+                .strip_prefix("deploy ")
+                .and_then(|l| l.split_once(": "))
+            else {
+                continue;
+            };
+            assert!(
+                ["Committed", "AlreadyCommitted", "OutcomeUnknown"].contains(&outcome.1),
+                "seed {seed}: {line}"
+            );
+        }
+    }
+    // The race happened: some session was refused a deploy the other had claimed...
+    let refused = runs
+        .iter()
+        .flat_map(|r| &r.lines)
+        .filter(|l| l.ends_with(": AlreadyCommitted") || l.ends_with(": OutcomeUnknown"))
+        .count();
+    for run in &runs {
+        let end = if run.killed {
+            "killed".to_owned()
+        } else if run.success {
+            "finished".to_owned()
+        } else {
+            format!("failed: {}", run.stderr.trim())
+        };
+        println!("{} lines, {end}", run.lines.len());
+    }
+    // Or a session lost at its checkpoint: the other saved a newer one first
+    // (`CheckpointRollback`), and it stopped saying so.
+    let failed = runs.iter().filter(|r| !r.killed && !r.success).count();
+    let kills = runs.iter().filter(|r| r.killed).count();
+    println!("{kills} kills, {refused} deploys refused, {failed} sessions stopped");
+    assert!(
+        refused + failed > 0,
+        "seed {seed}: the sessions never raced"
+    );
+    let ledger = open_ledger();
+    let world = world_deploys(&dir.db("world.log"));
+    for (service, ran) in SERVICES.iter().zip(world) {
+        let key = format!("deploy-{service}");
+        let history = block_on(ledger.history("deploys", &key)).unwrap();
+        let begins = history.iter().filter(|t| t.op == "begin").count();
+        let status = block_on(ledger.status("deploys", &key)).unwrap();
+        assert!(
+            ran <= 1 && begins == 1,
+            "seed {seed}: {key}: ran {ran}, claimed {begins}"
+        );
+        let committed = runs
+            .iter()
+            .flat_map(|r| &r.lines)
+            .filter(|l| **l == format!("deploy {service}: Committed"))
+            .count();
+        match status {
+            Some(EffectStatus::Committed) => {
+                assert_eq!(ran, 1, "seed {seed}: {key}");
+                assert!(committed <= 1, "seed {seed}: {key} committed twice");
+            }
+            Some(EffectStatus::Unknown) => assert_eq!(committed, 0, "seed {seed}: {key}"),
+            other => panic!("seed {seed}: {key}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn two_sessions_of_one_agent_on_one_sqlite_file_never_deploy_twice() {
+    let dir = TempDir::new("session-race-sqlite");
+    let db = dir.db("race.db");
+    two_sessions_race("openai", &dir, &db.display().to_string(), || {
+        SqliteLedger::open(&db).unwrap()
+    });
+}
+
+/// The same race on PostgreSQL (the test's own throwaway server): both processes keep their
+/// checkpoints and the ledger in one namespace of one database. The example binary is built
+/// with the `postgres` feature (`.ci/run` builds it with every feature).
+#[cfg(feature = "postgres")]
+#[test]
+fn two_sessions_of_one_agent_on_postgres_never_deploy_twice() {
+    let db = pg::harness::TestDb::new("session_race");
+    let dir = TempDir::new("session-race-pg");
+    two_sessions_race("anthropic", &dir, db.url(), || {
+        block_on(compaction::PgLedger::connect(db.url(), "session-agent")).unwrap()
+    });
 }

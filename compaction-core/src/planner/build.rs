@@ -10,6 +10,7 @@
 use crate::conversation::handle::Handle;
 use crate::conversation::marker::{self, FoldHeader, FOLD_LISTED_CALLS};
 use crate::conversation::transcript::{Message, Role, ToolCall};
+use crate::planner::build::source::Source;
 use crate::planner::fold_rule::{summary_line, Proofs};
 use crate::planner::layout::anchors;
 use crate::planner::memory::{Block, ChunkRef, Manifest, Slot};
@@ -19,11 +20,8 @@ use crate::planner::steps::{base_message, Built, OldSlots, Point, OVER};
 use crate::store::Pointer;
 use std::collections::HashMap;
 
-/// The most bytes of a folded range a summarizer reads (the newest ones): a summary is a
-/// convenience, and the range is in the store whatever its size.
+mod source;
 mod zone;
-
-pub(crate) const SUMMARY_SOURCE_BYTES: usize = 256 * 1024;
 
 /// One part of a block's output.
 #[derive(Debug)]
@@ -424,7 +422,7 @@ fn write_block(
                             request: FoldSummaryRequest {
                                 first,
                                 last: end - 1,
-                                text: summary_source(point, &old, first, end),
+                                text: summary_source(point, &old, first, end, handle),
                                 target_tokens: target,
                             },
                             position: built.messages.len(),
@@ -455,28 +453,17 @@ fn write_block(
 
 /// What a summarizer reads for a block: its folded assistant and tool messages as JSON lines,
 /// each as the fold rule allows it ([`summary_line`]: no effect keys, scopes or opaque parts; a
-/// tombstone for an effect's result or a read-back not proven disposable), the newest [`SUMMARY_SOURCE_BYTES`]; a consolidated block reads the summaries of
-/// the blocks it joins first.
-fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    let mut bytes = 0;
-    let new_start = first.max(point.zone.start);
-    let mut proofs = Proofs::default();
-    for index in (new_start..end).rev() {
-        if is_anchor(point, old, index) {
-            continue;
-        }
-        // The one rule (`fold_rule.rs`): what of this message a summarizer may read.
-        let Some(line) = summary_line(point.ctx.messages, index, &mut proofs) else {
-            continue;
-        };
-        bytes += line.len() + 1;
-        if bytes > SUMMARY_SOURCE_BYTES && !lines.is_empty() {
-            break;
-        }
-        lines.push(line);
-    }
-    lines.reverse();
+/// tombstone for an effect's result or a read-back not proven disposable), the newest within
+/// [`SUMMARY_SOURCE_BYTES`](source::SUMMARY_SOURCE_BYTES), an oversized one cut, each cut named
+/// with `handle` ([`Source`]); a consolidated block reads the summaries of the blocks it joins
+/// first.
+fn summary_source(
+    point: &Point<'_>,
+    old: &OldSlots,
+    first: usize,
+    end: usize,
+    handle: Handle,
+) -> String {
     let mut text = String::new();
     if first < point.zone.start {
         for block in &point.base.record.blocks {
@@ -489,9 +476,21 @@ fn summary_source(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) -
             }
         }
     }
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
+    let mut source = Source::new(handle, text.len());
+    let new_start = first.max(point.zone.start);
+    let mut proofs = Proofs::default();
+    for index in (new_start..end).rev() {
+        if is_anchor(point, old, index) {
+            continue;
+        }
+        // The one rule (`fold_rule.rs`): what of this message a summarizer may read.
+        let Some(line) = summary_line(point.ctx.messages, index, &mut proofs) else {
+            continue;
+        };
+        if !source.push(index, line) {
+            break;
+        }
     }
+    source.finish(&mut text);
     text
 }

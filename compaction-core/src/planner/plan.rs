@@ -114,7 +114,9 @@ pub struct FoldSummaryRequest {
     pub last: usize,
     /// What to summarize: the range's assistant and tool messages, one JSON message per line,
     /// without effect keys (a fold that consolidates older folds gets their summaries instead).
-    /// User messages are never in it.
+    /// User messages are never in it. Bounded: the newest messages within 256 KiB; a message
+    /// larger than the room left is cut, and older ones left out, each with a note on a line of
+    /// its own naming the fold's handle (`resolve_pointer("p7", index=N)` reads message #N).
     pub text: String,
     /// The most tokens the summary may have.
     pub target_tokens: usize,

@@ -107,7 +107,13 @@ pub(super) async fn load_one(
 
 /// The record under `key` in `scope`, locked (`FOR UPDATE`) until the transaction ends, so
 /// concurrent transitions of one key run one after the other; with the status its history's
-/// last event ended at (`None` when it has none), read in the same statement.
+/// last event ended at (`None` when it has none).
+///
+/// The last event is read by a second statement, after the lock is held: under READ
+/// COMMITTED a `FOR UPDATE` that waited for another transaction returns the row as that one
+/// left it, but a subquery of the same statement still reads the statement's older snapshot,
+/// so the winner's claim would show without its event and read as a row changed outside the
+/// ledger. A new statement sees everything committed before it.
 pub(super) async fn load_locked(
     client: &impl GenericClient,
     namespace: &str,
@@ -115,11 +121,7 @@ pub(super) async fn load_locked(
     key: &str,
 ) -> Result<Option<(Effect, Option<EffectStatus>)>, TxError> {
     let sql = format!(
-        "SELECT {EFFECT_COLUMNS},
-             (SELECT e.to_status FROM compaction.effect_events e
-              WHERE e.namespace = $1 AND e.scope = $2 AND e.key = $3
-              ORDER BY e.id DESC LIMIT 1)
-         FROM compaction.effects
+        "SELECT {EFFECT_COLUMNS} FROM compaction.effects
          WHERE namespace = $1 AND scope = $2 AND key = $3 FOR UPDATE"
     );
     let stmt = client.prepare_cached(&sql).await?;
@@ -130,9 +132,15 @@ pub(super) async fn load_locked(
         return Ok(None);
     };
     let effect = effect_from_row(&row, 0)?;
-    let last = row
-        .try_get::<_, Option<&str>>(6)?
-        .map(parse_status)
+    let last_sql = "SELECT e.to_status FROM compaction.effect_events e
+         WHERE e.namespace = $1 AND e.scope = $2 AND e.key = $3
+         ORDER BY e.id DESC LIMIT 1";
+    let stmt = client.prepare_cached(last_sql).await?;
+    let last = client
+        .query_opt(&stmt, hidden![namespace, scope, key])
+        .await?
+        .map(|row| row.try_get::<_, &str>(0).map(parse_status))
+        .transpose()?
         .transpose()?;
     Ok(Some((effect, last)))
 }

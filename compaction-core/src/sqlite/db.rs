@@ -6,6 +6,7 @@ use super::options::{SqliteOptions, SyncMode};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
@@ -171,19 +172,27 @@ impl Db {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
         let mut conn = Connection::open_with_flags(path, flags).map_err(err("opening"))?;
+        // First, so that every step below waits for other connections' locks.
         conn.busy_timeout(options.busy_timeout)
             .map_err(err("setting the busy timeout"))?;
+        let deadline = Instant::now() + options.busy_timeout;
         if !options.read_only {
             // Reading the header here is also what detects a file that is not a database.
-            conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| {
-                row.get::<_, String>(0)
+            // SQLite answers `SQLITE_BUSY` at once, without its busy handler, when another
+            // process switches the same fresh file to WAL at the same moment (the switch
+            // upgrades a read lock, which the handler never waits for lest it deadlock): so
+            // the switch is tried again until the busy timeout has passed.
+            retry_while_busy(deadline, || {
+                conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| {
+                    row.get::<_, String>(0)
+                })
             })
             .map_err(err("switching to WAL mode"))?;
         }
         let sync = options.sync_mode.unwrap_or(default_sync);
         conn.pragma_update(None, "synchronous", sync.pragma())
             .map_err(err("setting the sync mode"))?;
-        migrate(&mut conn, path, options.read_only)?;
+        migrate(&mut conn, path, options.read_only, deadline)?;
         Ok(Db {
             path: path.to_path_buf(),
             conn: Mutex::new(conn),
@@ -206,6 +215,28 @@ impl Db {
     }
 }
 
+/// Runs `step` again while SQLite answers busy or locked at once, until `deadline`; then
+/// returns its last answer. Waits grow from 1 ms to 50 ms between tries.
+fn retry_while_busy<T>(
+    deadline: Instant,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let mut wait = Duration::from_millis(1);
+    loop {
+        match step() {
+            Err(e) if SqliteErrorKind::of(&e) == SqliteErrorKind::Locked => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(wait.min(deadline - now));
+                wait = (wait * 2).min(Duration::from_millis(50));
+            }
+            answer => return answer,
+        }
+    }
+}
+
 fn read_version(conn: &Connection) -> rusqlite::Result<i64> {
     let has_table: bool = conn.query_row(
         "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'",
@@ -222,7 +253,12 @@ fn read_version(conn: &Connection) -> rusqlite::Result<i64> {
     .map(|v| v.flatten().unwrap_or(0))
 }
 
-fn migrate(conn: &mut Connection, path: &Path, read_only: bool) -> Result<(), SqliteError> {
+fn migrate(
+    conn: &mut Connection,
+    path: &Path,
+    read_only: bool,
+    deadline: Instant,
+) -> Result<(), SqliteError> {
     let err = |context: &'static str| move |e: rusqlite::Error| SqliteError::new(path, context, e);
     let too_new = |found: i64| {
         SqliteError::without_source(
@@ -235,7 +271,8 @@ fn migrate(conn: &mut Connection, path: &Path, read_only: bool) -> Result<(), Sq
         )
     };
     // Most opens find the schema current: check with a read so they take no write lock.
-    let found = read_version(conn).map_err(err("reading the schema version"))?;
+    let found = retry_while_busy(deadline, || read_version(conn))
+        .map_err(err("reading the schema version"))?;
     if found == SCHEMA_VERSION {
         return Ok(());
     }

@@ -100,6 +100,17 @@ pub enum SummarizerError {
         /// What was wrong, with the start of the body.
         body: String,
     },
+    /// The summarizer would send its API key over plain `http://` to a host that is not
+    /// loopback and was not opted in by name; nothing was sent, no connection was made.
+    #[error(
+        "refusing to send the API key for `{field}` over plain http to `{host}`: write the base          URL as `https://{host}...`, or, if the network to that host is trusted, build the          summarizer with `.allow_insecure_http_to(\"{host}\")`"
+    )]
+    InsecureTransport {
+        /// The field being summarized.
+        field: String,
+        /// The host of the base URL, as written there.
+        host: String,
+    },
 }
 
 impl SummarizerError {

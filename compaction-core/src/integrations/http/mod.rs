@@ -10,5 +10,6 @@
 //! TLS configuration, never installed process-wide.
 
 pub(crate) mod client;
+pub(crate) mod guard;
 pub(crate) mod retry;
 pub(crate) mod summary;

@@ -3,6 +3,7 @@
 //! its target or cut) on a runtime of its own, and the builder methods (`summarizer_builder!`).
 
 use crate::integrations::http::client::{Answer, HttpsClient};
+use crate::integrations::http::guard::{carries_key, insecure_host};
 use crate::integrations::http::retry::{triage, with_retries, Attempt};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
@@ -27,6 +28,8 @@ pub(crate) struct Settings {
     pub(crate) max_backoff: Duration,
     pub(crate) instructions: String,
     pub(crate) counter: Arc<dyn TokenCounter>,
+    /// Hosts the key may reach over plain http besides loopback (`allow_insecure_http_to`).
+    pub(crate) insecure_http_hosts: Vec<String>,
 }
 
 impl Settings {
@@ -47,6 +50,7 @@ impl Settings {
             max_backoff: Duration::from_secs(30),
             instructions: DEFAULT_INSTRUCTIONS.to_owned(),
             counter,
+            insecure_http_hosts: Vec::new(),
         }
     }
 
@@ -205,6 +209,14 @@ async fn summarize<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerErro
         let ask = || async {
             let prompt = prompt(&job.field, &job.text, job.target, previous);
             let (url, headers, body) = job.wire.request(settings, prompt, job.target);
+            // Checked on what is about to be sent, before any connection: a key over plain
+            // http to a host neither loopback nor named by the caller is refused.
+            if carries_key(&headers) {
+                if let Some(host) = insecure_host(&url, &settings.insecure_http_hosts) {
+                    let field = job.field.clone();
+                    return Attempt::Fatal(SummarizerError::InsecureTransport { field, host });
+                }
+            }
             let exchange = http.post_json(&url, &headers, body).await;
             match triage(&job.field, &settings.base_url, http.timeout(), exchange) {
                 Ok(answer) => match job.wire.answer(&job.field, &answer) {
@@ -277,6 +289,18 @@ macro_rules! summarizer_builder {
             pub fn api_key(self, key: impl Into<String>) -> Self {
                 let key = key.into();
                 self.with(|s| s.api_key = Some(key))
+            }
+
+            /// Lets the API key go over plain `http://` to `host` (a name or an address as the
+            /// base URL writes it: `"gpu-box.internal"`, `"10.0.0.5"`), for a server on a
+            /// network you trust. Without it the key goes over `https://` to any host, and over
+            /// plain `http://` only to loopback written as such (`127.0.0.0/8`, `::1`,
+            /// `localhost`); a call that would send it in the clear anywhere else fails with
+            /// [`SummarizerError::InsecureTransport`](crate::summaries::SummarizerError::InsecureTransport)
+            /// before connecting. Call it once per host.
+            pub fn allow_insecure_http_to(self, host: impl Into<String>) -> Self {
+                let host = host.into();
+                self.with(|s| s.insecure_http_hosts.push(host))
             }
 
             /// The longest one request may take, connection to last byte (default 60 s). A
