@@ -29,6 +29,8 @@ struct Checked {
     pointers: usize,
     effects: usize,
     entries: usize,
+    /// Checkpoints whose keyed seal was not checked (no keys given): agent and key id.
+    keyed_unchecked: Vec<(String, String)>,
 }
 
 /// `compaction verify DB`.
@@ -72,6 +74,13 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
                 "effects": checked.effects,
                 "cache_entries": checked.entries,
             },
+            "not_checked": {
+                "keyed_seals": checked.keyed_unchecked.iter().map(|(agent, key)| json!({
+                    "checkpoint": agent, "key": key,
+                })).collect::<Vec<_>>(),
+                "why": (!checked.keyed_unchecked.is_empty())
+                    .then(|| format!("{KEYS_ENV} is not set")),
+            },
             "problems": problems.iter().map(|p| json!({
                 "kind": p.kind, "subject": p.subject, "detail": p.detail,
             })).collect::<Vec<_>>(),
@@ -85,6 +94,24 @@ pub fn verify(db: &Database, as_json: bool) -> Outcome {
             count(checked.effects, "effect"),
             count(checked.entries, "summary cache entry")
         );
+        if !checked.keyed_unchecked.is_empty() {
+            // Only the plain seal (a checksum anyone can recompute) was checked on these: say
+            // so, rather than let "no problems" read as "the keyed seals hold".
+            let mut keys: Vec<&str> = checked
+                .keyed_unchecked
+                .iter()
+                .map(|(_, key)| key.as_str())
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let keys: Vec<String> = keys.iter().map(|k| format!("`{}`", printable(k))).collect();
+            say!(
+                "not checked: the keyed seals of {} (keys {}): {KEYS_ENV} is not set; set it to \
+                 ID=HEX[,ID=HEX..] with the agents' seal keys to check them",
+                count(checked.keyed_unchecked.len(), "checkpoint"),
+                keys.join(", ")
+            );
+        }
         if problems.is_empty() {
             say!("no problems found");
         } else {
@@ -300,6 +327,10 @@ fn verify_checkpoints(
                 detail: "stored bytes do not match their checksum and seal (altered in storage)"
                     .into(),
             });
+        } else if let (None, Some(id)) = (keys, compacted.seal_key_id()) {
+            checked
+                .keyed_unchecked
+                .push((info.agent_id.clone(), id.to_owned()));
         } else if let Some(keys) = keys {
             let verifier = verifier(keys, &info.agent_id, store.namespace())
                 .map_err(|e| Failure::new(Exit::Usage, e.to_string()))?;

@@ -265,7 +265,33 @@ fn verify_checks_keyed_seals_with_the_keys_in_the_environment() {
         (out.status.code().unwrap(), stdout, stderr)
     };
     let right = format!("old={},k1={hex}", "11".repeat(32));
-    assert_eq!(verify(None).0, 0);
+    // Without keys the keyed seal is not checked, and verify says which and why.
+    let (code, stdout, _) = verify(None);
+    assert_eq!(code, 0, "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["not_checked"]["keyed_seals"],
+        serde_json::json!([{"checkpoint": "keyed", "key": "k1"}])
+    );
+    assert_eq!(
+        report["not_checked"]["why"],
+        "COMPACTION_SEAL_KEYS is not set"
+    );
+    let text = cli()
+        .args(["verify", db])
+        .env_remove("COMPACTION_SEAL_KEYS")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("not checked: the keyed seals of 1 checkpoint (keys `k1`)")
+            && text.contains("COMPACTION_SEAL_KEYS is not set"),
+        "{text}"
+    );
+    // With the keys, nothing is left unchecked.
+    let (_, stdout, _) = verify(Some(&right));
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["not_checked"]["keyed_seals"], serde_json::json!([]));
     assert_eq!(verify(Some(&right)).0, 0, "the key is among the given ones");
     let (code, stdout, _) = verify(Some(&format!("k1={}", "22".repeat(32))));
     assert_eq!(code, 1, "{stdout}");
