@@ -241,3 +241,48 @@ fn a_system_message_between_a_call_and_its_results_is_refused_naming_it() {
         assert!(serde_json::from_str::<Transcript>(&json).is_err());
     }
 }
+
+#[test]
+fn a_result_shorter_than_its_tombstone_is_never_tombstoned() {
+    // Turns whose results alternate: "ok" (shorter than any tombstone) and a long log.
+    let mut chat = Transcript::new();
+    chat.push(Message::system("You deploy."));
+    for turn in 0..40 {
+        chat.push(Message::user(format!("turn {turn}")));
+        let (short, long) = (format!("s{turn}"), format!("l{turn}"));
+        chat.push(Message::assistant_with_tools(
+            "",
+            vec![
+                ToolCall::new(&short, "ping", json!({})),
+                ToolCall::new(&long, "read", json!({"turn": turn})),
+            ],
+        ));
+        chat.push(Message::tool_result(&short, "ok"));
+        chat.push(Message::tool_result(&long, "log line\n".repeat(60)));
+        chat.push(Message::assistant(format!("Turn {turn} done.")));
+    }
+    let planner =
+        compaction::transcript::TranscriptPlanner::new(std::sync::Arc::new(Tokenizer::Heuristic));
+    let policy = compaction::transcript::TranscriptPolicy::default();
+    let full = chat_tokens(chat.messages(), &Tokenizer::Heuristic);
+    let mut tombstoned_long = 0;
+    for budget in [full / 2, full * 2 / 3, full * 4 / 5] {
+        let planned = planner
+            .plan_without_summaries(&chat, &policy, budget, &Default::default())
+            .unwrap();
+        let outcomes = planned.outcomes(&chat);
+        for (index, message) in chat.iter().enumerate() {
+            if outcomes[index] != MessageOutcome::Tombstoned {
+                continue;
+            }
+            assert!(
+                message.content.len() > 100,
+                "budget {budget}: `{}` ({} bytes) was tombstoned",
+                message.content,
+                message.content.len()
+            );
+            tombstoned_long += 1;
+        }
+    }
+    assert!(tombstoned_long > 0, "the long results are tombstoned");
+}

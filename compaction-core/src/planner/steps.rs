@@ -227,12 +227,20 @@ impl<'a> Point<'a> {
         }
     }
 
-    /// Whether tool result `index` may still be tombstoned (kept, or paged before).
+    /// Whether tool result `index` may still be tombstoned (kept, or paged before). A kept
+    /// result no longer than its tombstone's text stays as it is: replacing 32 bytes with a
+    /// 110-byte marker frees nothing and hides the result. Compared in bytes, so deciding
+    /// never tokenizes a result that will be folded.
     fn tombstonable(&self, index: usize) -> bool {
-        self.ctx.messages[index].role == Role::Tool
+        let message = &self.ctx.messages[index];
+        message.role == Role::Tool
             && !self.zone.is_anchor(index)
             && match self.item(index).state {
-                State::Kept | State::Page(_) => true,
+                State::Kept => {
+                    let tombstone = marker::tombstone_text(self.provisional, message.content.len());
+                    message.content.len() > tombstone.len()
+                }
+                State::Page(_) => true,
                 State::Fixed => matches!(self.item(index).base, Some((_, _, Slot::Paged { .. }))),
                 State::Tombstone => false,
             }
