@@ -323,6 +323,43 @@ fn a_turn_of_five_large_logs_pages_every_result_down_to_its_note_before_refusing
     }
 }
 
+/// Parallel reads whose results each pass the session's paging share (a quarter of the
+/// budget): paged to that share on arrival, their pages together still pass the budget, so
+/// the planner must page them further, down to their notes, before it may refuse (rules 5 and
+/// 10; the session simulator's seed 367 at budget 12,000).
+#[test]
+fn parallel_results_paged_to_their_share_are_paged_further_before_refusing() {
+    let mut r = rig(4_000);
+    r.session.push(Message::user(
+        "read the six logs at once and tell me what failed",
+    ));
+    r.session.next_request_blocking().unwrap();
+    let calls: Vec<ToolCall> = (0..6)
+        .map(|i| ToolCall::new(format!("log-{i}"), "read_log", json!({ "id": i })))
+        .collect();
+    r.session
+        .push_response(Message::assistant_with_tools("", calls.clone()))
+        .unwrap();
+    for (i, call) in calls.iter().enumerate() {
+        // One result under the share among them: it is paged (or kept) as the room allows.
+        let bytes = if i == 1 { 1_700 } else { 30_000 };
+        r.session
+            .answer(call, log(&format!("log-{i}"), bytes))
+            .unwrap();
+    }
+    let request = r
+        .session
+        .next_request_blocking()
+        .unwrap_or_else(|e| panic!("the turn's smallest form fits 4,000 tokens, refused: {e}"));
+    assert!(request.tokens() <= 4_000, "{} tokens", request.tokens());
+    let results = request
+        .messages()
+        .iter()
+        .filter(|m| m.tool_call_id.is_some())
+        .count();
+    assert_eq!(results, 6, "every call is sent with its result");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. Every error leaves the session as a twin that never saw it.
 
