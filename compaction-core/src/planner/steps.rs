@@ -113,6 +113,9 @@ pub(crate) struct Point<'a> {
     blocks: usize,
     /// The base blocks' messages sent in place, computed when consolidation needs them.
     pub(crate) old_slots: Option<OldSlots>,
+    /// Tool results of anchors inside the base blocks paged again when the blocks are
+    /// consolidated: input index to the page's token allowance.
+    pub(crate) old_pages: HashMap<usize, usize>,
 }
 
 impl<'a> Point<'a> {
@@ -170,6 +173,7 @@ impl<'a> Point<'a> {
             tally: Tally::default(),
             blocks: 0,
             old_slots: None,
+            old_pages: HashMap::new(),
         }
     }
 

@@ -57,6 +57,7 @@ impl Point<'_> {
     /// first: each goes down to its smallest page, and the newest one paged gets back what the
     /// limit leaves.
     pub(super) fn page(&mut self) {
+        self.page_old_anchors();
         let (limit, start) = (self.limit, self.zone.start);
         self.page_where(limit, start, |point, index| {
             index >= point.fold_end || point.zone.is_anchor(index)
@@ -125,6 +126,44 @@ impl Point<'_> {
                     },
                 };
                 self.set_anywhere(newest, back);
+            }
+        }
+    }
+
+    /// Pages the tool results of the anchors inside the base blocks (sent in place, kept or
+    /// paged as they were when their block was made), oldest first, each down to its note,
+    /// while the request passes the limit; the newest one paged gets back what the limit
+    /// leaves, up to the form it had (forms only move forward). Only a consolidation rewrites
+    /// the base blocks, so only then: without it they are the previous request's, verbatim.
+    fn page_old_anchors(&mut self) {
+        if !self.merge_all || self.fits(self.limit) {
+            return;
+        }
+        let mut paged = Vec::new();
+        for (index, position) in self.old_anchors() {
+            if self.fits(self.limit) {
+                break;
+            }
+            if self.ctx.messages[index].role != Role::Tool {
+                continue;
+            }
+            let smallest = self.empty_page_cost(index);
+            if self.base.record.slots[position].tokens <= smallest {
+                continue;
+            }
+            self.old_pages.insert(index, smallest);
+            self.refresh_blocks();
+            paged.push((index, position));
+        }
+        if let Some(&(newest, position)) = paged.last() {
+            if self.fits(self.limit) {
+                let grown = self.old_pages[&newest] + self.tally.left(self.limit);
+                if self.base.record.slots[position].tokens <= grown {
+                    self.old_pages.remove(&newest);
+                } else {
+                    self.old_pages.insert(newest, grown);
+                }
+                self.refresh_blocks();
             }
         }
     }
