@@ -10,7 +10,7 @@
 mod session_driver;
 mod session_faults;
 
-use compaction::session::{EffectOutcome, Session, SessionError, SessionRequest};
+use compaction::session::{EffectOutcome, Session, SessionError, SessionRequest, ToolFailure};
 use compaction::{
     CompactionError, CompactorBuilder, EffectLedger, EffectStatus, Message, ToolCall,
 };
@@ -323,6 +323,43 @@ fn a_turn_of_five_large_logs_pages_every_result_down_to_its_note_before_refusing
     }
 }
 
+/// Parallel reads whose results each pass the session's paging share (a quarter of the
+/// budget): paged to that share on arrival, their pages together still pass the budget, so
+/// the planner must page them further, down to their notes, before it may refuse (rules 5 and
+/// 10; the session simulator's seed 367 at budget 12,000).
+#[test]
+fn parallel_results_paged_to_their_share_are_paged_further_before_refusing() {
+    let mut r = rig(4_000);
+    r.session.push(Message::user(
+        "read the six logs at once and tell me what failed",
+    ));
+    r.session.next_request_blocking().unwrap();
+    let calls: Vec<ToolCall> = (0..6)
+        .map(|i| ToolCall::new(format!("log-{i}"), "read_log", json!({ "id": i })))
+        .collect();
+    r.session
+        .push_response(Message::assistant_with_tools("", calls.clone()))
+        .unwrap();
+    for (i, call) in calls.iter().enumerate() {
+        // One result under the share among them: it is paged (or kept) as the room allows.
+        let bytes = if i == 1 { 1_700 } else { 30_000 };
+        r.session
+            .answer(call, log(&format!("log-{i}"), bytes))
+            .unwrap();
+    }
+    let request = r
+        .session
+        .next_request_blocking()
+        .unwrap_or_else(|e| panic!("the turn's smallest form fits 4,000 tokens, refused: {e}"));
+    assert!(request.tokens() <= 4_000, "{} tokens", request.tokens());
+    let results = request
+        .messages()
+        .iter()
+        .filter(|m| m.tool_call_id.is_some())
+        .count();
+    assert_eq!(results, 6, "every call is sent with its result");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 4 and 5. Every error leaves the session as a twin that never saw it.
 
@@ -532,4 +569,69 @@ fn over_budget_and_misused_calls_leave_the_session_as_it_was() {
         twin.session.next_request_blocking().unwrap(),
     );
     assert_eq!(seen(&got), seen(&expected));
+}
+
+/// A turn whose deploy was left unknown stays in place (an anchor) inside a block, its large
+/// results paged as they were when the block was made. When a later turn needs the room, the
+/// hard steps page those results further, down to their notes, before refusing (rules 1, 5
+/// and 10; the session simulator's seed 2958 at budget 3,000).
+#[test]
+fn an_anchor_inside_an_older_block_is_paged_down_to_its_notes_before_refusing() {
+    let mut r = rig(3_000);
+    let reads = |turn: usize, sizes: &[usize]| -> Vec<(ToolCall, String)> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &bytes)| {
+                let id = format!("t{turn}-log-{i}");
+                let call = ToolCall::new(id.clone(), "read_log", json!({ "id": id }));
+                (call, log(&id, bytes))
+            })
+            .collect()
+    };
+    let turn = |r: &mut Rig, n: usize, deploy: bool, sizes: &[usize]| {
+        r.session
+            .push(Message::user(format!("turn {n}: read the logs")));
+        r.session.next_request_blocking().unwrap();
+        let reads = reads(n, sizes);
+        let mut calls: Vec<ToolCall> = reads.iter().map(|(c, _)| c.clone()).collect();
+        let deploy = deploy.then(|| {
+            ToolCall::new(
+                format!("t{n}-deploy"),
+                "deploy",
+                json!({"service": "svc-1", "key": format!("k{n}")}),
+            )
+        });
+        calls.extend(deploy.clone());
+        r.session
+            .push_response(Message::assistant_with_tools("", calls))
+            .unwrap();
+        for (call, content) in &reads {
+            r.session.answer(call, content.clone()).unwrap();
+        }
+        if let Some(call) = deploy {
+            let outcome = r
+                .session
+                .run_effect_blocking(&call, || async {
+                    Err::<String, _>(ToolFailure::unknown("timed out after the request went out"))
+                })
+                .unwrap();
+            assert!(
+                matches!(outcome, EffectOutcome::LeftUnknown { .. }),
+                "{outcome:?}"
+            );
+        }
+        let request = r
+            .session
+            .next_request_blocking()
+            .unwrap_or_else(|e| panic!("turn {n} refused: {e}"));
+        assert!(request.tokens() <= 3_000);
+        r.session
+            .push_response(Message::assistant(format!("turn {n} done.")))
+            .unwrap();
+    };
+    turn(&mut r, 1, true, &[30_000, 30_000, 30_000]);
+    turn(&mut r, 2, false, &[400]);
+    turn(&mut r, 3, false, &[30_000, 30_000, 30_000]);
+    turn(&mut r, 4, false, &[30_000, 30_000, 30_000, 30_000]);
 }

@@ -224,6 +224,14 @@ fn wants_summary(point: &Point<'_>, old: &OldSlots, first: usize, end: usize) ->
 }
 
 impl Point<'_> {
+    /// The anchors inside the base blocks, sent in place: (input index, position of their
+    /// slot in the base request), oldest first.
+    pub(crate) fn old_anchors(&mut self) -> Vec<(usize, usize)> {
+        let mut anchors: Vec<(usize, usize)> = old_slots(self).anchors.into_iter().collect();
+        anchors.sort_unstable();
+        anchors
+    }
+
     /// Tokens of the block over `first..end` (markers with the provisional handle, hoisted
     /// users, anchors in their current form, the summary at its full target).
     pub(crate) fn estimate_block(&mut self, first: usize, end: usize) -> usize {
@@ -255,6 +263,8 @@ fn estimate_block(point: &mut Point<'_>, first: usize, end: usize) -> usize {
             Piece::Hoisted(index) | Piece::Anchor(index) => {
                 if *index >= point.zone.start {
                     point.cost(*index)
+                } else if let Some(&allowance) = point.old_pages.get(index) {
+                    allowance
                 } else {
                     let position = old.kept.get(index).copied();
                     match position {
@@ -382,6 +392,8 @@ fn write_block(
             Piece::Hoisted(index) | Piece::Anchor(index) => {
                 if *index >= point.zone.start {
                     point.write_item(built, *index);
+                } else if let Some(&allowance) = point.old_pages.get(index) {
+                    point.write_page(built, *index, allowance);
                 } else {
                     let position = old.kept.get(index).copied();
                     match position {

@@ -25,6 +25,8 @@ use std::collections::HashMap;
 
 pub(crate) use crate::planner::tally::{Tally, OVER};
 
+mod paging;
+
 /// The messages inside the base blocks that were sent in place (anchors, hoisted users), by
 /// input index: the position of their slot in the base request.
 #[derive(Debug, Clone, Default)]
@@ -111,6 +113,9 @@ pub(crate) struct Point<'a> {
     blocks: usize,
     /// The base blocks' messages sent in place, computed when consolidation needs them.
     pub(crate) old_slots: Option<OldSlots>,
+    /// Tool results of anchors inside the base blocks paged again when the blocks are
+    /// consolidated: input index to the page's token allowance.
+    pub(crate) old_pages: HashMap<usize, usize>,
 }
 
 impl<'a> Point<'a> {
@@ -168,6 +173,7 @@ impl<'a> Point<'a> {
             tally: Tally::default(),
             blocks: 0,
             old_slots: None,
+            old_pages: HashMap::new(),
         }
     }
 
@@ -494,111 +500,6 @@ impl<'a> Point<'a> {
         } else {
             self.items[index - self.zone.start].state = state;
             self.refresh_blocks();
-        }
-    }
-
-    /// Pages the new tool results (not in the previous request) that pass the compactor's
-    /// `page_results_over` cap, as an append would have: a result arriving at a compaction
-    /// point is sent the same way as one arriving between two.
-    fn page_new_over_cap(&mut self) {
-        let Some(cap) = self.ctx.page_over else {
-            return;
-        };
-        // Only the new messages of the recent turns: older ones are tombstoned or folded by
-        // the soft steps without being counted (issue 20.5), and counting every result of a
-        // long history here would undo that.
-        let from = self.zone.soft_end.max(self.base.record.len);
-        for index in from.max(self.zone.start)..self.zone.end {
-            let item = self.item(index);
-            if self.ctx.messages[index].role != Role::Tool
-                || item.base.is_some()
-                || item.state != State::Kept
-            {
-                continue;
-            }
-            let cost = self.kept_cost(index);
-            if cost > cap {
-                self.items[index - self.zone.start].state = State::Page(cap);
-            }
-        }
-    }
-
-    /// The last soft step, when the old turns alone cannot bring the request down to
-    /// `target`: pages the recent turns' tool results the model has already read (sent in the
-    /// previous request, kept verbatim there), oldest first. Without it a recent turn with a
-    /// few large results leaves a compaction point just under the high-water mark, so the next
-    /// append passes it again: a compaction point on almost every request, each re-sending the
-    /// recent turns behind a new marker (no prompt-cache hit). A result the model has not read
-    /// yet, and an anchor, stay as they are here (the hard steps may still page them).
-    fn page_read(&mut self, target: usize) {
-        let from = self.zone.soft_end.max(self.fold_end);
-        self.page_where(target, from, |point, index| {
-            !point.zone.is_anchor(index)
-                && matches!(point.item(index).base, Some((_, _, Slot::Kept { .. })))
-        });
-    }
-
-    /// Pages kept tool results still sent (anchors inside the new block included), oldest
-    /// first: each goes down to its smallest page, and the newest one paged gets back what the
-    /// limit leaves.
-    fn page(&mut self) {
-        let (limit, start) = (self.limit, self.zone.start);
-        self.page_where(limit, start, |point, index| {
-            index >= point.fold_end || point.zone.is_anchor(index)
-        });
-    }
-
-    /// Whether tool result `index` was paged at an earlier compaction point and is sent as
-    /// that page now: it may be paged smaller, down to its note (forms only move forward, and
-    /// a smaller page of the same content is still a page).
-    fn paged_before(&self, index: usize) -> bool {
-        let item = self.item(index);
-        item.state == State::Fixed && matches!(item.base, Some((_, _, Slot::Paged { .. })))
-    }
-
-    /// Pages the tool results from `from` on that `eligible` admits (kept, or paged before and
-    /// sent larger than their note), oldest first, until the request fits `limit`: each goes
-    /// down to its smallest page, and the newest one paged gets back what `limit` leaves (up
-    /// to its kept form, or the page it had).
-    fn page_where(&mut self, limit: usize, from: usize, eligible: impl Fn(&Self, usize) -> bool) {
-        let mut paged = Vec::new();
-        for index in from..self.zone.end {
-            if self.fits(limit) {
-                break;
-            }
-            if !eligible(self, index)
-                || self.ctx.messages[index].role != Role::Tool
-                || !(self.item(index).state == State::Kept || self.paged_before(index))
-            {
-                continue;
-            }
-            let smallest = self.empty_page_cost(index);
-            let now = self.cost(index);
-            if now != OVER && now <= smallest {
-                continue;
-            }
-            self.set_anywhere(index, State::Page(smallest));
-            paged.push(index);
-        }
-        // Room left (the last page took more than it had to): the newest page gets it.
-        if let Some(&newest) = paged.last() {
-            if self.fits(limit) {
-                let left = self.tally.left(limit);
-                let State::Page(smallest) = self.item(newest).state else {
-                    return;
-                };
-                let grown = smallest + left;
-                let back = match self.item(newest).base {
-                    // Paged before: back to that page when the room allows, never to kept.
-                    Some((_, tokens, Slot::Paged { .. })) if tokens <= grown => State::Fixed,
-                    Some((_, _, Slot::Paged { .. })) => State::Page(grown),
-                    _ => match self.kept_cost(newest) {
-                        kept if kept != OVER && kept <= grown => State::Kept,
-                        _ => State::Page(grown),
-                    },
-                };
-                self.set_anywhere(newest, back);
-            }
         }
     }
 }

@@ -21,6 +21,21 @@ impl Point<'_> {
             .message_tokens(message, &content, self.ctx.counter)
     }
 
+    /// Writes tool result `index` paged to `allowance` tokens (an anchor inside a base block
+    /// paged again, or a zone message).
+    pub(super) fn write_page(&mut self, built: &mut Built, index: usize, allowance: usize) {
+        let handle = stored_handle(self, built, index);
+        let message = &self.ctx.messages[index];
+        let (out, tokens) = fit_page(
+            self.ctx.counter,
+            self.ctx.format,
+            message,
+            handle,
+            allowance,
+        );
+        built.push(out, Slot::Paged { index, handle }, tokens);
+    }
+
     /// Writes zone message `index` in its decided state.
     pub(super) fn write_item(&mut self, built: &mut Built, index: usize) {
         write_item(self, built, index)
@@ -52,11 +67,7 @@ fn write_item(point: &mut Point<'_>, built: &mut Built, index: usize) {
             let tokens = count(&out);
             built.push(out, Slot::Tombstoned { index, handle }, tokens);
         }
-        State::Page(allowance) => {
-            let handle = stored_handle(point, built, index);
-            let (out, tokens) = fit_page(counter, point.ctx.format, message, handle, allowance);
-            built.push(out, Slot::Paged { index, handle }, tokens);
-        }
+        State::Page(allowance) => point.write_page(built, index, allowance),
     }
 }
 
