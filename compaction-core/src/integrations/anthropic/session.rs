@@ -144,8 +144,12 @@ mod tests {
             Message::assistant("").with_opaque(vec![thinking]),
             Message::user("and?"),
         ];
-        let wire = request(messages, 3).anthropic_request("m", 10).unwrap();
-        assert!(wire.system.iter().all(|b| b.cache_control.is_none()));
+        // Every breakpoint placed whatever the prefix's length: here the stable prefix's.
+        let caching = AnthropicCaching::for_model("m").min_cacheable_tokens(0);
+        let wire = request(messages, 3)
+            .anthropic_request_with("m", 10, &caching)
+            .unwrap();
+        assert!(wire.system[0].cache_control.is_some(), "the system's end");
         let marks: Vec<(usize, usize)> = wire
             .messages
             .iter()
@@ -158,7 +162,8 @@ mod tests {
                     .map(move |(b, _)| (m, b))
             })
             .collect();
-        assert_eq!(marks, [(0, 0)], "on the user's text, before the thinking");
+        // The stable prefix's on the user's text, before the thinking; the rolling one last.
+        assert_eq!(marks, [(0, 0), (2, 0)]);
     }
 
     #[test]
@@ -172,13 +177,22 @@ mod tests {
             Message::tool_result("c1", "body"),
             Message::system("⟦compaction:update⟧ the state changed"),
         ];
+        let caching = AnthropicCaching::for_model("m").min_cacheable_tokens(0);
         let wire = request(messages.clone(), 5)
-            .anthropic_request("m", 10)
+            .anthropic_request_with("m", 10, &caching)
             .unwrap();
         assert_eq!(wire.system.len(), 2);
         let last = &wire.messages[2].content;
         assert_eq!(last.len(), 2, "the update joins the results' user turn");
-        assert!(marked(&last[0]) && !marked(&last[1]));
+        // The stable prefix's on the result (its block travelled into the merge), the rolling
+        // one on the update, the request's last block.
+        assert!(marked(&last[0]) && marked(&last[1]));
+        // With Anthropic's real minimum, this short request gets none at all.
+        let real = request(messages.clone(), 5)
+            .anthropic_request("claude-sonnet-4-5", 10)
+            .unwrap();
+        assert!(real.messages.iter().flat_map(|m| &m.content).all(|b| !marked(b)));
+        assert!(real.system.iter().all(|b| b.cache_control.is_none()));
         assert!(crate::integrations::anthropic::rules::check_anthropic(&wire.messages).is_ok());
         // `to_anthropic` stays strict: a late system message is refused there.
         assert_eq!(
