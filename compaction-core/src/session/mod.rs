@@ -7,6 +7,8 @@
 //! This file holds the types with everything that names the compactor's builder or the pointer
 //! tool (a type kept with its impls, like `compactor/mod.rs`); the work beside it is in files
 //! that name neither:
+//! - `builder.rs`: [`SessionBuilder`], the parts and their defaults, and opening a session
+//!   (resume from the checkpoint, or fresh);
 //! - `request.rs`: [`SessionRequest`], what to send, wire-format free;
 //! - `turn.rs`: which calls wait for a result, and linking effect calls to their effects;
 //! - `effect.rs`: a side-effecting tool run under the ledger ([`EffectCall`],
@@ -14,6 +16,7 @@
 //! - `guard.rs` and `ledger.rs`: the ledger behind object-safe traits; `reacquire.rs`: the same for
 //!   `Reacquire`; `error.rs`: [`SessionError`].
 
+mod builder;
 mod effect;
 pub(crate) mod error;
 mod guard;
@@ -23,29 +26,21 @@ pub(crate) mod request;
 pub(crate) mod turn;
 
 pub use crate::conversation::answer::EffectAnswer;
+pub use builder::SessionBuilder;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::{ResponseProblem, SessionError};
 pub use request::SessionRequest;
 pub use turn::ModelResponse;
 
 use crate::checkpoint::{CheckpointStore, Compacted};
-use crate::compactor::{
-    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
-    SESSION_WINDOW_SHARE,
-};
-use crate::conversation::format::ChatFormat;
+use crate::compactor::Compactor;
 use crate::conversation::message::{Message, Role, ToolCall};
 use crate::conversation::transcript::Transcript;
-use crate::effects::ledger::EffectLedger;
-use crate::effects::memory::MemoryLedger;
 use crate::error::CompactionError;
 use crate::future::block_on;
 use crate::pointer_tool::{PointerResolver, PointerToolError, PointerToolReply};
-use crate::rehydrate::{NoReacquire, Reacquire, RehydrateOptions};
 use crate::state::has_transcript::HasTranscript;
-use crate::store::{MemoryStore, Store};
 use ledger::SessionLedger;
-use reacquire::ErasedReacquire;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -157,11 +152,6 @@ impl<S> std::fmt::Debug for Session<S> {
 }
 
 impl<S: HasTranscript + Send + Sync> Session<S> {
-    /// Starts configuring the session of agent `agent_id` (see [`SessionBuilder`]).
-    pub fn builder(agent_id: impl Into<String>) -> SessionBuilder<S> {
-        SessionBuilder::new(agent_id.into())
-    }
-
     /// Compacts the state for the next request: every `#[effect]` field read from the ledger,
     /// the checkpoint saved and its sequence recorded in the ledger (forward only), its
     /// pointers allowed for the pointer tool. Returns the messages to send.
@@ -412,239 +402,5 @@ fn allow<S>(
         Ok(_) => Ok(()),
         Err(PointerToolError::NotTrusted { source }) => Err(source),
         Err(_) => Err(CompactionError::checkpoint_integrity()),
-    }
-}
-
-/// Configures and opens a [`Session`]: `Session::builder(agent_id)`, then the parts, then
-/// [`open`](Self::open).
-///
-/// | setting | default |
-/// |---|---|
-/// | [`compactor`](Self::compactor) | `Compactor::builder()` (a budget is required) |
-/// | [`store`](Self::store): blobs and checkpoints | a fresh `MemoryStore` (lost on exit) |
-/// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
-/// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
-/// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
-/// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
-/// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
-/// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
-/// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
-/// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
-///
-/// The session sets the compactor's store, agent id, namespace (the store's) and water marks
-/// itself (and pages new results past their share, and caps the window), whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
-/// and kept where they are loaded from.
-#[must_use]
-pub struct SessionBuilder<S> {
-    agent_id: String,
-    compactor: CompactorBuilder,
-    /// Gives the compactor the session's store (a closure: `Store` is not object-safe).
-    set_store: SetStore,
-    checkpoints: Arc<dyn CheckpointStore>,
-    ledger: Arc<dyn SessionLedger<S>>,
-    marks: (f64, f64),
-    page_results_over: f64,
-    window_share: f64,
-    chat_format: Option<Arc<dyn ChatFormat>>,
-    effect_calls: Option<EffectCalls>,
-    reacquire: ErasedReacquire,
-    options: RehydrateOptions,
-    resolver: PointerResolver,
-}
-
-/// Sets a compactor's store.
-type SetStore = Box<dyn FnOnce(CompactorBuilder) -> CompactorBuilder + Send + Sync>;
-
-fn set_store<T: Store + 'static>(store: T) -> SetStore {
-    Box::new(move |compactor: CompactorBuilder| compactor.store(store))
-}
-
-impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
-    fn new(agent_id: String) -> Self {
-        let store = MemoryStore::new();
-        SessionBuilder {
-            agent_id,
-            compactor: CompactorBuilder::default(),
-            set_store: set_store(store.clone()),
-            checkpoints: Arc::new(store),
-            ledger: Arc::new(MemoryLedger::new()),
-            marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
-            page_results_over: SESSION_PAGE_RESULTS_OVER,
-            window_share: SESSION_WINDOW_SHARE,
-            chat_format: None,
-            effect_calls: None,
-            reacquire: ErasedReacquire::new(NoReacquire),
-            options: RehydrateOptions::default(),
-            resolver: PointerResolver::new(),
-        }
-    }
-
-    /// The compactor's settings: budget (required), token counter, summarizer, seal keys
-    /// (recommended: a keyed seal is what makes a forged or moved checkpoint fail to open).
-    pub fn compactor(mut self, compactor: CompactorBuilder) -> Self {
-        self.compactor = compactor;
-        self
-    }
-
-    /// Where spilled state and checkpoints are kept: one handle that is both a blob store and a
-    /// checkpoint store (`SqliteStore`, `PgStore`, `MemoryStore`). Checkpoints are bound to its
-    /// namespace.
-    pub fn store<T>(mut self, store: T) -> Self
-    where
-        T: Store + CheckpointStore + Clone + 'static,
-    {
-        self.set_store = set_store(store.clone());
-        self.checkpoints = Arc::new(store);
-        self
-    }
-
-    /// The effect ledger (`SqliteLedger`, `PgLedger`, `MemoryLedger`): the source of truth of
-    /// every `#[effect]` field, where [`run_effect`](Session::run_effect) claims each effect
-    /// before it runs, and where the agent's newest checkpoint sequence is kept. Rollback
-    /// protection rests on it: keep it out of reach of whoever could put an old checkpoint
-    /// back.
-    pub fn ledger<L: EffectLedger + 'static>(mut self, ledger: L) -> Self {
-        self.ledger = Arc::new(ledger);
-        self
-    }
-
-    /// The hysteresis marks as shares of the budget (see
-    /// [`CompactorBuilder::high_water_mark`]): a request grows by appending until it passes
-    /// `high`, then one compaction point brings it down to about `low`.
-    pub fn water_marks(mut self, high: f64, low: f64) -> Self {
-        self.marks = (high, low);
-        self
-    }
-
-    /// The share of the budget a new tool result may take verbatim (see
-    /// [`CompactorBuilder::page_results_over`]): a larger one is sent as a head and a tail
-    /// excerpt with its handle, and read page by page through `resolve_pointer`. `1.0` pages
-    /// only what could not be sent at all.
-    pub fn page_results_over(mut self, share: f64) -> Self {
-        self.page_results_over = share;
-        self
-    }
-
-    /// The share of the budget the state window may grow to beyond its floor (see
-    /// [`CompactorBuilder::window_share`], which gives the order): pinned protected fields and
-    /// live effects are always shown; past the share, the rest waits behind its pointers.
-    /// `1.0` lets the window take whatever the conversation leaves.
-    pub fn window_share(mut self, share: f64) -> Self {
-        self.window_share = share;
-        self
-    }
-
-    /// The wire format the session's requests are planned for, passed on to the compactor
-    /// (see [`CompactorBuilder::chat_format`]; set here, it wins over the `CompactorBuilder`'s
-    /// whatever the order of the calls). An agent on Anthropic's Messages API, which sends
-    /// [`SessionRequest::anthropic_request`](crate::SessionRequest), chooses
-    /// [`AnthropicMessages`](crate::transcript::AnthropicMessages).
-    pub fn chat_format(mut self, format: impl ChatFormat + 'static) -> Self {
-        self.chat_format = Some(Arc::new(format));
-        self
-    }
-
-    /// Which tool calls have side effects, and as which effect: `map` gets each call of the
-    /// model's responses and returns its [`EffectCall`] (the `#[effect]` field's scope, and
-    /// the effect with an idempotency key derived from the call's arguments, so the same
-    /// request after a restart gets the same key), or `None` for a call without side effects.
-    /// [`push_response`](Session::push_response) links each such call to its effect, and
-    /// [`run_effect`](Session::run_effect) runs it under the ledger.
-    pub fn effect_calls<F>(mut self, map: F) -> Self
-    where
-        F: Fn(&ToolCall) -> Option<EffectCall> + Send + Sync + 'static,
-    {
-        self.effect_calls = Some(Arc::new(map));
-        self
-    }
-
-    /// How `#[derivable]` fields are re-read when the session resumes from a checkpoint.
-    pub fn reacquire(mut self, reacquirer: impl Reacquire + 'static) -> Self {
-        self.reacquire = ErasedReacquire::new(reacquirer);
-        self
-    }
-
-    /// How the state is rehydrated when the session resumes (see [`RehydrateOptions`]).
-    pub fn rehydrate_options(mut self, options: RehydrateOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// The pointer tool's handler (for example `PointerResolver::new().with_max_bytes(..)`).
-    pub fn resolver(mut self, resolver: PointerResolver) -> Self {
-        self.resolver = resolver;
-        self
-    }
-
-    /// Opens the session: resumes from the agent's last checkpoint in the store, or, when
-    /// there is none, starts from `fresh()`.
-    ///
-    /// A checkpoint is verified (seals with the compactor's keys; bound to this agent and the
-    /// store's namespace: `Integrity`, `ForeignCheckpoint`), refused when the ledger recorded a
-    /// newer one of the agent (`CheckpointRollback`), rehydrated (the transcript planner's
-    /// memory installed with it, so the next request is exactly what the process that saved it
-    /// would have sent) and its pointers allowed. No checkpoint, but a sequence in the ledger:
-    /// the checkpoint was lost, [`SessionError::CheckpointMissing`].
-    pub async fn open(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
-        let namespace = self.checkpoints.namespace().to_owned();
-        let (high, low) = self.marks;
-        let mut compactor = self.compactor;
-        if let Some(format) = self.chat_format {
-            compactor = compactor.shared_chat_format(format);
-        }
-        let compactor = (self.set_store)(compactor)
-            .agent_id(self.agent_id.clone())
-            .namespace(namespace.clone())
-            .high_water_mark(high)
-            .low_water_mark(low)
-            .page_results_over(self.page_results_over)
-            .window_share(self.window_share)
-            .build()?;
-        let mut resolver = self.resolver;
-        let loaded: Option<Compacted<S>> = self
-            .checkpoints
-            .load(&self.agent_id)
-            .await
-            .map_err(CompactionError::from)?;
-        let state = match &loaded {
-            Some(checkpoint) => {
-                self.ledger.advance(&compactor, checkpoint).await?;
-                let rehydrated = compactor
-                    .rehydrate_with(checkpoint, &self.reacquire, self.options)
-                    .await?;
-                allow(&mut resolver, &compactor, checkpoint)?;
-                rehydrated.state
-            }
-            None => {
-                if let Some(newest) = self.ledger.newest(&self.agent_id).await? {
-                    return Err(SessionError::CheckpointMissing {
-                        agent_id: self.agent_id,
-                        newest,
-                    });
-                }
-                fresh()
-            }
-        };
-        let resumed_from = loaded
-            .as_ref()
-            .and_then(|c| c.binding())
-            .map(|b| b.sequence());
-        Ok(Session {
-            agent_id: self.agent_id,
-            namespace,
-            compactor,
-            checkpoints: self.checkpoints,
-            ledger: self.ledger,
-            resolver,
-            effect_calls: self.effect_calls,
-            state,
-            last: loaded,
-            resumed_from,
-        })
-    }
-
-    /// [`open`](Self::open) for synchronous callers.
-    pub fn open_blocking(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
-        block_on(self.open(fresh))
     }
 }
