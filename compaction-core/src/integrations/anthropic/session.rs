@@ -191,7 +191,11 @@ mod tests {
         let real = request(messages.clone(), 5)
             .anthropic_request("claude-sonnet-4-5", 10)
             .unwrap();
-        assert!(real.messages.iter().flat_map(|m| &m.content).all(|b| !marked(b)));
+        assert!(real
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .all(|b| !marked(b)));
         assert!(real.system.iter().all(|b| b.cache_control.is_none()));
         assert!(crate::integrations::anthropic::rules::check_anthropic(&wire.messages).is_ok());
         // `to_anthropic` stays strict: a late system message is refused there.
