@@ -103,7 +103,7 @@ impl AnthropicCaching {
             .collect();
         let ttl = theirs.iter().copied().fold(self.rules.ttl, CacheTtl::min);
         let room = crate::cache::ANTHROPIC_MAX_BREAKPOINTS.saturating_sub(theirs.len());
-        let tokens = at.prefix_tokens(request, &*self.counter);
+        let reaches = at.reaching(request, &*self.counter, self.rules.min_cacheable_tokens);
         let system_end = at
             .positions
             .iter()
@@ -113,10 +113,7 @@ impl AnthropicCaching {
         // By priority: the rolling one, the stable prefix's, the system's.
         let mut chosen: Vec<usize> = Vec::new();
         for candidate in [last, stable, system_end].into_iter().flatten() {
-            if chosen.len() < room
-                && !chosen.contains(&candidate)
-                && tokens[candidate] >= self.rules.min_cacheable_tokens
-            {
+            if chosen.len() < room && !chosen.contains(&candidate) && reaches[candidate] {
                 chosen.push(candidate);
             }
         }
@@ -148,20 +145,33 @@ impl Blocks {
         Blocks { positions }
     }
 
-    /// The tokens of the prefix up to and including each position (tools first).
-    fn prefix_tokens(&self, request: &AnthropicRequest, counter: &dyn TokenCounter) -> Vec<usize> {
-        let mut sum: usize = request
-            .tools
-            .iter()
-            .flatten()
-            .map(|tool| counter.count(&tool.to_string()))
-            .sum();
+    /// Whether the prefix up to and including each position (tools first) reaches `min`
+    /// tokens. Blocks are serialized and counted only until the running total reaches it (each
+    /// against what is still missing, so a huge block stops its counter early): a request is
+    /// measured up to the model's minimum, never whole, whatever its length.
+    fn reaching(
+        &self,
+        request: &AnthropicRequest,
+        counter: &dyn TokenCounter,
+        min: usize,
+    ) -> Vec<bool> {
+        let mut sum = 0;
+        // Adds the block `text` makes to the running total (not even serialized once the total
+        // reached `min`); `true` once it has.
+        let mut add = |text: &dyn Fn() -> String| {
+            if sum < min {
+                sum = counter
+                    .count_till_limit(&text(), min - sum - 1)
+                    .map_or(min, |n| sum + n);
+            }
+            sum >= min
+        };
+        for tool in request.tools.iter().flatten() {
+            add(&|| tool.to_string());
+        }
         self.positions
             .iter()
-            .map(|p| {
-                sum += counter.count(&block_text(request, *p));
-                sum
-            })
+            .map(|p| add(&|| block_text(request, *p)))
             .collect()
     }
 }
@@ -202,13 +212,14 @@ fn set(request: &mut AnthropicRequest, at: BlockAt, ttl: Option<CacheTtl>) {
     }
 }
 
-/// The TTL of a tool definition's own breakpoint.
+/// The TTL of a tool definition's own breakpoint (any `cache_control` counts as one: the
+/// provider, not this function, judges its shape).
 fn tool_ttl(tool: &Value) -> Option<CacheTtl> {
     let control = tool.get("cache_control")?;
-    Some(match control.get("ttl").and_then(Value::as_str) {
-        Some("1h") => CacheTtl::OneHour,
-        _ => CacheTtl::FiveMinutes,
-    })
+    Some(
+        serde_json::from_value::<CacheControl>(control.clone())
+            .map_or(CacheTtl::FiveMinutes, |c| control_ttl(&c)),
+    )
 }
 
 fn control_ttl(control: &CacheControl) -> CacheTtl {

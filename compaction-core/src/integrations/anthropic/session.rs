@@ -207,4 +207,48 @@ mod tests {
             })
         );
     }
+
+    #[test]
+    fn only_prefixes_that_reach_the_minimum_get_a_breakpoint() {
+        let messages = vec![
+            Message::system("window"),
+            Message::user("go"),
+            Message::assistant(""),
+            Message::user("read this log: ".to_owned() + &"line of the log\n".repeat(400)),
+            Message::assistant("done"),
+        ];
+        let caching = AnthropicCaching::for_model("m")
+            .min_cacheable_tokens(1024)
+            .token_counter(crate::tokens::Tokenizer::O200kBase);
+        // The stable prefix ends at "go", far under 1,024 tokens: no breakpoint there or on the
+        // system; the last block's prefix includes the log, over it: the rolling one only.
+        let wire = request(messages.clone(), 2)
+            .anthropic_request_with("m", 10, &caching)
+            .unwrap();
+        assert!(wire.system.iter().all(|b| b.cache_control.is_none()));
+        let marks: Vec<(usize, usize)> = wire
+            .messages
+            .iter()
+            .enumerate()
+            .flat_map(|(m, msg)| {
+                msg.content
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| marked(b))
+                    .map(move |(b, _)| (m, b))
+            })
+            .collect();
+        assert_eq!(marks, [(3, 0)]);
+        // The stable prefix past the log reaches it too.
+        let wire = request(messages, 4)
+            .anthropic_request_with("m", 10, &caching)
+            .unwrap();
+        let marked_blocks = wire
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| marked(b))
+            .count();
+        assert_eq!(marked_blocks, 2, "the stable prefix's and the rolling one");
+    }
 }
