@@ -12,21 +12,11 @@
 
 mod common;
 
-use common::{run, run_json, session_on, TempDir};
+use common::{run, run_json, session_on, Deployer, TempDir};
 use compaction::session::{EffectCall, EffectOutcome};
-use compaction::{Compactable, Effect, EffectLog, Message, SqliteLedger, ToolCall, Transcript};
+use compaction::{Compactable, Effect, Message, SqliteLedger, ToolCall, Transcript};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-
-#[derive(Compactable, Serialize, Deserialize, Default)]
-struct Deployer {
-    #[protected(pin)]
-    rules: Vec<String>,
-    #[effect(idempotent = false)]
-    deploys: EffectLog,
-    #[transcript]
-    chat: Transcript,
-}
 
 const AGENT: &str = "deployer";
 /// Committed, then called again: the second call is a real refusal.

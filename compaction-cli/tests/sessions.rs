@@ -7,22 +7,11 @@
 
 mod common;
 
-use common::{read_log_turns, run, run_json, session_on, TempDir};
+use common::{read_log_turns, run, run_json, session_on, Deployer, TempDir};
 use compaction::session::{EffectCall, EffectOutcome, ToolFailure};
-use compaction::{Compactable, Compacted, Effect, EffectLog, Message, ToolCall, Transcript};
-use serde::{Deserialize, Serialize};
+use compaction::{Compacted, Effect, Message, ToolCall};
 use serde_json::json;
 use std::path::PathBuf;
-
-#[derive(Compactable, Serialize, Deserialize, Default)]
-struct Deployer {
-    #[protected(pin)]
-    rules: Vec<String>,
-    #[effect(idempotent = false)]
-    deploys: EffectLog,
-    #[transcript]
-    chat: Transcript,
-}
 
 const AGENT: &str = "deployer\u{1b}[2J\u{202e}";
 /// Committed, then called again: refused as already committed.

@@ -6,7 +6,7 @@
 use compaction::sqlite::rusqlite::Connection;
 use compaction::{
     block_on, Compactable, Compactor, ContentHash, Effect, EffectLog, Extractive, SqliteLedger,
-    SqliteStore, Store, Tokenizer,
+    SqliteStore, Store, Tokenizer, Transcript,
 };
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -352,4 +352,16 @@ pub fn session_on<S: compaction::HasTranscript + Send + Sync>(
         )
         .store(SqliteStore::open(path).unwrap())
         .ledger(SqliteLedger::open(path).unwrap())
+}
+
+/// A deploying agent's state for the session tests: pinned rules, a deploy effect log, the
+/// conversation.
+#[derive(Compactable, Serialize, Deserialize, Default)]
+pub struct Deployer {
+    #[protected(pin)]
+    pub rules: Vec<String>,
+    #[effect(idempotent = false)]
+    pub deploys: EffectLog,
+    #[transcript]
+    pub chat: Transcript,
 }
