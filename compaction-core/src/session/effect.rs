@@ -165,16 +165,14 @@ where
     Fut: Future<Output = Result<String, E>>,
     E: Into<ToolFailure>,
 {
-    let mut said = None;
-    let result =
-        run_under_ledger(guard, transcript, window, &mut said, call, effect_call, run).await;
-    // Every `Ok` pushed an answer; an `Err` pushed none (the call stays pending).
-    if let (Some(words), Ok(outcome)) = (said, &result) {
-        let mut answer = Message::tool_result(call.id.clone(), words);
-        answer.effect_answer = Some(answer_of(outcome));
-        transcript.push(answer);
-    }
-    result
+    // An `Ok` carries the words the session answers with, pushed here with the record; an
+    // `Err` pushes nothing (the call stays pending).
+    let (words, outcome) =
+        run_under_ledger(guard, transcript, window, call, effect_call, run).await?;
+    let mut answer = Message::tool_result(call.id.clone(), words);
+    answer.effect_answer = Some(answer_of(&outcome));
+    transcript.push(answer);
+    Ok(outcome)
 }
 
 /// The record of an outcome.
@@ -189,17 +187,16 @@ fn answer_of(outcome: &EffectOutcome) -> EffectAnswer {
     }
 }
 
-/// [`run_effect`] up to the answer: claims, runs and settles, and puts the words of the tool
-/// result in `said` (pushed by `run_effect` with the record).
+/// [`run_effect`] up to the answer: claims, runs and settles; the words of the tool result
+/// come with the outcome (pushed by `run_effect` with the record).
 async fn run_under_ledger<F, Fut, E>(
     guard: &dyn EffectGuard,
     transcript: &Transcript,
     window: &str,
-    said: &mut Option<String>,
     call: &ToolCall,
     effect_call: Option<EffectCall>,
     run: F,
-) -> Result<EffectOutcome, SessionError>
+) -> Result<(String, EffectOutcome), SessionError>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<String, E>>,
@@ -221,7 +218,6 @@ where
     };
     let key = effect.idempotency_key.clone();
     let named = Named::of(&effect, window);
-    let mut answer = |words: String| *said = Some(words);
     let claimed = match guard.record(&scope, &effect).await {
         Ok(()) => guard.begin(&scope, &effect).await,
         Err(failure) => Err(failure),
@@ -230,8 +226,7 @@ where
         Ok(()) => {}
         Err(LedgerFailure::Refused(reason)) => {
             let (words, outcome) = not_run(&named, reason);
-            answer(words);
-            return Ok(outcome);
+            return Ok((words, outcome));
         }
         // Nothing ran and nothing is pushed: the call stays pending, and `run_effect` again
         // claims it once the ledger answers (a claim that went through after all is then
@@ -242,50 +237,47 @@ where
     }
     match run().await {
         Ok(output) => match guard.commit(&scope, &key).await {
-            Ok(()) => {
-                answer(output);
-                Ok(EffectOutcome::Committed)
-            }
+            Ok(()) => Ok((output, EffectOutcome::Committed)),
             // The tool ran: its answer is pushed whatever the ledger says, and the outcome is
             // what the ledger holds, a claim never settled (an `Err` here would report a
             // session that did not change, and a retry would lose the output).
-            Err(failure) => {
-                answer(format!(
+            Err(failure) => Ok((
+                format!(
                     "The tool ran, but its outcome could not be recorded: {} stays unknown \
                      until an operator reconciles it. Do not run it again. Its output \
                      was:\n{output}",
                     named.short
-                ));
-                Ok(unrecorded(failure))
-            }
+                ),
+                unrecorded(failure),
+            )),
         },
         Err(error) => match error.into() {
-            ToolFailure::Unknown(error) => {
-                answer(format!(
+            ToolFailure::Unknown(error) => Ok((
+                format!(
                     "Outcome unknown: {error}\n{} may or may not have happened. It stays \
                      unknown until an operator checks and reconciles it; do not run it again, \
                      and tell the user.",
                     named.capital()
-                ));
-                Ok(EffectOutcome::LeftUnknown { error })
-            }
+                ),
+                EffectOutcome::LeftUnknown { error },
+            )),
             ToolFailure::Failed(error) => match guard.fail(&scope, &key).await {
-                Ok(()) => {
-                    answer(format!(
+                Ok(()) => Ok((
+                    format!(
                         "Failed: {error}\n{} did not happen (recorded as not started); you \
                          may try it again.",
                         named.capital()
-                    ));
-                    Ok(EffectOutcome::Failed { error })
-                }
-                Err(failure) => {
-                    answer(format!(
+                    ),
+                    EffectOutcome::Failed { error },
+                )),
+                Err(failure) => Ok((
+                    format!(
                         "Failed: {error}\nThe failure could not be recorded: {} stays \
                          unknown until an operator reconciles it. Do not run it again.",
                         named.short
-                    ));
-                    Ok(unrecorded(failure))
-                }
+                    ),
+                    unrecorded(failure),
+                )),
             },
         },
     }
