@@ -12,7 +12,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The surface, by concept. Each item has one path, except the backends' and integrations' main
-// types, which are also at the root. `tests/public_api.rs` pins the list of paths.
+// types, which are also at the root. `tests/api/public_api.rs` pins the list of paths.
 
 // Classifying a state (what `#[derive(Compactable)]` implements, for hand-written impls too).
 pub use compaction_core::state::PointerFn;

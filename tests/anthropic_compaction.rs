@@ -4,7 +4,7 @@
 //! content), is an opaque part of its assistant turn: kept byte-for-byte through a checkpoint,
 //! sent back first in its turn, within the conversation rules; an edited or misplaced block is
 //! a typed error, never dropped. (The planner's side, never summarized and never separated from
-//! its turn, is in tests/message_model.rs.)
+//! its turn, is in tests/api/message_model.rs.)
 
 use compaction::anthropic::{
     check_anthropic, from_anthropic, from_anthropic_response, to_anthropic, AnthropicError,

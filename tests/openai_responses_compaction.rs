@@ -3,7 +3,7 @@
 //! `id`, `encrypted_content`, before the reply), is an opaque part of its assistant turn, sent
 //! back first in its turn with every field unchanged, within the item rules; a hostile or edited
 //! item is a typed error, never dropped. (The planner's side, never summarized and never
-//! separated from its turn, is in tests/message_model.rs.)
+//! separated from its turn, is in tests/api/message_model.rs.)
 
 use compaction::openai::async_openai::types::responses::{InputItem, OutputItem};
 use compaction::openai::{

@@ -1,5 +1,5 @@
 //! `PgStore` on a real PostgreSQL: blobs, tamper detection, schema versioning and typed
-//! errors (its checkpoints run the conformance suite, `tests/conformance_checkpoint.rs`).
+//! errors (its checkpoints run the conformance suite, `tests/backends/conformance_checkpoint.rs`).
 
 mod pg;
 

@@ -65,3 +65,14 @@ pub fn example_binary(name: &str, features: &str) -> PathBuf {
     );
     binary
 }
+
+/// The name libtest gives test `name` of the module at `module_path` (pass `module_path!()`):
+/// how a test re-runs one test of its own binary as a child process with `--exact`. The suites
+/// are modules of a few test binaries, so a test's name starts with its module's path below
+/// the crate (`sqlite_store::child_store_entry`).
+pub fn test_name(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, below_the_crate)) => format!("{below_the_crate}::{name}"),
+        None => name.to_owned(),
+    }
+}

@@ -12,7 +12,7 @@
 //! - namespaces: the handle reports its namespace (`""` without), and a backend with
 //!   namespaces keeps each one's checkpoints and blobs apart.
 //!
-//! A backend joins with one line in `tests/conformance_checkpoint.rs` and its fixture: the raw
+//! A backend joins with one line in `tests/backends/conformance_checkpoint.rs` and its fixture: the raw
 //! hooks that read and write its stored rows and blobs, bypassing every check, as an attacker
 //! or a bad disk would.
 

@@ -2,7 +2,7 @@
 //! summary cache entries go ([the rules](compaction::sqlite::GcOptions)), what a dry run
 //! reports, and that a checkpoint saved while gc runs never loses a blob.
 //!
-//! A backend joins with one line in `tests/conformance_gc.rs`, giving its store and a hook that
+//! A backend joins with one line in `tests/backends/conformance_gc.rs`, giving its store and a hook that
 //! moves every blob's and entry's stored time into the past (its own SQL).
 
 use crate::common::{spilling_compactor, spilling_state};

@@ -1,7 +1,7 @@
 //! The conformance suites every backend runs: [`ledger`] (random operation sequences, compared
 //! step by step with the in-memory `EffectLog`), [`store`] (put/get/missing/tamper) and
 //! [`checkpoint`] (listing, refusals, tampered rows and blobs, swapped rows, namespaces). A new
-//! backend joins each with one line in `tests/conformance_ledger.rs`, `conformance_store.rs`
+//! backend joins each with one line in `tests/backends/conformance_ledger.rs`, `conformance_store.rs`
 //! and `conformance_checkpoint.rs`.
 #![allow(dead_code)]
 

@@ -4,7 +4,7 @@
 //!
 //! A backend moves [`CheckpointRow`]s: saving one only when it holds every blob the row points
 //! at, in one transaction; loading one back as stored. Encoding, the checksum and the seal are
-//! checked here, once for every backend (`codec.rs`), and `tests/conformance_checkpoint.rs`
+//! checked here, once for every backend (`codec.rs`), and `tests/backends/conformance_checkpoint.rs`
 //! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
 
 use crate::binding::{foreign_message, CheckpointBinding};

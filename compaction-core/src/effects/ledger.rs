@@ -4,7 +4,7 @@
 //! A ledger holds effects in *scopes*: each `#[effect]` field of a state has its own (its field
 //! path, or `#[effect(scope = "...")]`), and an idempotency key is unique within its scope.
 //! Every implementation applies the transitions of `machine`, so all
-//! of them answer every operation alike; `tests/conformance_ledger.rs` proves it on random
+//! of them answer every operation alike; `tests/backends/conformance_ledger.rs` proves it on random
 //! operation sequences.
 //!
 //! Beside the effects, a ledger keeps the newest checkpoint sequence number of each agent
@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 /// and the trait stays usable as `dyn EffectLedger<Error = E>`.
 ///
 /// A new backend applies the machine inside one transaction per operation and joins the
-/// conformance suite (`tests/conformance_ledger.rs`) with one line.
+/// conformance suite (`tests/backends/conformance_ledger.rs`) with one line.
 pub trait EffectLedger: Send + Sync {
     /// The backend's error: a guard refusal ([`EffectError`]) or a backend failure.
     type Error: std::error::Error + Send + Sync + 'static;

@@ -1,0 +1,29 @@
+//! Transcripts and the `Session`: requests, the pointer tool, read-backs, recovery and resume.
+//!
+//! One test binary for these suites (each file below is one of them, a module here): a
+//! binary per file made the cold `cargo test` spend most of its build linking ~50 test
+//! binaries and compiling the library's generics once in each. Shared helpers are
+//! declared once, here.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../pointer_fixture/mod.rs"]
+mod pointer_fixture;
+#[path = "../session_driver/mod.rs"]
+mod session_driver;
+#[path = "../session_faults/mod.rs"]
+mod session_faults;
+
+mod pointer_tool;
+mod pointer_tool_checkpoints;
+mod readback_classes;
+mod request_room;
+mod session;
+mod session_loop;
+mod session_records;
+mod session_recovery;
+mod session_resume;
+mod transcript_engine;
+mod transcript_prop;
+mod transcript_requests;
+mod window_forgery;
