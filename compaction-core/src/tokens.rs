@@ -116,6 +116,25 @@ mod tests {
     }
 }
 
+/// The derive's UI test type-checks its fail cases with `--cfg trybuild` and never runs them;
+/// that build leaves out `bpe-openai` (see compaction-core's Cargo.toml), so the exact counts
+/// are never compiled into it. Every other build counts with [`pieces`].
+#[cfg(trybuild)]
+mod pieces {
+    /// The encodings of the exact counters.
+    #[derive(Clone, Copy)]
+    pub(super) enum Encoding {
+        O200k,
+        Cl100k,
+    }
+
+    pub(super) fn count(encoding: Encoding, _text: &str, _limit: usize) -> Option<usize> {
+        let (Encoding::O200k | Encoding::Cl100k) = encoding;
+        unreachable!("a `--cfg trybuild` build is type-checked, never run")
+    }
+}
+
+#[cfg(not(trybuild))]
 mod pieces {
     //! Exact BPE counts with a per-thread memo of short pieces.
     //!

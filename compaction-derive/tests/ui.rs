@@ -18,6 +18,12 @@ extern crate compaction as agent_compaction;
 #[path = "ui/pass/mod.rs"]
 mod pass;
 
+// The template parser's unit tests (its `mod tests`), here because the derive has no unit-test
+// target (see Cargo.toml); the file has no dependency, so it compiles on its own.
+#[allow(dead_code)]
+#[path = "../src/internals/template.rs"]
+mod template;
+
 #[test]
 fn compile_fail() {
     the_trybuild_project_gets_the_workspace_build_settings();

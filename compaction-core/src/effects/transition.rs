@@ -291,6 +291,7 @@ pub fn history_problem(status: EffectStatus, history: &[Transition]) -> Option<S
 /// The guard's form of [`history_problem`], for a ledger about to act on a key (anything but
 /// `reconcile`, which is how an operator repairs one): its stored `status` must be where the
 /// last event (`last`, read in the same transaction) ended.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn check_latest(status: EffectStatus, last: Option<EffectStatus>) -> Result<(), String> {
     match last {
         Some(last) if last == status => Ok(()),

@@ -200,6 +200,7 @@ pub(crate) async fn get_verified(
 }
 
 /// An entry's name as an error message shows it: at most 100 characters, escaped.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn entry_name_shown(name: &str) -> String {
     name.chars()
         .take(100)

@@ -8,8 +8,10 @@ pub(crate) mod canonical;
 mod finite;
 pub(crate) mod memory;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) use backend::entry_name_shown;
 pub use backend::Store;
-pub(crate) use backend::{entry_name_shown, get_verified, DynStore};
+pub(crate) use backend::{get_verified, DynStore};
 pub use memory::MemoryStore;
 
 use serde::{Deserialize, Serialize};

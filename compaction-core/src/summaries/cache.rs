@@ -76,7 +76,11 @@ pub(crate) enum Inspected {
     /// Not a summary cache entry (another name): not the cache's to judge.
     NotCache,
     /// A cache entry that can be a hit, with its source's blob address when it records it.
-    Valid { source: Option<ContentHash> },
+    Valid {
+        /// Read by garbage collection, which exists with a durable backend only.
+        #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+        source: Option<ContentHash>,
+    },
     /// A cache entry that can never be a hit, and why.
     Invalid(&'static str),
 }
