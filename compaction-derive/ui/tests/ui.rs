@@ -3,7 +3,7 @@
 //! and every case under `ui/pass/` must compile and its assertions hold.
 //!
 //! The `.stderr` files are pinned to the workspace toolchain (stable 1.95). Regenerate them
-//! with `TRYBUILD=overwrite cargo test -p compaction-derive --test ui`, then review every diff.
+//! with `TRYBUILD=overwrite cargo test -p compaction-derive-ui --test ui`, then review every diff.
 //!
 //! Laid out for build time. trybuild builds the fail cases as a crate of their own, with this
 //! package's dev-dependencies (few: see `Cargo.toml`). With fail cases only, it checks them all
@@ -17,12 +17,6 @@ extern crate compaction as agent_compaction;
 
 #[path = "ui/pass/mod.rs"]
 mod pass;
-
-// The template parser's unit tests (its `mod tests`), here because the derive has no unit-test
-// target (see Cargo.toml); the file has no dependency, so it compiles on its own.
-#[allow(dead_code)]
-#[path = "../src/internals/template.rs"]
-mod template;
 
 #[test]
 fn compile_fail() {
