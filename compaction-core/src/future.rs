@@ -36,3 +36,32 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
         }
     }
 }
+
+/// Runs `futures` concurrently on the task that awaits this, and returns their outputs in
+/// their order: each wake polls every future not yet done. Enough for the few calls of one
+/// model reply (`Session::run_tools`), without a runtime.
+pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut waiting = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            return Poll::Pending;
+        }
+        Poll::Ready(
+            outputs
+                .iter_mut()
+                .map(|o| o.take().expect("each output is set once"))
+                .collect(),
+        )
+    })
+    .await
+}

@@ -18,6 +18,7 @@ mod pointer_tool;
 mod pointer_tool_checkpoints;
 mod readback_classes;
 mod request_room;
+mod run_tools;
 mod session;
 mod session_loop;
 mod session_records;

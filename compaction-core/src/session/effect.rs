@@ -3,7 +3,7 @@
 //! The call gets a tool result in every case, in words the model can act on.
 
 use crate::conversation::answer::EffectAnswer;
-use crate::conversation::message::{Message, ToolCall};
+use crate::conversation::message::{Message, ToolArgumentsError, ToolCall};
 use crate::conversation::transcript::Transcript;
 use crate::effects::error::EffectError;
 use crate::effects::record::Effect;
@@ -79,6 +79,13 @@ impl From<String> for ToolFailure {
 impl From<&str> for ToolFailure {
     fn from(error: &str) -> Self {
         ToolFailure::Failed(error.to_owned())
+    }
+}
+
+/// The model's arguments do not parse: the tool never started.
+impl From<ToolArgumentsError> for ToolFailure {
+    fn from(error: ToolArgumentsError) -> Self {
+        ToolFailure::failed(error)
     }
 }
 

@@ -12,7 +12,7 @@
 //! - `request.rs`: [`SessionRequest`], what to send, wire-format free;
 //! - `turn.rs`: which calls wait for a result, and linking effect calls to their effects;
 //! - `effect.rs`: a side-effecting tool run under the ledger ([`EffectCall`],
-//!   [`EffectOutcome`]);
+//!   [`EffectOutcome`]); `tools.rs`: what [`Session::run_tools`] reports ([`ToolRun`]);
 //! - `guard.rs` and `ledger.rs`: the ledger behind object-safe traits; `reacquire.rs`: the same for
 //!   `Reacquire`; `error.rs`: [`SessionError`].
 
@@ -23,6 +23,7 @@ mod guard;
 mod ledger;
 mod reacquire;
 pub(crate) mod request;
+mod tools;
 pub(crate) mod turn;
 
 pub use crate::conversation::answer::EffectAnswer;
@@ -30,6 +31,7 @@ pub use builder::SessionBuilder;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::{ResponseProblem, SessionError};
 pub use request::SessionRequest;
+pub use tools::{ToolRun, ToolRunOutcome};
 pub use turn::ModelResponse;
 
 use crate::checkpoint::{CheckpointStore, Compacted};
@@ -37,7 +39,7 @@ use crate::compactor::Compactor;
 use crate::conversation::message::{Message, Role, ToolCall};
 use crate::conversation::transcript::Transcript;
 use crate::error::CompactionError;
-use crate::future::block_on;
+use crate::future::{block_on, join_all};
 use crate::pointer_tool::{PointerResolver, PointerToolError, PointerToolReply};
 use crate::state::has_transcript::HasTranscript;
 use ledger::SessionLedger;
@@ -388,6 +390,108 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         E: Into<ToolFailure>,
     {
         block_on(self.run_effect(call, run))
+    }
+
+    /// Answers every pending call of the model's last reply, and pushes each result in the
+    /// model's order: a pointer-tool call (`resolve_pointer`) by the session's resolver
+    /// ([`answer_pointer_calls`](Self::answer_pointer_calls)), a call that
+    /// [`effect_calls`](SessionBuilder::effect_calls) maps to an effect under the ledger with
+    /// `tool` as its run ([`run_effect`](Self::run_effect): never twice, never while its
+    /// outcome is unknown), and every other call by `tool` itself. `tool` gets the call and
+    /// returns the result's text, or an error the model reads as `error: ...`
+    /// ([`ToolFailure::unknown`] for an effect that may have happened).
+    ///
+    /// Parallel calls: the plain tools of one reply run concurrently (they have no side
+    /// effects, so their order does not matter); effects run one after another in the model's
+    /// order, after the plain tools, because one may depend on the one before (a migration,
+    /// then the deploy). Returns what happened to each call, in the model's order.
+    ///
+    /// When the ledger fails to record or claim an effect ([`SessionError::Ledger`]), the calls
+    /// before it are answered and that call and the ones after it stay pending: call
+    /// `run_tools` again (the plain tools among them run again; nothing with an effect ran).
+    ///
+    /// ```
+    /// # use compaction::{Compactable, Compactor, Message, MemoryStore, MemoryLedger, ToolCall, Transcript};
+    /// # use compaction::session::{Session, ToolFailure, ToolRunOutcome};
+    /// # use serde::{Deserialize, Serialize};
+    /// # use serde_json::json;
+    /// # #[derive(Compactable, Serialize, Deserialize, Default)]
+    /// # struct Agent { #[transcript] chat: Transcript }
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let mut session = Session::builder("agent-7")
+    /// #     .compactor(Compactor::builder().budget(8_000))
+    /// #     .store(MemoryStore::new())
+    /// #     .ledger(MemoryLedger::new())
+    /// #     .open_blocking(Agent::default)?;
+    /// session.push(Message::user("what is in notes.txt and todo.txt?"));
+    /// let _request = session.next_request_blocking()?;
+    /// session.push_response(Message::assistant_with_tools("", vec![
+    ///     ToolCall::new("c1", "read_file", json!({"path": "notes.txt"})),
+    ///     ToolCall::new("c2", "read_file", json!({"path": "todo.txt"})),
+    /// ]))?;
+    /// let runs = session.run_tools_blocking(|call| async move {
+    ///     match call.name.as_str() {
+    ///         "read_file" => Ok(format!("contents of {}", call.arguments.value()?["path"])),
+    ///         other => Err(ToolFailure::failed(format!("no tool named {other}"))),
+    ///     }
+    /// })?;
+    /// assert!(runs.iter().all(|run| matches!(run.outcome, ToolRunOutcome::Answered)));
+    /// assert!(session.pending_calls().is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_tools<F, Fut, E>(&mut self, tool: F) -> Result<Vec<ToolRun>, SessionError>
+    where
+        F: Fn(ToolCall) -> Fut,
+        Fut: Future<Output = Result<String, E>>,
+        E: Into<ToolFailure>,
+    {
+        let calls = self.pending_calls();
+        let is_effect = |call: &ToolCall| {
+            self.effect_calls
+                .as_ref()
+                .is_some_and(|map| map(call).is_some())
+        };
+        let plain: Vec<bool> = calls
+            .iter()
+            .map(|call| !PointerResolver::handles(call) && !is_effect(call))
+            .collect();
+        let outputs = join_all(
+            calls
+                .iter()
+                .zip(&plain)
+                .filter(|(_, plain)| **plain)
+                .map(|(call, _)| tool(call.clone())),
+        )
+        .await;
+        let mut outputs = outputs.into_iter();
+        let mut runs = Vec::with_capacity(calls.len());
+        for (call, plain) in calls.into_iter().zip(plain) {
+            let outcome = if plain {
+                let output = outputs.next().expect("one output per plain call");
+                let (result, outcome) = tools::plain_result(&call, output.map_err(Into::into));
+                self.push(result);
+                outcome
+            } else if PointerResolver::handles(&call) {
+                let reply = self.resolver.handle(&self.compactor, &call).await;
+                self.push(reply.message.clone());
+                ToolRunOutcome::Pointer(Box::new(reply))
+            } else {
+                ToolRunOutcome::Effect(self.run_effect(&call, || tool(call.clone())).await?)
+            };
+            runs.push(ToolRun { call, outcome });
+        }
+        Ok(runs)
+    }
+
+    /// [`run_tools`](Self::run_tools) for synchronous callers (`tool` still returns a future,
+    /// driven on the calling thread).
+    pub fn run_tools_blocking<F, Fut, E>(&mut self, tool: F) -> Result<Vec<ToolRun>, SessionError>
+    where
+        F: Fn(ToolCall) -> Fut,
+        Fut: Future<Output = Result<String, E>>,
+        E: Into<ToolFailure>,
+    {
+        block_on(self.run_tools(tool))
     }
 }
 
