@@ -84,7 +84,7 @@ pub use compaction_core::{
 // and the wire formats a request is planned for.
 pub use compaction_core::transcript;
 pub use compaction_core::{AnthropicMessages, ChatFormat, OpenAiChat};
-pub use compaction_core::{Message, Role, ToolCall, Transcript, TranscriptError};
+pub use compaction_core::{Message, Role, ToolCall, ToolDefinition, Transcript, TranscriptError};
 
 // The providers' prompt caches, modelled from their documentation: what a request reads,
 // writes and costs (the benches price sessions with them).

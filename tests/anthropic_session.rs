@@ -258,6 +258,69 @@ fn a_session_planned_for_anthropic_fits_its_budget_by_anthropics_formula() {
     assert!(merged > 0, "merged turns are exercised");
 }
 
+#[test]
+fn tools_are_sent_counted_and_cached_on_anthropics_wire() {
+    use compaction::pointer_tool::resolve_pointer_definition;
+    use compaction::transcript::TOOL_USE_SYSTEM_PROMPT_TOKENS;
+    use compaction::{AnthropicMessages, ChatFormat, TokenCounter, Tokenizer, ToolDefinition};
+    let budget = 3_000;
+    let deploy = ToolDefinition::new(
+        "deploy",
+        "Deploy a service. Never twice for one key.",
+        json!({"type": "object", "properties": {"service": {"type": "string"}, "key": {"type": "string"}}, "required": ["service", "key"]}),
+    );
+    let tools = vec![resolve_pointer_definition(), deploy];
+    let open = |store: &MemoryStore, ledger: &MemoryLedger| {
+        Session::builder("agent-anthropic-tools")
+            .compactor(compactor(budget))
+            .chat_format(AnthropicMessages)
+            .tools(tools.clone())
+            .store(store.clone())
+            .ledger(ledger.clone())
+            .effect_calls(effect_of)
+            .open_blocking(fresh_agent)
+            .unwrap()
+    };
+    let (store, ledger) = (MemoryStore::new(), MemoryLedger::new());
+    let mut session = open(&store, &ledger);
+    let script = Script {
+        seed: 11,
+        turns: 12,
+    };
+    let requests = play(&mut session, &script);
+    let counter = Tokenizer::O200kBase;
+    for request in &requests {
+        let wire = request
+            .anthropic_request("claude-sonnet-4-5", 1024)
+            .unwrap();
+        let sent = wire.tools.as_ref().expect("the request carries its tools");
+        let expected: Vec<serde_json::Value> =
+            tools.iter().map(ToolDefinition::anthropic).collect();
+        assert_eq!(sent, &expected);
+        // The body by Anthropic's formula: messages, each tool as sent, the tool-use prompt.
+        let body = AnthropicMessages.request_tokens(request.messages(), &counter)
+            + sent
+                .iter()
+                .map(|t| counter.count(&t.to_string()))
+                .sum::<usize>()
+            + TOOL_USE_SYSTEM_PROMPT_TOKENS;
+        assert!(body <= request.tokens(), "{body} > {}", request.tokens());
+        assert!(request.tokens() <= budget);
+        assert!(breakpoints(&wire).len() <= 4);
+    }
+    // After a restart the last request is rebuilt with the same tools and breakpoints, byte
+    // for byte.
+    drop(session);
+    let mut resumed = open(&store, &ledger);
+    let again = resumed.next_request_blocking().unwrap();
+    let last = requests.last().unwrap();
+    let warm =
+        serde_json::to_string(&last.anthropic_request("claude-sonnet-4-5", 1024).unwrap()).unwrap();
+    let cold = serde_json::to_string(&again.anthropic_request("claude-sonnet-4-5", 1024).unwrap())
+        .unwrap();
+    assert_eq!(warm, cold);
+}
+
 /// Counts a request's blocks as this test's provider would: 1 token per 4 bytes, at least 1.
 struct QuarterBytes;
 

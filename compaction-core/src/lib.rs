@@ -97,7 +97,8 @@ pub use summaries::{
 };
 pub use tokens::{TokenCounter, Tokenizer};
 pub use transcript::{
-    AnthropicMessages, ChatFormat, Message, OpenAiChat, Role, ToolCall, Transcript, TranscriptError,
+    AnthropicMessages, ChatFormat, Message, OpenAiChat, Role, ToolCall, ToolDefinition, Transcript,
+    TranscriptError,
 };
 pub use window::{
     DefaultRenderer, EffectsView, FieldView, FormView, Renderer, Section, WindowView,

@@ -30,13 +30,16 @@
 //! [`FOLD_LISTED_CALLS`], [`MAX_BLOCKS`], [`REMEMBERED`].
 
 pub use crate::conversation::count::{chat_tokens, message_tokens};
-pub use crate::conversation::format::{AnthropicMessages, ChatFormat, OpenAiChat, SystemPlacement};
+pub use crate::conversation::format::{
+    AnthropicMessages, ChatFormat, OpenAiChat, SystemPlacement, TOOL_USE_SYSTEM_PROMPT_TOKENS,
+};
 pub use crate::conversation::handle::{Handle, HandleParseError, HandleTable, HandleTableError};
 pub use crate::conversation::marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
 pub use crate::conversation::message::{
     Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
     ToolCall,
 };
+pub use crate::conversation::tool::ToolDefinition;
 pub use crate::conversation::transcript::{Transcript, TranscriptError};
 pub use crate::planner::effects::{AmbiguousKey, EffectStatuses};
 pub use crate::planner::error::TranscriptPlanError;

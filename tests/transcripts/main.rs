@@ -18,6 +18,7 @@ mod pointer_tool;
 mod pointer_tool_checkpoints;
 mod readback_classes;
 mod request_room;
+mod request_tools;
 mod run_tools;
 mod session;
 mod session_loop;

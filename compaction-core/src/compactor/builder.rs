@@ -4,6 +4,7 @@
 use crate::checkpoint::{Owner, SealKey, SealKeys};
 use crate::compactor::Compactor;
 use crate::conversation::format::{ChatFormat, OpenAiChat};
+use crate::conversation::tool::ToolDefinition;
 use crate::error::CompactionError;
 use crate::planner::memories::TranscriptPlanner;
 use crate::store::{DynStore, MemoryStore, Store};
@@ -32,6 +33,7 @@ pub struct CompactorBuilder {
     pub(super) low_water: f64,
     pub(super) page_results_over: Option<f64>,
     pub(super) window_share: Option<f64>,
+    pub(super) tools: Vec<ToolDefinition>,
 }
 
 /// The high-water mark a session-style agent loop uses: compaction starts when a request
@@ -65,6 +67,7 @@ impl Default for CompactorBuilder {
             low_water: 1.0,
             page_results_over: None,
             window_share: None,
+            tools: Vec::new(),
         }
     }
 }
@@ -331,6 +334,19 @@ impl Compactor {
 }
 
 impl CompactorBuilder {
+    /// The tool definitions every request of a transcript carries (the pointer tool's
+    /// included, if you offer it: [`resolve_pointer_definition`](crate::pointer_tool::resolve_pointer_definition)):
+    /// their tokens by the chat format's formula
+    /// ([`ChatFormat::tools_tokens`](crate::conversation::format::ChatFormat::tools_tokens))
+    /// are taken from the budget of every request, and a request's
+    /// [`request_tokens`](crate::Compacted::request_tokens) counts them. A budget they fill is
+    /// refused at build. (A state compacted without a transcript is a window alone, sent with
+    /// whatever you add: its budget is the window's.)
+    pub fn tools(mut self, tools: impl IntoIterator<Item = ToolDefinition>) -> Self {
+        self.tools = tools.into_iter().collect();
+        self
+    }
+
     /// Builds the compactor.
     pub fn build(self) -> Result<Compactor, CompactionError> {
         let budget = self
@@ -364,6 +380,13 @@ impl CompactorBuilder {
             }
         }
         let tokens = |share: Option<f64>| share.map(|s| ((budget as f64) * s).floor() as usize);
+        let tools_tokens = self.chat_format.tools_tokens(&self.tools, &*self.counter);
+        if tools_tokens >= budget {
+            return Err(CompactionError::Config(format!(
+                "the tool definitions take {tools_tokens} tokens of a budget of {budget}: \
+                 raise the budget or send fewer tools"
+            )));
+        }
         Ok(Compactor {
             budget,
             transcript_planner: TranscriptPlanner::with_format(
@@ -386,6 +409,8 @@ impl CompactorBuilder {
             page_results_over: tokens(self.page_results_over),
             window_share: tokens(self.window_share),
             windows: Default::default(),
+            tools: self.tools.into(),
+            tools_tokens,
         })
     }
 }

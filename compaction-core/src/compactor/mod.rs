@@ -26,6 +26,7 @@ use crate::checkpoint::{Compacted, FrontFields, SchemaFingerprint, WindowRecord,
 use crate::checkpoint::{Owner, SealKeys};
 use crate::compactor::ledger::ledger_views;
 use crate::conversation::format::ChatFormat;
+use crate::conversation::tool::ToolDefinition;
 use crate::conversation::transcript::Transcript;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
@@ -192,6 +193,9 @@ pub struct Compactor {
     seal_keys: SealKeys,
     /// The agent and namespace checkpoints are bound to (nobody by default).
     owner: Owner,
+    /// The tool definitions every request carries, and their tokens by the chat format.
+    tools: Arc<[ToolDefinition]>,
+    tools_tokens: usize,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -210,6 +214,18 @@ impl std::fmt::Debug for Compactor {
 }
 
 impl Compactor {
+    /// The tool definitions every request of a transcript carries
+    /// ([`CompactorBuilder::tools`]).
+    pub fn tools(&self) -> &[ToolDefinition] {
+        &self.tools
+    }
+
+    /// What [`tools`](Self::tools) cost by the chat format's formula: taken from the budget
+    /// of every request.
+    pub fn tools_tokens(&self) -> usize {
+        self.tools_tokens
+    }
+
     /// The budget in tokens.
     pub fn budget(&self) -> usize {
         self.budget

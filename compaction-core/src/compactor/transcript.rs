@@ -16,7 +16,6 @@ use crate::compactor::request::{self, WindowMemory};
 use crate::compactor::{
     Compactor, FinishedTranscript, NextRequest, PendingTranscript, RequestParts,
 };
-use crate::conversation::format::ChatFormat;
 use crate::conversation::transcript::{Message, Transcript};
 use crate::error::CompactionError;
 use crate::future::block_on;
@@ -30,14 +29,17 @@ use crate::report::{CompactionReport, PagedResult, TranscriptReport};
 use crate::state::schema::Schema;
 use crate::store::AsPointer;
 use crate::summaries::SummarizerError;
-use crate::tokens::TokenCounter;
 use crate::window::Entry;
 use std::sync::Arc;
 
-/// Tokens a request costs besides the window text and the transcript: the window's overhead
-/// where `format` puts it, and the reply priming.
-pub(super) fn request_overhead(format: &dyn ChatFormat, counter: &dyn TokenCounter) -> usize {
-    format.window_tokens("", counter) + format.reply_priming()
+impl Compactor {
+    /// What every request costs beside its window's text and its messages: the window
+    /// message's own overhead, the reply priming, and the tool definitions.
+    fn request_overhead(&self) -> usize {
+        self.chat_format.window_tokens("", &*self.counter)
+            + self.chat_format.reply_priming()
+            + self.tools_tokens
+    }
 }
 
 /// The planner's error as the engine reports it.
@@ -144,7 +146,7 @@ impl Compactor {
         effects: &EffectStatuses,
         floor_tokens: usize,
     ) -> Result<(usize, PendingTranscript), CompactionError> {
-        let overhead = request_overhead(&*self.chat_format, &*self.counter);
+        let overhead = self.request_overhead();
         let budget = transcript_budget(self, overhead + floor_tokens);
         let request = self.request(field.policy, budget, effects, None, false);
         let plan = self
@@ -251,7 +253,7 @@ impl Compactor {
         current: (&[Entry], &str, usize),
     ) -> Result<Option<RequestParts>, CompactionError> {
         let (entries, window, tokens) = current;
-        let overhead = request_overhead(&*self.chat_format, &*self.counter);
+        let overhead = self.request_overhead();
         let remembered = &next.window;
         if let Some(changed) = request::changed(&remembered.shown, entries) {
             let update = (!changed.is_empty())
@@ -370,7 +372,7 @@ impl Compactor {
                 return Ok(None);
             }
         }
-        let overhead = request_overhead(&*self.chat_format, &*self.counter);
+        let overhead = self.request_overhead();
         let taken = overhead + remembered.stable_tokens;
         let Some(plan) = self.plan_point(next, taken, update.as_deref())? else {
             return Ok(None);
@@ -423,8 +425,7 @@ impl Compactor {
             skipped,
         ));
         let digests = self.transcript_planner.commit_digests(&planned);
-        let request_tokens =
-            front_tokens + request_overhead(&*self.chat_format, &*self.counter) + planned.tokens();
+        let request_tokens = front_tokens + self.request_overhead() + planned.tokens();
         report.request_tokens = Some(request_tokens);
         let reused = if same_front {
             1 + planned.reused_prefix()

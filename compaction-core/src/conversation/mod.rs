@@ -12,6 +12,7 @@ pub(crate) mod handle;
 pub(crate) mod marker;
 pub(crate) mod message;
 pub(crate) mod opaque;
+pub(crate) mod tool;
 pub(crate) mod transcript;
 
 #[cfg(test)]

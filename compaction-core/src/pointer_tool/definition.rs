@@ -1,6 +1,7 @@
 //! The `resolve_pointer` tool as a model sees it: its name, description and JSON schema in the
 //! OpenAI tools format.
 
+use crate::conversation::tool::ToolDefinition;
 use serde_json::{json, Value};
 
 /// The tool's name, as the model calls it.
@@ -62,4 +63,21 @@ pub fn resolve_pointer_tool() -> Value {
             "parameters": resolve_pointer_parameters(),
         }
     })
+}
+
+/// The pointer tool as a wire-neutral [`ToolDefinition`]: give it to `SessionBuilder::tools`
+/// (or `CompactorBuilder::tools`) with your own, so the budget counts it and the request
+/// carries it in each wire's shape.
+///
+/// ```
+/// let tool = compaction::pointer_tool::resolve_pointer_definition();
+/// assert_eq!(tool.name, "resolve_pointer");
+/// assert_eq!(tool.openai_chat(), compaction::pointer_tool::resolve_pointer_tool());
+/// ```
+pub fn resolve_pointer_definition() -> ToolDefinition {
+    ToolDefinition::new(
+        RESOLVE_POINTER,
+        RESOLVE_POINTER_DESCRIPTION,
+        resolve_pointer_parameters(),
+    )
 }

@@ -17,7 +17,8 @@ mod resolver;
 
 pub use class::ReadBackClass;
 pub use definition::{
-    resolve_pointer_parameters, resolve_pointer_tool, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
+    resolve_pointer_definition, resolve_pointer_parameters, resolve_pointer_tool, RESOLVE_POINTER,
+    RESOLVE_POINTER_DESCRIPTION,
 };
 pub use resolver::{
     PointerResolver, PointerToolError, PointerToolReply, ResolvedSlice, DEFAULT_MAX_BYTES,

@@ -8,6 +8,7 @@ use crate::compactor::{
 };
 use crate::conversation::format::ChatFormat;
 use crate::conversation::message::ToolCall;
+use crate::conversation::tool::ToolDefinition;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::memory::MemoryLedger;
 use crate::error::CompactionError;
@@ -65,6 +66,7 @@ pub struct SessionBuilder<S> {
     reacquire: ErasedReacquire,
     options: RehydrateOptions,
     resolver: PointerResolver,
+    tools: Option<Vec<ToolDefinition>>,
 }
 
 /// Sets a compactor's store.
@@ -91,7 +93,18 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             reacquire: ErasedReacquire::new(NoReacquire),
             options: RehydrateOptions::default(),
             resolver: PointerResolver::new(),
+            tools: None,
         }
+    }
+
+    /// The tool definitions every request carries, the pointer tool's included if you offer it
+    /// ([`resolve_pointer_definition`](crate::pointer_tool::resolve_pointer_definition)):
+    /// the budget covers them (their tokens by the chat format's formula are taken from every
+    /// request's), [`SessionRequest::tools`](crate::session::SessionRequest::tools) returns
+    /// them, and `anthropic_request` sends them. Replaces the `CompactorBuilder`'s tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = ToolDefinition>) -> Self {
+        self.tools = Some(tools.into_iter().collect());
+        self
     }
 
     /// The compactor's settings: budget (required), token counter, summarizer, seal keys
@@ -206,6 +219,9 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
         let mut compactor = self.compactor;
         if let Some(format) = self.chat_format {
             compactor = compactor.shared_chat_format(format);
+        }
+        if let Some(tools) = self.tools {
+            compactor = compactor.tools(tools);
         }
         let compactor = (self.set_store)(compactor)
             .agent_id(self.agent_id.clone())

@@ -179,7 +179,12 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
                 return Err(error);
             }
         };
-        let request = SessionRequest::of(&compacted, &self.agent_id, &self.namespace);
+        let request = SessionRequest::of(
+            &compacted,
+            &self.agent_id,
+            &self.namespace,
+            self.compactor.tools(),
+        );
         self.last = Some(compacted);
         Ok(request)
     }

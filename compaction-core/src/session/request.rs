@@ -3,7 +3,9 @@
 
 use crate::checkpoint::Compacted;
 use crate::conversation::message::Message;
+use crate::conversation::tool::ToolDefinition;
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 
 /// The next request of a [`Session`](crate::session::Session): the messages to send to the
 /// chat API, in order (the window's system message first, then the conversation as compacted),
@@ -23,11 +25,17 @@ pub struct SessionRequest {
     pub(crate) sequence: u64,
     pub(crate) tokens: usize,
     pub(crate) cache_key: String,
+    pub(crate) tools: Arc<[ToolDefinition]>,
 }
 
 impl SessionRequest {
     /// The request of checkpoint `compacted`, made for `agent_id` in `namespace`.
-    pub(crate) fn of<S>(compacted: &Compacted<S>, agent_id: &str, namespace: &str) -> Self {
+    pub(crate) fn of<S>(
+        compacted: &Compacted<S>,
+        agent_id: &str,
+        namespace: &str,
+        tools: &[ToolDefinition],
+    ) -> Self {
         SessionRequest {
             messages: compacted.messages(),
             stable_prefix_len: compacted.stable_prefix_len(),
@@ -36,6 +44,7 @@ impl SessionRequest {
             sequence: compacted.binding().map_or(0, |b| b.sequence()),
             tokens: compacted.request_tokens().unwrap_or(compacted.tokens()),
             cache_key: cache_key(agent_id, namespace),
+            tools: tools.into(),
         }
     }
 
@@ -75,10 +84,20 @@ impl SessionRequest {
         self.sequence
     }
 
-    /// Tokens of the whole request by the chat formula with the compactor's counter, reply
-    /// priming included: never above the budget.
+    /// Tokens of the whole request by the chat format's formula with the compactor's counter:
+    /// the messages, the reply priming and the [`tools`](Self::tools) (by
+    /// [`ChatFormat::tools_tokens`](crate::conversation::format::ChatFormat::tools_tokens)).
+    /// Never above the budget.
     pub fn tokens(&self) -> usize {
         self.tokens
+    }
+
+    /// The tool definitions to send with the messages (`SessionBuilder::tools`), counted in
+    /// [`tokens`](Self::tokens). Put them in the request in the wire's shape
+    /// ([`ToolDefinition::openai_chat`], [`ToolDefinition::openai_responses`]); Anthropic's
+    /// request builder (`anthropic_request`) puts them in itself.
+    pub fn tools(&self) -> &[ToolDefinition] {
+        &self.tools
     }
 
     /// A key naming this agent's conversation for a provider's prompt cache (OpenAI's

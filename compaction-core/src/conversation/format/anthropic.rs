@@ -22,6 +22,7 @@
 
 use crate::conversation::format::{calls_and_parts_tokens, ChatFormat, SystemPlacement};
 use crate::conversation::message::{Message, Role};
+use crate::conversation::tool::ToolDefinition;
 use crate::tokens::TokenCounter;
 
 /// Tokens that open a turn besides its role.
@@ -32,6 +33,11 @@ const BLOCK_OVERHEAD_TOKENS: usize = 1;
 const TOOL_USE_OVERHEAD_TOKENS: usize = 3;
 /// Tokens that prime the model's reply, once per request.
 const REPLY_PRIMING_TOKENS: usize = 3;
+/// The system prompt Anthropic adds to every request with tools, at its largest documented size
+/// ("Tool use system prompt token count", docs.anthropic.com/en/docs/tool-use-pricing-and-tokens:
+/// 530 tokens for Claude 3 Opus with `tool_choice` auto; every other documented model and
+/// choice is below it). A bound, so a request with tools is never planned under its bill.
+pub const TOOL_USE_SYSTEM_PROMPT_TOKENS: usize = 530;
 
 /// Anthropic's Messages API: the leading system messages (the window first) are the top-level
 /// `system` field, counted without a message's overhead; consecutive messages of one role
@@ -100,6 +106,20 @@ impl ChatFormat for AnthropicMessages {
 
     fn reply_priming(&self) -> usize {
         REPLY_PRIMING_TOKENS
+    }
+
+    /// Each definition's JSON text in the Messages API's shape
+    /// ([`ToolDefinition::anthropic`]), plus the system prompt Anthropic adds whenever a
+    /// request has tools ([`TOOL_USE_SYSTEM_PROMPT_TOKENS`]).
+    fn tools_tokens(&self, tools: &[ToolDefinition], counter: &dyn TokenCounter) -> usize {
+        if tools.is_empty() {
+            return 0;
+        }
+        TOOL_USE_SYSTEM_PROMPT_TOKENS
+            + tools
+                .iter()
+                .map(|tool| counter.count(&tool.anthropic().to_string()))
+                .sum::<usize>()
     }
 
     fn system_placement(&self) -> SystemPlacement {

@@ -10,9 +10,10 @@
 mod anthropic;
 mod openai_chat;
 
-pub use anthropic::AnthropicMessages;
+pub use anthropic::{AnthropicMessages, TOOL_USE_SYSTEM_PROMPT_TOKENS};
 
 use crate::conversation::message::{Message, Role};
+use crate::conversation::tool::ToolDefinition;
 use crate::tokens::TokenCounter;
 
 /// OpenAI chat completions: every message, system messages (the window first) included, is a
@@ -122,6 +123,18 @@ pub trait ChatFormat: Send + Sync {
 
     /// Tokens that prime the model's reply, once per request.
     fn reply_priming(&self) -> usize;
+
+    /// Tokens the request's tool definitions cost on this wire, once per request (0 without
+    /// tools). Default: each definition's JSON text in OpenAI chat's shape
+    /// ([`ToolDefinition::openai_chat`]), counted with `counter`. OpenAI does not document
+    /// how it counts tools (it renders them into the prompt in a form of its own); the JSON
+    /// text names every name, description and schema key, and is what the planner reserves.
+    fn tools_tokens(&self, tools: &[ToolDefinition], counter: &dyn TokenCounter) -> usize {
+        tools
+            .iter()
+            .map(|tool| counter.count(&tool.openai_chat().to_string()))
+            .sum()
+    }
 
     /// Where the wire puts the system prompt and the window (default:
     /// [`SystemPlacement::Messages`]).

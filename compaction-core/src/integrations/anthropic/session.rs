@@ -2,6 +2,7 @@
 //! where they pay (`caching.rs`), and the model's reply pushed as it comes.
 
 use crate::conversation::message::Message;
+use crate::conversation::tool::ToolDefinition;
 use crate::integrations::anthropic::caching::{AnthropicCaching, BlockAt};
 use crate::integrations::anthropic::convert::{
     convert, from_anthropic_response, AnthropicError, Layout,
@@ -62,6 +63,9 @@ impl SessionRequest {
             thinking: None,
             temperature: None,
         };
+        if !self.tools.is_empty() {
+            request.tools = Some(self.tools.iter().map(ToolDefinition::anthropic).collect());
+        }
         // The layout marked the block that ends the stable prefix; the placement decides.
         let stable_end = stable_block(&request);
         caching.place(&mut request, stable_end);
@@ -121,6 +125,7 @@ mod tests {
             sequence: 1,
             tokens: 0,
             cache_key: "k".into(),
+            tools: Vec::new().into(),
         }
     }
 
