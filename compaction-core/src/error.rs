@@ -127,6 +127,15 @@ pub enum CompactionError {
     /// The compactor was configured wrongly.
     #[error("invalid compactor configuration: {0}")]
     Config(String),
+    /// The effect ledger could not read or record the agent's checkpoint sequence (a backend
+    /// failure, not a refusal: a rolled-back checkpoint is [`CheckpointRollback`](Self::CheckpointRollback)).
+    /// Nothing was committed.
+    #[error("the effect ledger could not read or record the checkpoint sequence: {source}")]
+    CheckpointSequence {
+        /// The ledger's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// `compact_with_ledger` could not read an `#[effect]` field's scope from the ledger.
     #[error("reading effect scope `{scope}` of `{field}` from the ledger failed: {source}")]
     Ledger {

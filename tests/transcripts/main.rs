@@ -14,6 +14,7 @@ mod session_driver;
 #[path = "../session_faults/mod.rs"]
 mod session_faults;
 
+mod ledger_errors;
 mod pointer_tool;
 mod pointer_tool_checkpoints;
 mod readback_classes;

@@ -5,7 +5,7 @@
 use crate::checkpoint::{check_checkpoint, Compacted};
 use crate::compactor::Compactor;
 use crate::effects::ledger::EffectLedger;
-use crate::error::{CompactionError, CHECKPOINT_FIELD};
+use crate::error::CompactionError;
 use crate::future::block_on;
 use std::sync::atomic::Ordering;
 
@@ -97,7 +97,7 @@ impl Compactor {
     /// [`accept_unkeyed_checkpoints`](crate::CompactorBuilder::accept_unkeyed_checkpoints))
     /// has no sequence: nothing is recorded and it is not refused. Needs an
     /// [`agent_id`](crate::CompactorBuilder::agent_id) (`Config` otherwise); a ledger failure
-    /// is [`CompactionError::Ledger`].
+    /// is [`CompactionError::CheckpointSequence`].
     pub async fn advance_checkpoint<S, L: EffectLedger>(
         &self,
         compacted: &Compacted<S>,
@@ -161,9 +161,7 @@ impl Compactor {
 
 /// A ledger failure while reading or advancing a checkpoint sequence.
 fn sequence_error(error: impl std::error::Error + Send + Sync + 'static) -> CompactionError {
-    CompactionError::Ledger {
-        field: CHECKPOINT_FIELD.into(),
-        scope: String::new(),
+    CompactionError::CheckpointSequence {
         source: Box::new(error),
     }
 }

@@ -175,7 +175,7 @@ fn compaction_next(error: &CompactionError) -> &'static str {
         CompactionError::Store(_) => {
             "nothing was committed: call next_request again once the store answers"
         }
-        CompactionError::Ledger { .. } => {
+        CompactionError::Ledger { .. } | CompactionError::CheckpointSequence { .. } => {
             "nothing was committed: call next_request again once the ledger answers"
         }
         CompactionError::Summarizer(_) => {
