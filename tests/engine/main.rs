@@ -13,6 +13,8 @@ mod support;
 mod failure_catalog;
 mod faults;
 mod guide_numbers;
+mod guide_numbers_operating;
+mod guide_numbers_sessions;
 mod plan_minimal;
 mod prop_compact;
 mod prop_repeated;
