@@ -24,7 +24,9 @@ use compaction::openai::from_openai_messages;
 use compaction::pointer_tool::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
-use compaction::session::{EffectCall, Session, SessionBuilder, SessionRequest};
+use compaction::session::{
+    EffectCall, Session, SessionBuilder, SessionRequest, ToolFailure, ToolRunOutcome,
+};
 use compaction::{AnthropicMessages, OpenAiChat};
 use compaction::{Compactable, Compactor, Effect, EffectLedger, EffectLog, Message, Role};
 use compaction::{SealKey, SqliteLedger, SqliteStore, Tokenizer, ToolCall, Transcript};
@@ -152,31 +154,32 @@ fn run<L: EffectLedger + Clone + 'static>(
             }
         );
         model.ask(&mut session, &request)?;
-        for reply in session.answer_pointer_calls_blocking() {
-            match reply.outcome {
-                Ok(slice) => println!(
-                    "read back {} bytes of {}",
-                    slice.end - slice.start,
-                    slice.pointer
-                ),
-                Err(error) => println!("resolve_pointer refused: {error}"),
+        // Every call of the reply: the pointer tool by the session, deploys under the ledger
+        // (never twice, never while unknown), the rest here.
+        let (world, delay) = (&args.world, args.deploy_delay);
+        let runs = session.run_tools_blocking(|call| async move {
+            match (call.name.as_str(), deploy_effect(&call)) {
+                ("read_file", _) => Ok::<_, ToolFailure>(read_file(
+                    call.arguments.value()?["path"].as_str().unwrap_or(""),
+                )),
+                (_, Some(EffectCall { effect, .. })) => Ok(deploy(world, &effect.target, delay)?),
+                (name, None) => Ok(format!("Unknown tool `{name}`.")),
             }
-        }
-        for call in session.pending_calls() {
-            if call.name == "read_file" {
-                let path = call.arguments.value()?["path"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
-                session.answer(&call, read_file(&path))?;
-            } else if let Some(EffectCall { effect, .. }) = deploy_effect(&call) {
-                let (world, delay) = (&args.world, args.deploy_delay);
-                let service = effect.target.as_str();
-                let deploy = || async move { deploy(world, service, delay) };
-                let outcome = session.run_effect_blocking(&call, deploy)?;
-                println!("deploy {}: {outcome:?}", effect.target);
-            } else {
-                session.answer(&call, format!("Unknown tool `{}`.", call.name))?;
+        })?;
+        for run in runs {
+            match (run.outcome, deploy_effect(&run.call)) {
+                (ToolRunOutcome::Pointer(reply), _) => match reply.outcome {
+                    Ok(slice) => println!(
+                        "read back {} bytes of {}",
+                        slice.end - slice.start,
+                        slice.pointer
+                    ),
+                    Err(error) => println!("resolve_pointer refused: {error}"),
+                },
+                (ToolRunOutcome::Effect(outcome), Some(call)) => {
+                    println!("deploy {}: {outcome:?}", call.effect.target)
+                }
+                _ => {}
             }
         }
     }
