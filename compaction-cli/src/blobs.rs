@@ -1,83 +1,14 @@
-//! `resolve` and `gc`: the blobs behind pointers, read and collected (`verify` is in
-//! `verify.rs`).
+//! `gc`: the blobs no checkpoint needs, collected (`resolve` reads a blob back, in
+//! `resolve.rs`; `verify` checks them all, in `verify.rs`).
 
 use crate::backends;
 use crate::fail::{Exit, Failure, Outcome};
-use crate::output::{count, json_safe, print_json, printable, printable_lines, progress};
+use crate::output::{count, print_json, printable, progress};
 use crate::target::{Access, Database};
+use compaction::block_on;
 use compaction::sqlite::{GcError, GcOptions};
-use compaction::{block_on, Pointer, StoreError};
-use serde_json::{json, Value};
-use std::io::{IsTerminal, Write};
+use serde_json::json;
 use std::time::Duration;
-
-/// `compaction resolve DB POINTER`.
-pub fn resolve(db: &Database, pointer: &str, as_json: bool) -> Outcome {
-    let pointer = Pointer::parse(pointer).map_err(|e| {
-        Failure::new(Exit::Usage, e.to_string())
-            .hint("copy the pointer from the window or from `compaction show --budget`")
-    })?;
-    let store = db.store(Access::Read)?;
-    let bytes = match store.get(&pointer.hash()) {
-        Ok(bytes) => bytes,
-        Err(StoreError::NotFound { .. }) => {
-            return Err(Failure::new(
-                Exit::NotFound,
-                format!("no blob for {pointer} in `{}`", db.name()),
-            )
-            .hint("it was never stored here, or removed by gc; `compaction verify` lists pointers that do not resolve"))
-        }
-        Err(StoreError::Integrity { .. }) => {
-            return Err(Failure::new(
-                Exit::Problems,
-                format!(
-                    "the blob for {pointer} in `{}` fails verification: its bytes do not hash to \
-                     its address",
-                    db.name()
-                ),
-            )
-            .hint("the stored value was altered or corrupted; restore the file from a backup"))
-        }
-        Err(other) => return Err(backends::failure(&other)),
-    };
-    let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
-    if as_json {
-        let mut object =
-            json!({ "pointer": pointer.to_string(), "size": bytes.len(), "verified": true });
-        let (key, value) = match (&parsed, std::str::from_utf8(&bytes)) {
-            (Some(value), _) => ("json", value.clone()),
-            (None, Ok(text)) => ("text", Value::from(text)),
-            (None, Err(_)) => ("hex", Value::from(hex(&bytes))),
-        };
-        object[key] = value;
-        print_json(&object);
-        return Ok(Exit::Ok);
-    }
-    let mut stdout = std::io::stdout().lock();
-    let written = match parsed {
-        Some(value) => writeln!(
-            stdout,
-            "{}",
-            json_safe(&serde_json::to_string_pretty(&value).unwrap_or_default())
-        ),
-        // Not JSON, on a terminal: text with every control and bidi character escaped.
-        None if std::io::stdout().is_terminal() => writeln!(
-            stdout,
-            "{}",
-            printable_lines(&String::from_utf8_lossy(&bytes))
-        ),
-        // Not JSON, into a pipe or a file: the bytes as they are.
-        None => stdout.write_all(&bytes),
-    };
-    written
-        .and_then(|()| stdout.flush())
-        .map_err(|e| Failure::new(Exit::Problems, format!("writing to stdout: {e}")))?;
-    Ok(Exit::Ok)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// `compaction gc DB [--dry-run] [--min-age D]`: the library's garbage collection, on any
 /// backend ([the rules](compaction::sqlite::GcOptions)).

@@ -12,9 +12,10 @@ Exit codes:
   0  success
   1  problems found (verify), or the command refused (reconcile on a settled key or a recent
      claim, gc on an unreadable checkpoint, resolve of a blob that fails verification)
-  2  usage error (bad arguments, malformed pointer)
+  2  usage error (bad arguments, malformed pointer, a handle without --agent, an offset past
+     the end)
   3  cannot open the database (missing, not a compaction database, newer schema, locked)
-  4  not found (no such agent, effect key or blob)
+  4  not found (no such agent, effect key, blob or handle)
 
 verify checks keyed checkpoint seals when COMPACTION_SEAL_KEYS holds the agents' keys as \
 ID=HEX[,ID=HEX...] (an environment variable, so no secret shows in the process list).
@@ -141,13 +142,27 @@ pub enum Command {
         #[arg(long, default_value = "10m", value_parser = parse_duration)]
         min_claim_age: Duration,
     },
-    /// Print the bytes behind a store:// pointer, verified against its hash (pretty JSON when
-    /// they are JSON).
+    /// Print the bytes behind a store:// pointer, or behind a handle (`p4`) an agent's newest
+    /// request shows (with --agent), verified against their hash (pretty JSON when they are
+    /// JSON). With --offset or --max-bytes: one part of the text, cut as the pointer tool cuts
+    /// it (never inside a character), and where the next part starts (on stderr; in the JSON's
+    /// `next_offset`).
     Resolve {
         #[command(flatten)]
         target: Target,
-        /// store://sha256:<64 hex digits>
+        /// store://sha256:<64 hex digits>, or a handle such as p4 (with --agent)
         pointer: String,
+        /// The agent whose newest checkpoint shows the handle (its handle table maps it to
+        /// the full address).
+        #[arg(long, value_name = "AGENT")]
+        agent: Option<String>,
+        /// Print the part of the text that starts at this byte (rounded down to a character's
+        /// start), as the pointer tool's `offset`.
+        #[arg(long, value_name = "BYTES")]
+        offset: Option<usize>,
+        /// The most bytes of a part (default 16384, the pointer tool's; at least 4).
+        #[arg(long, value_name = "BYTES", value_parser = parse_max_bytes)]
+        max_bytes: Option<usize>,
         #[command(flatten)]
         format: Format,
     },
@@ -194,6 +209,16 @@ pub enum SettleArg {
     Committed,
     /// It did not happen.
     NotStarted,
+}
+
+/// A part's size: a number of bytes, at least 4 (one character always fits, as in the pointer
+/// tool).
+fn parse_max_bytes(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(bytes) if bytes >= 4 => Ok(bytes),
+        Ok(_) => Err("at least 4 bytes (one UTF-8 character always fits in a part)".into()),
+        Err(_) => Err(format!("`{text}` is not a number of bytes")),
+    }
 }
 
 /// `90s`, `30m`, `2h`, `1d` or a bare number of seconds.

@@ -1,10 +1,15 @@
 //! `show` of an agent with a `#[transcript]`: the messages the model received, as its latest
 //! checkpoint holds them (the window first, then kept messages, stubs, tombstones and folds with
 //! their handles), printed so that no text from the conversation can move the cursor, rewrite a
-//! line, reorder what follows or pass for one of this tool's own header lines.
+//! line, reorder what follows or pass for one of this tool's own header lines. A message
+//! compaction wrote (a page, a user run, a tombstone, a fold) is marked with its handle on a line
+//! of its own, read by the library's [`Marker`]: kept text that imitates one is sent escaped, so
+//! it is never marked.
 
 use crate::backend::AnyCheckpoint;
+use crate::output::thousands;
 use compaction::render::escape_inline;
+use compaction::transcript::Marker;
 use compaction::{Message, ToolCall};
 use serde_json::{json, Value};
 
@@ -37,10 +42,70 @@ pub fn to_json(messages: &[Message]) -> Value {
                     "tool_call_id": m.tool_call_id,
                     "tool_calls": m.tool_calls.iter().map(call_json).collect::<Vec<_>>(),
                     "opaque_parts": m.opaque.len(),
+                    "marker": Marker::of(&m.content).map(|marker| marker_json(&marker)),
                 })
             })
             .collect(),
     )
+}
+
+/// What a marker stands for, with its handle (`null` for kept text).
+fn marker_json(marker: &Marker) -> Value {
+    let handle = marker.handle().map(String::from);
+    match marker {
+        Marker::Tombstone { bytes, .. } => {
+            json!({ "kind": "tombstone", "handle": handle, "bytes": bytes })
+        }
+        Marker::Paged { bytes, shown, .. } => json!({
+            "kind": "paged", "handle": handle, "bytes": bytes,
+            "head_bytes": shown[0], "tail_from": shown[1],
+        }),
+        Marker::UserRun {
+            first,
+            last,
+            messages,
+            bytes,
+            ..
+        } => json!({
+            "kind": "user_run", "handle": handle, "first": first, "last": last,
+            "messages": messages, "bytes": bytes,
+        }),
+        Marker::Fold { first, last, .. } => {
+            json!({ "kind": "fold", "handle": handle, "first": first, "last": last })
+        }
+        _ => json!({ "kind": "update", "handle": handle }),
+    }
+}
+
+/// The mark of a message compaction wrote, in the tool's own words (never the message's).
+fn marker_text(marker: &Marker) -> String {
+    let handle = marker.handle().map_or_else(String::new, |h| h.to_string());
+    match marker {
+        Marker::Tombstone { bytes, .. } => {
+            format!("[tombstoned {handle}: {} bytes]", thousands(*bytes))
+        }
+        Marker::Paged { bytes, shown, .. } => format!(
+            "[paged {handle}: {} bytes, head+tail shown (bytes 0..{} and {}..{})]",
+            thousands(*bytes),
+            thousands(shown[0]),
+            thousands(shown[1]),
+            thousands(*bytes)
+        ),
+        Marker::UserRun {
+            first,
+            last,
+            messages,
+            bytes,
+            ..
+        } => format!(
+            "[user run {handle}: {messages} user messages of #{first}..#{last}, {} bytes]",
+            thousands(*bytes)
+        ),
+        Marker::Fold { first, last, .. } => {
+            format!("[fold {handle}: assistant and tool messages of #{first}..#{last}]")
+        }
+        _ => "[state update]".to_string(),
+    }
 }
 
 fn call_json(call: &ToolCall) -> Value {
@@ -60,11 +125,12 @@ fn call_json(call: &ToolCall) -> Value {
 pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> String {
     let report = compacted.report();
     let mut out = format!(
-        "{}: compaction #{}, request {} of {} tokens, {} messages sent",
+        "{}: compaction #{}, request {} of {} tokens (window block {}), {} messages sent",
         terminal_line(agent),
         report.compaction,
         compacted.request_tokens().unwrap_or(compacted.tokens()),
         compacted.budget(),
+        compacted.tokens(),
         messages.len()
     );
     if let Some(t) = &report.transcript {
@@ -82,6 +148,7 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
         ));
     }
     out.push('\n');
+    let mut marked = false;
     for (index, message) in messages.iter().enumerate() {
         out.push_str(&format!("\n#{index} {}", message.role.as_str()));
         if let Some(name) = &message.name {
@@ -94,6 +161,13 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
             out.push_str(&format!(" (+{} opaque parts)", message.opaque.len()));
         }
         out.push('\n');
+        // The mark is on a line of its own, in the tool's words: a header's name or id (the
+        // model's text) can never end up looking like one.
+        let marker = Marker::of(&message.content);
+        if let Some(marker) = &marker {
+            out.push_str(&format!("    {}\n", marker_text(marker)));
+        }
+        marked |= marker.is_some_and(|m| m.handle().is_some());
         // A message that only calls tools has no text: no blank line for it.
         let text = (!message.content.is_empty()).then_some(message.content.as_str());
         for line in text.into_iter().flat_map(|t| t.split('\n')) {
@@ -113,7 +187,28 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
             ));
         }
     }
+    if marked {
+        out.push_str(&format!(
+            "\nthe bytes behind a handle: compaction resolve DATABASE pN --agent {} (--offset N \
+             pages them)\n",
+            shell_word(agent)
+        ));
+    }
     out
+}
+
+/// The agent id as one shell word: quoted when it holds anything but `[A-Za-z0-9._-]`, and
+/// escaped for the terminal.
+fn shell_word(agent: &str) -> String {
+    if !agent.is_empty()
+        && agent
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        agent.to_string()
+    } else {
+        format!("'{}'", terminal_line(&agent.replace('\'', "'\\''")))
+    }
 }
 
 /// One line of content, safe on a terminal: the window's own escaping for outside text

@@ -82,6 +82,7 @@ pub fn agents(db: &Database, as_json: bool) -> Outcome {
                     "STATE TYPE",
                     "SAVED AT",
                     "TOKENS/BUDGET",
+                    "REQUEST",
                     "KEPT",
                     "SPILLED",
                     "SUMMARIZED",
@@ -117,6 +118,7 @@ fn agent_line(info: &CheckpointInfo, loaded: &Loaded) -> (Value, Vec<String>) {
             let extra = json!({
                 "compaction": compacted.report().compaction,
                 "tokens": compacted.tokens(),
+                "request_tokens": compacted.request_tokens(),
                 "budget": compacted.budget(),
                 "kept": kept, "spilled": spilled, "summarized": summarized, "evicted": evicted,
                 "intact": intact,
@@ -125,13 +127,22 @@ fn agent_line(info: &CheckpointInfo, loaded: &Loaded) -> (Value, Vec<String>) {
             let messages = MessageCounts::of(compacted);
             merge(&mut object, messages.to_json());
             row.push(format!("{}/{}", compacted.tokens(), compacted.budget()));
+            // The whole request the model was sent (a transcript's messages), beside the
+            // window block's tokens: they differ by the conversation.
+            row.push(
+                compacted
+                    .request_tokens()
+                    .map_or_else(|| "-".to_string(), |t| t.to_string()),
+            );
             row.extend([kept, spilled, summarized, evicted].map(|n| n.to_string()));
             row.extend(messages.cells());
             row.push(if *intact { "ok" } else { "ALTERED" }.into());
         }
         Loaded::Unreadable | Loaded::Gone => {
             merge(&mut object, json!({ "intact": false }));
-            row.extend(["-", "-", "-", "-", "-", "-", "-", "-", "UNREADABLE"].map(String::from));
+            row.extend(
+                ["-", "-", "-", "-", "-", "-", "-", "-", "-", "UNREADABLE"].map(String::from),
+            );
         }
     }
     (object, row)
@@ -181,17 +192,9 @@ fn merge(object: &mut Value, extra: Value) {
     }
 }
 
-/// `compaction show DB AGENT [--budget]`: the window, or with a transcript the messages the
-/// model received (`conversation.rs`).
-pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome {
-    let store = db.store(Access::Read)?;
-    let not_found = || {
-        Failure::new(
-            Exit::NotFound,
-            format!("no checkpoint of agent `{agent}` in `{}`", db.name()),
-        )
-        .hint("list the agents with `compaction agents DATABASE`")
-    };
+/// The newest checkpoint of `agent`, intact: not found (exit 4), altered or unreadable (exit
+/// 1, never shown) otherwise. `show` and `resolve --agent` read an agent through it.
+pub fn latest(db: &Database, store: &Store, agent: &str) -> Result<Box<AnyCheckpoint>, Failure> {
     let altered = |what: &str| {
         Failure::new(
             Exit::Problems,
@@ -202,17 +205,28 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         )
         .hint("run `compaction verify DATABASE` to list the damage; do not trust this window")
     };
-    let compacted = match load(&store, agent)? {
+    match load(store, agent)? {
         Loaded::Readable {
             compacted,
             intact: true,
-        } => compacted,
+        } => Ok(compacted),
         Loaded::Readable { intact: false, .. } => {
-            return Err(altered("was altered in storage (its seal does not match)"))
+            Err(altered("was altered in storage (its seal does not match)"))
         }
-        Loaded::Unreadable => return Err(altered("cannot be read (its bytes do not parse)")),
-        Loaded::Gone => return Err(not_found()),
-    };
+        Loaded::Unreadable => Err(altered("cannot be read (its bytes do not parse)")),
+        Loaded::Gone => Err(Failure::new(
+            Exit::NotFound,
+            format!("no checkpoint of agent `{agent}` in `{}`", db.name()),
+        )
+        .hint("list the agents with `compaction agents DATABASE`")),
+    }
+}
+
+/// `compaction show DB AGENT [--budget]`: the window, or with a transcript the messages the
+/// model received (`conversation.rs`).
+pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome {
+    let store = db.store(Access::Read)?;
+    let compacted = latest(db, &store, agent)?;
     let breakdown = budget.then(|| Breakdown::of(&compacted));
     // With a transcript, the window is only the first of the messages the model received.
     let messages = conversation::messages(&compacted);
@@ -222,6 +236,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
             "agent_id": agent,
             "compaction": compacted.report().compaction,
             "tokens": compacted.tokens(),
+            "request_tokens": compacted.request_tokens(),
             "budget": compacted.budget(),
             "window": compacted.render(),
             "ledger_drift": drift.to_json(),
@@ -229,10 +244,7 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         if let Some(messages) = &messages {
             merge(
                 &mut object,
-                json!({
-                    "request_tokens": compacted.request_tokens(),
-                    "messages": conversation::to_json(messages),
-                }),
+                json!({ "messages": conversation::to_json(messages) }),
             );
         }
         if let Some(breakdown) = &breakdown {
@@ -273,6 +285,8 @@ struct Breakdown {
     counter: String,
     counter_note: Option<String>,
     total: usize,
+    /// The whole request's tokens, when the state has a transcript.
+    request: Option<usize>,
     budget: usize,
     fields: Vec<FieldShare>,
     classes: Vec<(&'static str, usize)>,
@@ -401,6 +415,7 @@ impl Breakdown {
             counter: counter.name().to_string(),
             counter_note,
             total: compacted.tokens(),
+            request: compacted.request_tokens(),
             budget: compacted.budget(),
             frame: compacted.tokens().saturating_sub(in_fields),
             fields,
@@ -414,6 +429,7 @@ impl Breakdown {
             "counter": self.counter,
             "note": self.counter_note,
             "tokens": self.total,
+            "request_tokens": self.request,
             "budget": self.budget,
             "frame_tokens": self.frame,
             "classes": self.classes.iter().map(|(class, tokens)| json!({
@@ -439,6 +455,14 @@ impl Breakdown {
             percent(self.total, self.budget),
             self.counter
         );
+        if let Some(request) = self.request {
+            // The window block is the request's first message; the rest is the conversation.
+            out.push_str(&format!(
+                "the last request: {request} of {} tokens ({}), this window block included\n",
+                self.budget,
+                percent(request, self.budget)
+            ));
+        }
         if let Some(note) = &self.counter_note {
             out.push_str(&format!("note: {}\n", printable(note)));
         }

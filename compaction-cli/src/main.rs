@@ -17,7 +17,9 @@ mod escape;
 mod fail;
 mod inspect;
 mod ledger_cmd;
+mod paging;
 mod refusals;
+mod resolve;
 mod target;
 mod verify;
 
@@ -82,8 +84,19 @@ fn run(command: Command) -> Outcome {
         Command::Resolve {
             target,
             pointer,
+            agent,
+            offset,
+            max_bytes,
             format,
-        } => blobs::resolve(&target.open()?, &pointer, format.json),
+        } => resolve::resolve(
+            &target.open()?,
+            &resolve::Request {
+                text: &pointer,
+                agent: agent.as_deref(),
+                part: paging::Part::asked(offset, max_bytes),
+            },
+            format.json,
+        ),
         Command::Verify { target, format } => verify::verify(&target.open()?, format.json),
         Command::Gc {
             target,

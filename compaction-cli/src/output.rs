@@ -119,6 +119,19 @@ pub fn write_stdout(text: &str) {
     }
 }
 
+/// `12,345`: a count people read at a glance (marks of `show`).
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
 /// `1 blob`, `2 blobs`, `2 entries`.
 pub fn count(n: usize, noun: &str) -> String {
     match noun.strip_suffix('y') {
@@ -181,6 +194,10 @@ mod tests {
         assert_eq!(bar(0, 100, 4), "");
         assert_eq!(percent(1, 3), "33.3%");
         assert_eq!(percent(1, 0), "-");
+        assert_eq!(
+            [0, 999, 1_000, 12_345, 1_234_567].map(thousands),
+            ["0", "999", "1,000", "12,345", "1,234,567"]
+        );
         assert_eq!(printable("a\nb\u{1b}[2J"), "a\\nb\\u{1b}[2J");
         assert_eq!(
             printable("\r\u{7}\u{202e}\u{2028}\u{9b}\u{200b}ok"),

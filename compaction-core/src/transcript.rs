@@ -22,7 +22,8 @@
 //! [`ToolArguments`], [`OpaquePart`], [`TranscriptError`]; the planner [`TranscriptPlanner`] with [`TranscriptPolicy`],
 //! [`TranscriptBudget`], [`EffectStatuses`], [`TranscriptPlan`], [`FoldSummaryRequest`],
 //! [`PlannedTranscript`], [`MessageOutcome`], [`OutcomeCounts`], [`TranscriptMemory`],
-//! [`TranscriptPlanError`]; [`Handle`] and [`HandleTable`]; the way back
+//! [`TranscriptPlanError`]; [`Handle`] and [`HandleTable`]; [`Marker`] (what a marker stands
+//! for); the way back
 //! [`rehydrate_transcript`], [`rehydrate_from_store`], [`required_blobs`],
 //! [`TranscriptRehydrateError`]; the wire-format seam [`ChatFormat`] with [`OpenAiChat`] (the
 //! default), [`AnthropicMessages`] and [`SystemPlacement`]; the OpenAI chat formula
@@ -35,6 +36,7 @@ pub use crate::conversation::format::{
 };
 pub use crate::conversation::handle::{Handle, HandleParseError, HandleTable, HandleTableError};
 pub use crate::conversation::marker::{FOLD_LISTED_CALLS, MARKER_PREFIX, VERBATIM_ESCAPE};
+pub use crate::conversation::marker_view::Marker;
 pub use crate::conversation::message::{
     Message, OpaqueKind, OpaquePart, OpaquePartError, Role, ToolArguments, ToolArgumentsError,
     ToolCall,

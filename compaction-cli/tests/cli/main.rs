@@ -11,6 +11,7 @@ mod common;
 
 mod conversation;
 mod escapes;
+mod handles;
 mod inspect;
 mod ledger;
 mod operator_truth;

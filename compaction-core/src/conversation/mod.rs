@@ -10,6 +10,7 @@ pub(crate) mod count;
 pub(crate) mod format;
 pub(crate) mod handle;
 pub(crate) mod marker;
+pub(crate) mod marker_view;
 pub(crate) mod message;
 pub(crate) mod opaque;
 pub(crate) mod tool;
