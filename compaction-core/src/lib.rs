@@ -24,6 +24,8 @@ mod future;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod gc;
 mod integrations;
+#[cfg(any(feature = "anthropic-types", feature = "openai-types"))]
+mod model_calls;
 pub mod plan;
 mod planner;
 pub mod pointer_tool;

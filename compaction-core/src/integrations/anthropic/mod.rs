@@ -27,7 +27,7 @@ mod session;
 #[cfg(feature = "anthropic")]
 mod summarizer;
 mod tool;
-mod wire;
+pub(crate) mod wire;
 
 pub use caching::AnthropicCaching;
 pub use convert::{
@@ -38,6 +38,8 @@ pub use rules::{check_anthropic, AnthropicRuleError};
 #[cfg(feature = "anthropic")]
 pub use summarizer::{AnthropicSummarizer, DEFAULT_INSTRUCTIONS};
 pub use tool::resolve_pointer_anthropic_tool;
+// Streamed replies are assembled, and calls made, beside the wires (`model_calls/`).
+pub use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
     CacheControl, ContentBlock, SystemBlock, ToolResultContent,

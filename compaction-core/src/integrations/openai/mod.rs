@@ -35,6 +35,8 @@ pub use responses::{
 #[cfg(feature = "openai-responses")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
 pub use responses_rules::{check_responses_input, ResponsesError, ResponsesRuleError};
+// Streamed chat completions are assembled beside the wires (`model_calls/`), re-exported here.
+pub use crate::model_calls::openai_stream::{ChatStreamAssembler, ChatStreamError};
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};

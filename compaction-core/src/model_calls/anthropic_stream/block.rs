@@ -1,0 +1,233 @@
+//! One content block under assembly: the fields of its `content_block_start` in the order they
+//! came, each kept as its JSON text, with each delta appended to the field it extends
+//! (`text_delta` to `text`, `thinking_delta` to `thinking`, `signature_delta` to `signature`,
+//! `citations_delta` to `citations`, `input_json_delta` to `input`, which the joined
+//! fragments replace). Whole, it is the JSON text of the block the non-streamed reply holds.
+
+use crate::integrations::anthropic::wire::ContentBlock;
+use crate::model_calls::anthropic_stream::error::AnthropicStreamError;
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+/// A JSON object's members in their order, each value as its JSON text (a `Map` of `Value`s
+/// would sort the keys and re-write numbers).
+pub(super) struct Ordered(pub(super) Vec<(String, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+                let mut members: Vec<(String, Box<RawValue>)> = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if members.iter().any(|(k, _)| *k == key) {
+                        return Err(A::Error::custom(format!("the key `{key}` repeats")));
+                    }
+                    let value = map.next_value()?;
+                    members.push((key, value));
+                }
+                Ok(Ordered(members))
+            }
+        }
+        deserializer.deserialize_map(Members)
+    }
+}
+
+/// A `content_block_delta`'s `delta`: its type and the field that type carries.
+#[derive(Deserialize)]
+pub(super) struct Delta {
+    #[serde(rename = "type")]
+    pub(super) kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
+    #[serde(default)]
+    citation: Option<Box<RawValue>>,
+}
+
+/// One member's value: as it came, or a string some delta extended.
+enum Member {
+    Raw(Box<RawValue>),
+    Text(String),
+}
+
+/// A block being assembled.
+pub(super) struct BlockBuilder {
+    index: usize,
+    kind: String,
+    members: Vec<(String, Member)>,
+    /// The `input_json_delta` fragments joined, once one came.
+    input: Option<String>,
+    /// The citations `citations_delta` added, in order.
+    citations: Vec<Box<RawValue>>,
+    pub(super) stopped: bool,
+}
+
+impl BlockBuilder {
+    /// The block `content_block_start` gave for `index`.
+    pub(super) fn start(index: usize, block: Ordered) -> Result<Self, AnthropicStreamError> {
+        let kind = block
+            .0
+            .iter()
+            .find(|(key, _)| key == "type")
+            .and_then(|(_, value)| serde_json::from_str::<String>(value.get()).ok())
+            .ok_or_else(|| AnthropicStreamError::BadEvent {
+                event: "content_block_start".to_owned(),
+                reason: format!("block {index} has no `type`"),
+            })?;
+        let members = block.0.into_iter().map(|(k, v)| (k, Member::Raw(v)));
+        Ok(BlockBuilder {
+            index,
+            kind,
+            members: members.collect(),
+            input: None,
+            citations: Vec::new(),
+            stopped: false,
+        })
+    }
+
+    /// Applies one delta.
+    pub(super) fn apply(&mut self, delta: Delta) -> Result<(), AnthropicStreamError> {
+        let mismatch = |kind: &str| AnthropicStreamError::DeltaMismatch {
+            index: self.index,
+            block: self.kind.clone(),
+            delta: kind.to_owned(),
+        };
+        let (field, piece) = match delta.kind.as_str() {
+            "text_delta" => ("text", delta.text),
+            "thinking_delta" => ("thinking", delta.thinking),
+            "signature_delta" => ("signature", delta.signature),
+            "input_json_delta" => {
+                let piece = delta.partial_json.ok_or_else(|| mismatch(&delta.kind))?;
+                if !self.has("input") {
+                    return Err(mismatch(&delta.kind));
+                }
+                self.input.get_or_insert_with(String::new).push_str(&piece);
+                return Ok(());
+            }
+            "citations_delta" => {
+                let citation = delta.citation.ok_or_else(|| mismatch(&delta.kind))?;
+                if !self.has("text") {
+                    return Err(mismatch(&delta.kind));
+                }
+                self.citations.push(citation);
+                return Ok(());
+            }
+            other => {
+                return Err(AnthropicStreamError::UnknownDelta {
+                    index: self.index,
+                    delta: other.to_owned(),
+                })
+            }
+        };
+        let piece = piece.ok_or_else(|| mismatch(&delta.kind))?;
+        let member = self.members.iter_mut().find(|(key, _)| key == field);
+        let Some((_, member)) = member else {
+            return Err(mismatch(&delta.kind));
+        };
+        if let Member::Raw(raw) = member {
+            let text =
+                serde_json::from_str::<String>(raw.get()).map_err(|_| mismatch(&delta.kind))?;
+            *member = Member::Text(text);
+        }
+        if let Member::Text(text) = member {
+            text.push_str(&piece);
+        }
+        Ok(())
+    }
+
+    fn has(&self, field: &str) -> bool {
+        self.members.iter().any(|(key, _)| key == field)
+    }
+
+    /// The whole block: its JSON text (members in their order, compact), read as a
+    /// [`ContentBlock`] as the non-streamed reply's block is.
+    pub(super) fn finish(self) -> Result<ContentBlock, AnthropicStreamError> {
+        let index = self.index;
+        let input = match self.input {
+            // Only empty fragments came (a tool without arguments): the start's `{}` stands.
+            Some(text) if !text.trim().is_empty() => {
+                let raw =
+                    RawValue::from_string(text).map_err(|e| AnthropicStreamError::ToolInput {
+                        index,
+                        reason: e.to_string(),
+                    })?;
+                if !raw.get().starts_with('{') {
+                    let reason = "not an object".to_owned();
+                    return Err(AnthropicStreamError::ToolInput { index, reason });
+                }
+                Some(raw)
+            }
+            _ => None,
+        };
+        let mut members = self.members;
+        if let Some(input) = input {
+            if let Some((_, member)) = members.iter_mut().find(|(key, _)| key == "input") {
+                *member = Member::Raw(input);
+            }
+        }
+        if !self.citations.is_empty() {
+            citations_into(&mut members, self.citations, index)?;
+        }
+        let mut text = String::from("{");
+        for (i, (key, member)) in members.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(&json_string(key));
+            text.push(':');
+            match member {
+                Member::Raw(raw) => text.push_str(raw.get()),
+                Member::Text(value) => text.push_str(&json_string(value)),
+            }
+        }
+        text.push('}');
+        serde_json::from_str(&text).map_err(|e| AnthropicStreamError::Block {
+            index,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Appends `added` to the block's `citations` array (made, last, when the start had none).
+fn citations_into(
+    members: &mut Vec<(String, Member)>,
+    added: Vec<Box<RawValue>>,
+    index: usize,
+) -> Result<(), AnthropicStreamError> {
+    let position = members.iter().position(|(key, _)| key == "citations");
+    let mut all: Vec<Box<RawValue>> = match position.map(|p| &members[p].1) {
+        Some(Member::Raw(raw)) if raw.get() != "null" => {
+            serde_json::from_str(raw.get()).map_err(|e| AnthropicStreamError::Block {
+                index,
+                reason: format!("its `citations` is not a list: {e}"),
+            })?
+        }
+        _ => Vec::new(),
+    };
+    all.extend(added);
+    let list = serde_json::value::to_raw_value(&all).map_err(|e| AnthropicStreamError::Block {
+        index,
+        reason: e.to_string(),
+    })?;
+    match position {
+        Some(p) => members[p].1 = Member::Raw(list),
+        None => members.push(("citations".to_owned(), Member::Raw(list))),
+    }
+    Ok(())
+}
+
+/// A string as JSON text (serializing a `str` cannot fail).
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
