@@ -8,7 +8,7 @@ pub mod anthropic;
 #[cfg_attr(docsrs, doc(cfg(feature = "hf-tokenizers")))]
 pub mod hf_tokenizers;
 #[cfg(feature = "_https")]
-mod http;
+pub(crate) mod http;
 #[cfg(feature = "openai-types")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-types")))]
 pub mod openai;

@@ -5,6 +5,8 @@
 //! A room of its own, beside `integrations/` (whose wire types it builds): the public names are
 //! re-exported from `compaction::anthropic` and `compaction::openai`.
 
+#[cfg(feature = "anthropic")]
+pub(crate) mod anthropic_client;
 #[cfg(feature = "anthropic-types")]
 pub(crate) mod anthropic_stream;
 #[cfg(feature = "openai-types")]

@@ -39,6 +39,9 @@ pub use rules::{check_anthropic, AnthropicRuleError};
 pub use summarizer::{AnthropicSummarizer, DEFAULT_INSTRUCTIONS};
 pub use tool::resolve_pointer_anthropic_tool;
 // Streamed replies are assembled, and calls made, beside the wires (`model_calls/`).
+#[cfg(feature = "anthropic")]
+#[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
+pub use crate::model_calls::anthropic_client::{AnthropicClient, AnthropicClientError};
 pub use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,

@@ -1,5 +1,6 @@
 //! `HttpsClient`: POST a JSON body over HTTP/1.1 (TLS by rustls on `ring`, the operating
-//! system's trust store) and read the whole answer, within one timeout.
+//! system's trust store) and read the whole answer, or its body piece by piece as it streams
+//! (`Streaming`), within one timeout.
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
@@ -13,6 +14,8 @@ use std::time::Duration;
 
 /// The largest answer read (a chat completion is a few KiB; an error page maybe more).
 const MAX_ANSWER_BYTES: usize = 8 << 20;
+/// The largest streamed answer read: a long reply's events are many times its text.
+const MAX_STREAM_BYTES: usize = 64 << 20;
 
 /// One answer, read whole.
 #[derive(Debug)]
@@ -68,6 +71,30 @@ impl HttpsClient {
         self.timeout
     }
 
+    /// POSTs `body` as JSON to `url` with `headers` and returns once the answer's head is in:
+    /// its body is read with [`Streaming::next`], all within the client's timeout.
+    pub(crate) async fn post_stream(
+        &self,
+        url: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<Streaming, Transport> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let request = build(url, headers, body)?;
+        let response = tokio::time::timeout_at(deadline, self.client.request(request))
+            .await
+            .map_err(|_| Transport::Timeout)?
+            .map_err(|e| sent_error(&e))?;
+        let (parts, body) = response.into_parts();
+        Ok(Streaming {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+            deadline,
+            read: 0,
+        })
+    }
+
     /// POSTs `body` as JSON to `url` with `headers`, and reads the answer whole. Runs on a tokio
     /// runtime (the summarizers' own: see `summary::run`).
     pub(crate) async fn post_json(
@@ -76,24 +103,13 @@ impl HttpsClient {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<Answer, Transport> {
-        let mut request = hyper::Request::post(url).header(CONTENT_TYPE, "application/json");
-        for (name, value) in headers {
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| Transport::Other(format!("the `{name}` header is not valid")))?;
-            request = request.header(HeaderName::from_static(name), value);
-        }
-        let request = request
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| Transport::Other(format!("cannot build the request: {e}")))?;
+        let request = build(url, headers, body)?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| {
-                let reason = error_chain(&e);
-                if e.is_connect() {
-                    Transport::Connect(reason)
-                } else {
-                    Transport::Other(reason)
-                }
-            })?;
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| sent_error(&e))?;
             let (parts, body) = response.into_parts();
             let body = Limited::new(body, MAX_ANSWER_BYTES)
                 .collect()
@@ -109,6 +125,81 @@ impl HttpsClient {
         tokio::time::timeout(self.timeout, exchange)
             .await
             .unwrap_or(Err(Transport::Timeout))
+    }
+}
+
+/// An answer whose body is read as it arrives.
+pub(crate) struct Streaming {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    body: hyper::body::Incoming,
+    /// When the exchange's timeout runs out.
+    deadline: tokio::time::Instant,
+    read: usize,
+}
+
+impl Streaming {
+    /// The body's next bytes, `None` at its end.
+    pub(crate) async fn next(&mut self) -> Result<Option<Bytes>, Transport> {
+        loop {
+            let frame = tokio::time::timeout_at(self.deadline, self.body.frame())
+                .await
+                .map_err(|_| Transport::Timeout)?;
+            let frame = match frame {
+                None => return Ok(None),
+                Some(frame) => frame.map_err(|e| {
+                    Transport::Other(format!("reading the answer: {}", error_chain(&e)))
+                })?,
+            };
+            // Trailers carry no data: read on.
+            if let Ok(data) = frame.into_data() {
+                self.read += data.len();
+                if self.read > MAX_STREAM_BYTES {
+                    let reason = format!("the answer is over {MAX_STREAM_BYTES} bytes");
+                    return Err(Transport::Other(reason));
+                }
+                return Ok(Some(data));
+            }
+        }
+    }
+
+    /// The rest of the body, whole (an error answer's, at most [`MAX_ANSWER_BYTES`]).
+    pub(crate) async fn rest(mut self) -> Result<Bytes, Transport> {
+        let mut out = Vec::new();
+        while let Some(data) = self.next().await? {
+            out.extend_from_slice(&data);
+            if out.len() > MAX_ANSWER_BYTES {
+                break;
+            }
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+/// The request: `body` as JSON to `url`, with `headers`.
+fn build(
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: Vec<u8>,
+) -> Result<hyper::Request<Full<Bytes>>, Transport> {
+    let mut request = hyper::Request::post(url).header(CONTENT_TYPE, "application/json");
+    for (name, value) in headers {
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| Transport::Other(format!("the `{name}` header is not valid")))?;
+        request = request.header(HeaderName::from_static(name), value);
+    }
+    request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| Transport::Other(format!("cannot build the request: {e}")))
+}
+
+/// Why a request got no answer: no connection was made (nothing was sent), or anything else.
+fn sent_error(e: &hyper_util::client::legacy::Error) -> Transport {
+    let reason = error_chain(e);
+    if e.is_connect() {
+        Transport::Connect(reason)
+    } else {
+        Transport::Other(reason)
     }
 }
 

@@ -12,25 +12,25 @@ const EXCERPT_CHARS: usize = 200;
 /// The first wait of the exponential backoff (doubled per retry) when the server names none.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
-/// What one attempt ended in.
-pub(crate) enum Attempt<T> {
+/// What one attempt ended in (`E`: the caller's error, a summarizer's by default).
+pub(crate) enum Attempt<T, E = SummarizerError> {
     Answer(T),
     /// 429, 5xx or a refused connection: worth another try after the wait, if any.
-    Transient(SummarizerError, Option<Duration>),
-    Fatal(SummarizerError),
+    Transient(E, Option<Duration>),
+    Fatal(E),
 }
 
 /// Runs `attempt` until it answers or fails for good: a transient failure is retried up to
 /// `max_retries` times, after what `Retry-After` asked for, else an exponential backoff from
 /// 250 ms; a wait longer than `max_backoff` is not waited (the failure is returned at once).
-pub(crate) async fn with_retries<T, F, Fut>(
+pub(crate) async fn with_retries<T, E, F, Fut>(
     max_retries: u32,
     max_backoff: Duration,
     mut attempt: F,
-) -> Result<T, SummarizerError>
+) -> Result<T, E>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Attempt<T>>,
+    Fut: Future<Output = Attempt<T, E>>,
 {
     let mut backoff = FIRST_BACKOFF;
     let mut retries = 0;
@@ -146,7 +146,7 @@ pub(crate) fn excerpt(text: &str) -> String {
 
 /// The wait a 429/503 answer asks for: `retry-after-ms` (OpenAI's), else `Retry-After` in
 /// seconds (an HTTP date is not read: the backoff applies).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let number = |name: &str| {
         headers
             .get(name)?

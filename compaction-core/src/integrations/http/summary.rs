@@ -137,7 +137,7 @@ struct Job<W> {
 
 /// The process-wide runtime the requests run on, built on first use and never shut down (so a
 /// summarizer dropped inside any async context is fine).
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
+pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
     static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
@@ -153,7 +153,7 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
 }
 
 /// Aborts the task when the caller stops waiting for it (a cancelled compaction sends no more).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+pub(crate) struct AbortOnDrop<T>(pub(crate) tokio::task::JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {

@@ -1,0 +1,169 @@
+//! One attempt of a Messages API call, whole or streamed, and what it ended in: the reply, a
+//! failure worth a retry (429, 5xx, a refused connection, a stream that failed before its
+//! first event), or a final error.
+
+use crate::integrations::anthropic::wire::AnthropicResponse;
+use crate::integrations::http::client::{HttpsClient, Transport};
+use crate::integrations::http::retry::{excerpt, retry_after, Attempt};
+use crate::model_calls::anthropic_client::error::AnthropicClientError;
+use crate::model_calls::anthropic_client::settings::Settings;
+use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
+use hyper::header::HeaderMap;
+use serde::Deserialize;
+
+type Outcome = Attempt<AnthropicResponse, AnthropicClientError>;
+
+/// One whole exchange.
+pub(super) async fn send_once(
+    client: &HttpsClient,
+    settings: &Settings,
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: Vec<u8>,
+) -> Outcome {
+    let answer = match client.post_json(url, headers, body).await {
+        Ok(answer) => answer,
+        Err(failure) => return transport(settings, client, failure),
+    };
+    if !(200..300).contains(&answer.status) {
+        return status(settings, answer.status, &answer.headers, &answer.body);
+    }
+    match serde_json::from_slice::<AnthropicResponse>(&answer.body) {
+        Ok(response) => Attempt::Answer(response),
+        Err(e) => {
+            let text = String::from_utf8_lossy(&answer.body);
+            let body = excerpt(&settings.scrub(&format!("{e}: {text}")));
+            Attempt::Fatal(AnthropicClientError::Malformed { body })
+        }
+    }
+}
+
+/// One streamed exchange, its events assembled as they arrive.
+pub(super) async fn stream_once(
+    client: &HttpsClient,
+    settings: &Settings,
+    url: &str,
+    headers: &[(&'static str, String)],
+    body: Vec<u8>,
+) -> Outcome {
+    let mut answer = match client.post_stream(url, headers, body).await {
+        Ok(answer) => answer,
+        Err(failure) => return transport(settings, client, failure),
+    };
+    if !(200..300).contains(&answer.status) {
+        let (code, head) = (answer.status, answer.headers.clone());
+        let body = answer.rest().await.unwrap_or_default();
+        return status(settings, code, &head, &body);
+    }
+    let mut assembler = StreamAssembler::new();
+    loop {
+        let bytes = match answer.next().await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => break,
+            Err(Transport::Timeout) => {
+                let after = client.timeout();
+                return Attempt::Fatal(AnthropicClientError::Timeout { after });
+            }
+            Err(failure) => {
+                let reason = settings.scrub(&describe(failure));
+                let events = assembler.events();
+                if events == 0 {
+                    // Nothing of the reply was read: the call is as if never answered.
+                    let error = AnthropicClientError::Transport { reason };
+                    return Attempt::Transient(error, None);
+                }
+                return Attempt::Fatal(AnthropicClientError::Interrupted { events, reason });
+            }
+        };
+        if let Err(source) = assembler.push_sse(&bytes) {
+            return stream_failed(settings, assembler.events(), source);
+        }
+    }
+    let events = assembler.events();
+    match assembler.finish() {
+        Ok(response) => Attempt::Answer(response),
+        Err(source) => stream_failed(settings, events, source),
+    }
+}
+
+/// A stream that did not assemble: retried only when the provider's `error` event was the
+/// first thing it sent (the streamed form of a 529 or 5xx: nothing of the reply was read).
+fn stream_failed(settings: &Settings, events: usize, source: AnthropicStreamError) -> Outcome {
+    let source = match source {
+        AnthropicStreamError::Provider {
+            error_type,
+            message,
+        } => AnthropicStreamError::Provider {
+            error_type,
+            message: settings.scrub(&message),
+        },
+        other => other,
+    };
+    let first = events <= 1 && matches!(source, AnthropicStreamError::Provider { .. });
+    let error = AnthropicClientError::Stream { events, source };
+    if first {
+        Attempt::Transient(error, None)
+    } else {
+        Attempt::Fatal(error)
+    }
+}
+
+/// An exchange with no answer: a refused connection is retried (nothing was sent).
+fn transport(settings: &Settings, client: &HttpsClient, failure: Transport) -> Outcome {
+    match failure {
+        Transport::Connect(reason) => Attempt::Transient(
+            AnthropicClientError::Connect {
+                server: settings.base_url.clone(),
+                reason: settings.scrub(&reason),
+            },
+            None,
+        ),
+        Transport::Timeout => Attempt::Fatal(AnthropicClientError::Timeout {
+            after: client.timeout(),
+        }),
+        Transport::Other(reason) => Attempt::Fatal(AnthropicClientError::Transport {
+            reason: settings.scrub(&reason),
+        }),
+    }
+}
+
+fn describe(failure: Transport) -> String {
+    match failure {
+        Transport::Connect(reason) | Transport::Other(reason) => reason,
+        Transport::Timeout => "timed out".to_owned(),
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorAnswer {
+    error: ErrorBody,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// An error status: 429 and 5xx (529 `overloaded_error` included) are retried after what
+/// `retry-after` asks; any other is final.
+fn status(settings: &Settings, status: u16, headers: &HeaderMap, body: &[u8]) -> Outcome {
+    let text = String::from_utf8_lossy(body);
+    let parsed = serde_json::from_str::<ErrorAnswer>(&text)
+        .ok()
+        .map(|a| a.error);
+    let error_type = parsed.as_ref().and_then(|e| e.kind.as_deref());
+    let message = parsed.as_ref().and_then(|e| e.message.as_deref());
+    let error = AnthropicClientError::Http {
+        status,
+        error_type: error_type.map(|t| excerpt(&settings.scrub(t))),
+        message: excerpt(&settings.scrub(message.unwrap_or(&text))),
+    };
+    if status == 429 || (500..600).contains(&status) {
+        Attempt::Transient(error, retry_after(headers))
+    } else {
+        Attempt::Fatal(error)
+    }
+}

@@ -1,0 +1,248 @@
+//! [`AnthropicClient`]: Anthropic's Messages API on the crate's own HTTPS transport (rustls on
+//! `ring`, a runtime of its own so any executor can await it), with bounded retries of 429,
+//! 529, other 5xx and refused connections, honouring `retry-after`; whole replies (`send`) or
+//! streamed ones assembled exactly (`stream`).
+
+mod attempt;
+mod error;
+mod settings;
+
+pub use error::AnthropicClientError;
+
+use crate::integrations::anthropic::wire::{AnthropicRequest, AnthropicResponse};
+use crate::integrations::http::client::HttpsClient;
+use crate::integrations::http::guard::insecure_host;
+use crate::integrations::http::retry::with_retries;
+use crate::integrations::http::summary::{env, runtime, AbortOnDrop};
+use crate::model_calls::anthropic_client::attempt::{send_once, stream_once};
+use crate::model_calls::anthropic_client::settings::Settings;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The server when neither [`AnthropicClient::base_url`] nor `ANTHROPIC_BASE_URL` names one.
+const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
+
+/// A client of Anthropic's Messages API (`POST {base_url}/v1/messages`) for an agent's model
+/// calls: the request a [`SessionRequest`](crate::SessionRequest) gives
+/// ([`anthropic_request`](crate::SessionRequest::anthropic_request)), the reply
+/// [`Session::push_response`](crate::Session::push_response) takes.
+///
+/// ```no_run
+/// use compaction::anthropic::{AnthropicClient, AnthropicRequest};
+///
+/// # async fn call(request: AnthropicRequest) -> Result<(), Box<dyn std::error::Error>> {
+/// let client = AnthropicClient::from_env()?; // ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL)
+/// let reply = client.send(&request).await?; // or `client.stream(&request)`: the same reply
+/// println!("{:?}", reply.stop_reason);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// What a call does:
+///
+/// - a 429, a 529 (`overloaded_error`), another 5xx, or a connection refused before anything
+///   was sent is retried up to [`max_retries`](Self::max_retries) times (default 3), waiting
+///   what `retry-after` asks, else an exponential backoff from 250 ms; a server asking for more
+///   than [`max_backoff`](Self::max_backoff) (default 30 s) ends the call at once;
+/// - [`stream`](Self::stream) sends `"stream": true` and assembles the events with
+///   [`StreamAssembler`](crate::anthropic::StreamAssembler) into the reply
+///   [`send`](Self::send) would return; it retries only before the first event arrived (an
+///   error status, a refused connection, a stream that broke or failed with an `error` event
+///   before anything else): once an event was read, a failure is an error, never a silent
+///   retry;
+/// - anything else is an [`AnthropicClientError`] at once: another 4xx (its status, the
+///   provider's error type and message), a timeout, a 2xx that is not a reply.
+///
+/// The key goes as `x-api-key` over `https://`, or over plain `http://` only to loopback
+/// written as such (`127.0.0.0/8`, `::1`, `localhost`) or a host opted in with
+/// [`allow_insecure_http_to`](Self::allow_insecure_http_to); it is never in `Debug` or an
+/// error. Cheap to clone: clones share the connection pool.
+#[derive(Clone)]
+pub struct AnthropicClient {
+    settings: Arc<Settings>,
+    http: Arc<OnceLock<Result<HttpsClient, String>>>,
+}
+
+impl std::fmt::Debug for AnthropicClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.settings;
+        f.debug_struct("AnthropicClient")
+            .field("base_url", &s.base_url)
+            .field("api_key", &"<set>")
+            .field("timeout", &s.timeout)
+            .field("max_retries", &s.max_retries)
+            .field("max_backoff", &s.max_backoff)
+            .field("betas", &s.betas)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicClient {
+    /// A client with `api_key`, on `https://api.anthropic.com`: a 10-minute timeout per call
+    /// (a long reply takes minutes), 3 retries, waits of at most 30 s.
+    pub fn new(api_key: impl Into<String>) -> Self {
+        AnthropicClient {
+            settings: Arc::new(Settings {
+                api_key: api_key.into(),
+                base_url: ANTHROPIC_BASE_URL.to_owned(),
+                timeout: Duration::from_secs(600),
+                max_retries: 3,
+                max_backoff: Duration::from_secs(30),
+                betas: Vec::new(),
+                insecure_http_hosts: Vec::new(),
+            }),
+            http: Arc::default(),
+        }
+    }
+
+    /// A client with the key from `ANTHROPIC_API_KEY` and the server from
+    /// `ANTHROPIC_BASE_URL` (else `https://api.anthropic.com`);
+    /// [`AnthropicClientError::MissingKey`] without a key.
+    pub fn from_env() -> Result<Self, AnthropicClientError> {
+        let key = env("ANTHROPIC_API_KEY").ok_or(AnthropicClientError::MissingKey)?;
+        let client = AnthropicClient::new(key);
+        Ok(match env("ANTHROPIC_BASE_URL") {
+            Some(url) => client.base_url(url),
+            None => client,
+        })
+    }
+
+    fn with(mut self, change: impl FnOnce(&mut Settings)) -> Self {
+        change(Arc::make_mut(&mut self.settings));
+        // A connection pool built for older settings (its timeout) is not reused.
+        self.http = Arc::default();
+        self
+    }
+
+    /// The server's base URL, without the version: requests go to `{url}/v1/messages`.
+    pub fn base_url(self, url: impl Into<String>) -> Self {
+        let url = url.into().trim_end_matches('/').to_owned();
+        self.with(|s| s.base_url = url)
+    }
+
+    /// Lets the key go over plain `http://` to `host` (as the base URL writes it), for a
+    /// server on a network you trust. Call it once per host.
+    pub fn allow_insecure_http_to(self, host: impl Into<String>) -> Self {
+        let host = host.into();
+        self.with(|s| s.insecure_http_hosts.push(host))
+    }
+
+    /// The longest one call's attempt may take, connection to last byte (default 10
+    /// minutes); past it the call is [`AnthropicClientError::Timeout`], not retried.
+    pub fn timeout(self, timeout: Duration) -> Self {
+        self.with(|s| s.timeout = timeout)
+    }
+
+    /// How many times a 429, a 5xx or a refused connection is retried (default 3).
+    pub fn max_retries(self, retries: u32) -> Self {
+        self.with(|s| s.max_retries = retries)
+    }
+
+    /// The longest wait before a retry (default 30 s): a server asking for longer ends the
+    /// call with its error.
+    pub fn max_backoff(self, wait: Duration) -> Self {
+        self.with(|s| s.max_backoff = wait)
+    }
+
+    /// Adds a beta flag to every request's `anthropic-beta` header (e.g.
+    /// `"compact-2026-01-12"` for server-side compaction).
+    pub fn beta(self, flag: impl Into<String>) -> Self {
+        let flag = flag.into();
+        self.with(|s| s.betas.push(flag))
+    }
+
+    /// Sends `request` and returns the whole reply.
+    pub async fn send(
+        &self,
+        request: &AnthropicRequest,
+    ) -> Result<AnthropicResponse, AnthropicClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| AnthropicClientError::Transport {
+            reason: format!("cannot serialize the request: {e}"),
+        })?;
+        self.run(body, false).await
+    }
+
+    /// Sends `request` with `"stream": true` and returns the reply its events make, the
+    /// same [`send`](Self::send) returns (see [`StreamAssembler`](crate::anthropic::StreamAssembler)).
+    pub async fn stream(
+        &self,
+        request: &AnthropicRequest,
+    ) -> Result<AnthropicResponse, AnthropicClientError> {
+        let body = serde_json::to_string(request).map_err(|e| AnthropicClientError::Transport {
+            reason: format!("cannot serialize the request: {e}"),
+        })?;
+        // The request's own bytes (tool inputs exactly as the model wrote them), with the flag
+        // first: the request type has no `stream` field, so nothing is repeated.
+        let body = match body.strip_prefix('{') {
+            Some(rest) if rest.trim_start().starts_with('}') => "{\"stream\":true}".to_owned(),
+            Some(rest) => format!("{{\"stream\":true,{rest}"),
+            None => body,
+        };
+        self.run(body.into_bytes(), true).await
+    }
+
+    /// Runs the call on the transport's runtime, so the future resolves under any executor;
+    /// dropping it cancels the call.
+    async fn run(
+        &self,
+        body: Vec<u8>,
+        stream: bool,
+    ) -> Result<AnthropicResponse, AnthropicClientError> {
+        let transport = |reason: String| AnthropicClientError::Transport { reason };
+        let runtime = runtime().map_err(transport)?;
+        let settings = Arc::clone(&self.settings);
+        let http = Arc::clone(&self.http);
+        let mut task = AbortOnDrop(runtime.spawn(call(settings, http, body, stream)));
+        match (&mut task.0).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(transport(format!("the call's task ended: {e}"))),
+        }
+    }
+}
+
+/// One call: its attempts, retried as the client's settings say.
+async fn call(
+    settings: Arc<Settings>,
+    http: Arc<OnceLock<Result<HttpsClient, String>>>,
+    body: Vec<u8>,
+    stream: bool,
+) -> Result<AnthropicResponse, AnthropicClientError> {
+    let url = format!("{}/v1/messages", settings.base_url);
+    // Checked before any connection: the key never goes in the clear to a host not trusted.
+    if let Some(host) = insecure_host(&url, &settings.insecure_http_hosts) {
+        return Err(AnthropicClientError::InsecureTransport { host });
+    }
+    let client = http
+        .get_or_init(|| HttpsClient::new(settings.timeout))
+        .clone()
+        .map_err(|reason| AnthropicClientError::Transport { reason })?;
+    let headers = settings.headers();
+    let attempt = || async {
+        let body = body.clone();
+        if stream {
+            stream_once(&client, &settings, &url, &headers, body).await
+        } else {
+            send_once(&client, &settings, &url, &headers, body).await
+        }
+    };
+    with_retries(settings.max_retries, settings.max_backoff, attempt).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_in_no_debug_and_is_scrubbed_from_echoes() {
+        let client = AnthropicClient::new("sk-ant-secret").base_url("http://127.0.0.1:1/");
+        assert!(!format!("{client:?}").contains("sk-ant-secret"));
+        assert_eq!(client.settings.base_url, "http://127.0.0.1:1");
+        assert_eq!(
+            client.settings.scrub("bad key sk-ant-secret!"),
+            "bad key <api key>!"
+        );
+        let headers = client.beta("a").beta("b").settings.headers();
+        assert!(headers.contains(&("anthropic-beta", "a,b".to_owned())));
+    }
+}
