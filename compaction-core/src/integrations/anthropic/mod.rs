@@ -1,8 +1,10 @@
 //! Anthropic's Messages API (feature `anthropic-types`): our own serde types for its messages,
 //! requests and responses, conversions both ways with our [`Message`]s, and a checker of the
 //! conversation rules, and `ClaudeEstimate` (Claude's token count from `o200k_base` with a
-//! margin: no HTTP stack). Feature `anthropic` adds `AnthropicSummarizer` (summaries from
-//! Claude). A session's
+//! margin: no HTTP stack), and [`StreamAssembler`] (a streamed reply's events assembled into
+//! the non-streamed [`AnthropicResponse`]). Feature `anthropic` adds `AnthropicSummarizer`
+//! (summaries from Claude) and `AnthropicClient` (the agent's own calls, with retries, whole or
+//! streamed). A session's
 //! request converts with `SessionRequest::anthropic_request` (its cache breakpoint at the
 //! stable-prefix boundary), and `Session::push_response` takes an [`AnthropicResponse`].
 //! Reached as `compaction::anthropic`.
