@@ -275,7 +275,7 @@ impl Choice {
     fn apply(&mut self, chunk: &ChatChoiceStream) -> Result<(), ChatStreamError> {
         let delta = &chunk.delta;
         if let Some(role) = &delta.role {
-            self.role = Some(role.clone());
+            self.role = Some(*role);
         }
         if let Some(text) = &delta.content {
             self.content.get_or_insert_with(String::new).push_str(text);
@@ -323,7 +323,7 @@ impl Choice {
             existing.arguments.push_str(fragment);
         }
         if let Some(reason) = &chunk.finish_reason {
-            self.finish_reason = Some(reason.clone());
+            self.finish_reason = Some(*reason);
         }
         if let Some(logprobs) = &chunk.logprobs {
             let all = self
