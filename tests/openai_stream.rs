@@ -175,6 +175,12 @@ fn hostile_chunks_are_typed_errors() {
         Err(ChatStreamError::BadChunk { reason }) if reason.contains("server_error")
     ));
     let mut assembler = ChatStreamAssembler::new();
+    // Bytes of another event after `[DONE]`, cut before its end: not a whole stream.
+    let trailing = format!("{tool}data: {{\"id\"");
+    assert!(matches!(
+        assemble(&trailing),
+        Err(ChatStreamError::Incomplete { .. })
+    ));
     assert_eq!(
         assembler.push_sse(b"data: \xff\n\n"),
         Err(ChatStreamError::NotUtf8)

@@ -176,6 +176,9 @@ impl ChatStreamAssembler {
         if self.framed && !self.done {
             return incomplete("`data: [DONE]`".to_owned());
         }
+        if self.sse.holds_partial_event() {
+            return incomplete("the end of its last event".to_owned());
+        }
         if let Some((index, _)) = self.choices.iter().find(|(_, c)| c.finish_reason.is_none()) {
             return incomplete(format!("the finish reason of choice {index}"));
         }
