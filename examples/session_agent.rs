@@ -12,10 +12,11 @@
 //! `OPENAI_API_KEY`, `OPENAI_MODEL`); `--wire anthropic` the Messages API with a cache breakpoint
 //! at the stable prefix (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL`). Without
 //! the base URL it starts the loopback test server of this repository, whose scripted model
-//! stands in for yours. `post` below is a minimal plain-HTTP client (loopback, a local
-//! llama.cpp or vLLM): use your HTTP client for a hosted API.
+//! stands in for yours. On the Messages wire the library's `AnthropicClient` makes the call
+//! (retries of 429 / 529 / 5xx included); on the chat wire `post` below is a minimal plain-HTTP
+//! client (loopback, a local llama.cpp or vLLM): use your async-openai client for a hosted API.
 
-use compaction::anthropic::{check_anthropic, AnthropicResponse, ContentBlock};
+use compaction::anthropic::{check_anthropic, AnthropicClient, ContentBlock};
 use compaction::anthropic::{from_anthropic, to_anthropic, AnthropicMessage, AnthropicRequest};
 use compaction::openai::async_openai::types::chat::{
     ChatCompletionRequestMessage, CreateChatCompletionResponse,
@@ -249,6 +250,8 @@ struct Model {
     url: String,
     name: String,
     key: Option<String>,
+    /// The Messages API client (the Anthropic wire).
+    client: Option<AnthropicClient>,
 }
 
 impl Model {
@@ -279,12 +282,17 @@ impl Model {
         } else {
             "/chat/completions"
         };
+        // The client adds `/v1/messages` to the server's root.
+        let root = base.trim_end_matches('/').trim_end_matches("/v1");
+        let client =
+            anthropic.then(|| AnthropicClient::new(key.clone().unwrap_or_default()).base_url(root));
         Ok((
             Model {
                 anthropic,
                 url: base.trim_end_matches('/').to_owned() + path,
                 name,
                 key,
+                client,
             },
             loopback,
         ))
@@ -305,12 +313,8 @@ impl Model {
                 json!({"name": name, "description": description, "input_schema": schema})
             });
             body.tools = Some(tools.collect());
-            let headers = [
-                ("x-api-key", key.as_str()),
-                ("anthropic-version", "2023-06-01"),
-            ];
-            let reply = post(&self.url, &headers, &serde_json::to_string(&body)?)?;
-            session.push_response(serde_json::from_str::<AnthropicResponse>(&reply)?)?;
+            let client = self.client.as_ref().ok_or("no Messages API client")?;
+            session.push_response(compaction::block_on(client.send(&body))?)?;
         } else {
             let tools = tools.into_iter().map(|(name, description, schema)| {
                 json!({"type": "function", "function": {"name": name, "description": description, "parameters": schema}})
