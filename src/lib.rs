@@ -153,6 +153,7 @@ pub mod guide {
     //! | [`operating`] | the `compaction` command line |
     //! | [`postgres`] | a fleet on PostgreSQL, and what each backend promises |
     //! | [`sessions`] | `Session`: the agent loop, the cacheable request, resuming after a crash |
+    //! | [`anthropic`] | recipe: an agent on Anthropic's Messages API (features, counter, tools, cache breakpoints) |
     //! | [`errors_async_logging`] | errors, runtimes, logging |
     //! | [`architecture`] | the modules of the core, and where to add |
     //! | [`testing`] | contributing: property, fault, tamper and fuzz tests, benchmarks |
@@ -187,6 +188,9 @@ pub mod guide {
     #[doc = include_str!("guide_links.md")]
     #[doc = include_str!("../docs/sessions.md")]
     pub mod sessions {}
+    #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/anthropic.md")]
+    pub mod anthropic {}
     #[doc = include_str!("guide_links.md")]
     #[doc = include_str!("../docs/errors-async-logging.md")]
     pub mod errors_async_logging {}
@@ -286,7 +290,7 @@ pub use compaction_derive::Compactable;
 pub use compaction_derive::Summarizable;
 
 /// The README and the guide (`docs/*.md`) show the examples that need a cargo feature
-/// (`postgres`, `openai`, `openai-types`) as `ignore` blocks, because their doc tests also run
+/// (`postgres`, `openai`, `openai-types`, `anthropic-types`) as `ignore` blocks, because their doc tests also run
 /// without features; CI compiles the files with every feature. These tests keep each block
 /// equal to its file, every `ignore` block backed by one, every chapter wired in as a `guide`
 /// module (so its other blocks run as doc tests), and the front page short.
@@ -298,7 +302,11 @@ mod doc_examples {
     const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
     /// Each example the README or a chapter shows, with its text.
-    const SHOWN: [(&str, &str); 3] = [
+    const SHOWN: [(&str, &str); 4] = [
+        (
+            "examples/anthropic_recipe.rs",
+            include_str!("../examples/anthropic_recipe.rs"),
+        ),
         ("examples/fleet.rs", include_str!("../examples/fleet.rs")),
         (
             "examples/openai_setup.rs",

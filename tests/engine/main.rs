@@ -17,6 +17,7 @@ mod guide_numbers_operating;
 mod guide_numbers_sessions;
 mod plan_minimal;
 mod prop_compact;
+mod prop_compact_regressions;
 mod prop_repeated;
 mod rehydrate_complete;
 mod small_windows;

@@ -25,6 +25,7 @@ mod session;
 mod session_loop;
 mod session_records;
 mod session_recovery;
+mod session_recovery_twins;
 mod session_resume;
 mod transcript_engine;
 mod transcript_prop;

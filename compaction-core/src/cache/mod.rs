@@ -11,6 +11,8 @@
 //!   the base input price.
 //! - [`OpenAiCacheModel`]: automatic, from 1,024 tokens in 128-token steps, routed by the first
 //!   256 tokens and the `prompt_cache_key`, kept for the retention the request asks.
+//! - [`GeminiCacheModel`]: implicit (Gemini 2.5), from 1,024 tokens (Flash) or 2,048 (Pro),
+//!   cached tokens at a 75% discount ([`GeminiCacheRules::for_model`]).
 //!
 //! Costs are in units of the model's base input price per token ([`CacheUse::billed_input`]):
 //! multiply by the price to get money. The models are what the benches measure sessions with;
@@ -18,6 +20,7 @@
 
 mod anthropic;
 mod blocks;
+mod gemini;
 mod openai;
 
 pub use anthropic::{
@@ -25,6 +28,7 @@ pub use anthropic::{
     ANTHROPIC_MAX_BREAKPOINTS,
 };
 pub use blocks::{CacheTtl, CacheUse, PromptBlock, PromptBlocks};
+pub use gemini::{GeminiCacheModel, GeminiCacheRules};
 pub use openai::{OpenAiCacheModel, OpenAiCacheRules};
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! One test per documented rule of each cache model: Anthropic's breakpoint limit, TTL order,
 //! minimum, write-then-read prices, 20-block lookback and expiry; OpenAI's minimum, 128-token
-//! steps, routing by key and leading tokens, and retention.
+//! steps, routing by key and leading tokens, and retention; Gemini's minimums per model, prefix
+//! hits and discount.
 
 use super::*;
 
@@ -171,4 +172,39 @@ fn openai_entries_expire_after_their_retention() {
     let mut cache = openai();
     cache.send(0, None, &request);
     assert_eq!(cache.send(11 * MIN, None, &request).read, 0);
+}
+
+#[test]
+fn gemini_caches_from_its_models_minimum_and_reads_the_shared_prefix() {
+    assert_eq!(
+        GeminiCacheRules::for_model("gemini-2.5-flash").min_tokens,
+        1024
+    );
+    assert_eq!(
+        GeminiCacheRules::for_model("gemini-2.5-flash-lite").min_tokens,
+        1024
+    );
+    assert_eq!(
+        GeminiCacheRules::for_model("gemini-2.5-pro").min_tokens,
+        2048
+    );
+    assert_eq!(
+        GeminiCacheRules::for_model("gemini-next-unknown").min_tokens,
+        2048
+    );
+    // 1,500 tokens: cached on Flash, not on Pro.
+    let request = blocks(&[1000, 500], &[]);
+    let longer = blocks(&[1000, 500, 700], &[]);
+    let mut flash = GeminiCacheModel::new(GeminiCacheRules::for_model("gemini-2.5-flash"));
+    assert_eq!(flash.send(0, &request).read, 0);
+    let use_ = flash.send(MIN, &longer);
+    assert_eq!((use_.read, use_.uncached), (1500, 700));
+    assert!((use_.billed_input() - (1500.0 * 0.25 + 700.0)).abs() < 1e-9);
+    let mut pro = GeminiCacheModel::new(GeminiCacheRules::for_model("gemini-2.5-pro"));
+    pro.send(0, &request);
+    // The first request was under Pro's minimum: nothing was cached to read.
+    assert_eq!(pro.send(MIN, &longer).read, 0);
+    // Entries expire after the retention without use.
+    assert_eq!(pro.send(MIN + 6 * MIN, &longer).read, 0);
+    assert_eq!(pro.send(MIN + 7 * MIN, &longer).read, 2200);
 }
