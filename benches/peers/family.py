@@ -38,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -251,6 +252,7 @@ def measure(name: str, budgets: list[int], keep: bool) -> list[dict]:
         started = time.time()
         subprocess.run([binary, name, str(budget), str(OUT), *(["--export"] if n == 0 else [])],
                        check=True, capture_output=True, text=True)
+        ours_s = time.time() - started
         session = json.loads((OUT / f"session-{name}.json").read_text())
         original = tool_results(session)
         ours_path = OUT / f"compaction-{name}-{budget}.jsonl"
@@ -297,13 +299,17 @@ def measure(name: str, budgets: list[int], keep: bool) -> list[dict]:
             out.close()
             paths[policy] = path
             rows.append(row(policy, score, verbatim))
+        played = time.time() - started
         priced = price(list(paths.values()))
         for r in rows[-3:]:
             r.update(money(priced[paths[r["policy"]].name]))
         if not keep:
             for path in paths.values():
                 path.unlink()
-        print(f"  {name} {budget}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
+        print(f"  {name} {budget}: {time.time() - started:.0f} s (ours {ours_s:.0f} s, "
+              f"peers and scores {played - ours_s:.0f} s, "
+              f"prices {time.time() - started - played:.0f} s)",
+              file=sys.stderr, flush=True)
     return rows
 
 
@@ -315,6 +321,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="*", default=BUDGETS)
     parser.add_argument("--out", type=Path, help="the results file (JSONL)")
     parser.add_argument("--keep", action="store_true", help="keep the request files")
+    parser.add_argument("--jobs", type=int, default=1, help="sessions measured at once")
     parser.add_argument("--summarize", type=Path, help="print the tables of a results file")
     args = parser.parse_args()
     if args.summarize:
@@ -327,12 +334,15 @@ def main() -> None:
                     "--example", "session", "--example", "price"], cwd=ROOT, check=True)
     names = args.sessions or [m for m in members(args.set)
                               if int(m.split("-")[1]) <= args.max_turns]
+    # The longest first, so that parallel jobs end together.
+    names.sort(key=lambda m: -int(m.split("-")[1]))
     results = args.out or OUT / f"family-{args.set}.jsonl"
-    with results.open("w") as f:
-        for name in names:
-            for r in measure(name, args.budgets, args.keep):
+    with results.open("w") as f, ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        runs = [pool.submit(measure, name, args.budgets, args.keep) for name in names]
+        for run in as_completed(runs):
+            for r in run.result():
                 f.write(json.dumps(r) + "\n")
-                f.flush()
+            f.flush()
     print(f"results: {results}", file=sys.stderr)
     from family_report import report
     report([json.loads(line) for line in results.read_text().splitlines()])
