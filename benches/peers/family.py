@@ -243,8 +243,9 @@ def money(row: dict) -> dict:
     }
 
 
-def measure(name: str, budgets: list[int], keep: bool) -> list[dict]:
-    """Every policy on one session at every budget: one row per (budget, policy)."""
+def measure(name: str, budgets: list[int], keep: bool, results: Path) -> None:
+    """Every policy on one session at every budget: one row per (budget, policy), appended to
+    `results` as each budget ends (a run stopped early keeps what it measured)."""
     binary = TARGET / "release" / "examples" / "session"
     tokens = Tokens()
     rows = []
@@ -306,11 +307,12 @@ def measure(name: str, budgets: list[int], keep: bool) -> list[dict]:
         if not keep:
             for path in paths.values():
                 path.unlink()
+        with results.open("a") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in rows[-4:]))
         print(f"  {name} {budget}: {time.time() - started:.0f} s (ours {ours_s:.0f} s, "
               f"peers and scores {played - ours_s:.0f} s, "
               f"prices {time.time() - started - played:.0f} s)",
               file=sys.stderr, flush=True)
-    return rows
 
 
 def main() -> None:
@@ -334,15 +336,15 @@ def main() -> None:
                     "--example", "session", "--example", "price"], cwd=ROOT, check=True)
     names = args.sessions or [m for m in members(args.set)
                               if int(m.split("-")[1]) <= args.max_turns]
-    # The longest first, so that parallel jobs end together.
-    names.sort(key=lambda m: -int(m.split("-")[1]))
+    # The shortest first: a run stopped early has every short session whole; of the longest,
+    # coding first (the time goal compares its 300 and 2,000 turns).
+    names.sort(key=lambda m: (int(m.split("-")[1]), not m.startswith("coding")))
     results = args.out or OUT / f"family-{args.set}.jsonl"
-    with results.open("w") as f, ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        runs = [pool.submit(measure, name, args.budgets, args.keep) for name in names]
+    results.write_text("")
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        runs = [pool.submit(measure, name, args.budgets, args.keep, results) for name in names]
         for run in as_completed(runs):
-            for r in run.result():
-                f.write(json.dumps(r) + "\n")
-            f.flush()
+            run.result()
     print(f"results: {results}", file=sys.stderr)
     from family_report import report
     report([json.loads(line) for line in results.read_text().splitlines()])
