@@ -1,25 +1,31 @@
-//! The session bench's run of this library (issue 22): plays the deterministic coding session
-//! of `fixtures/src/session.rs` and writes every request the agent would send, as JSONL, for
-//! `benches/peers/session.py`, which scores it with the same code as LangChain's policies and
-//! the ceiling (prefix reuse, request tokens, time per request, refusals).
+//! The session bench's run of this library (issues 22 and 30): plays a deterministic session
+//! (the coding session of `fixtures/src/session.rs`, or a member of `fixtures/src/family.rs`'s
+//! family) and writes every request the agent would send, as JSONL, for
+//! `benches/peers/session.py` and `benches/peers/family.py`, which score it with the same code
+//! as LangChain's policies and the ceiling (prefix reuse, request tokens, time per request,
+//! refusals) and price it with `benches/price.rs`.
 //!
 //! ```text
-//! cargo run --release -p compaction-benches --example session -- TURNS BUDGET OUT_DIR [--export]
+//! cargo run --release -p compaction-benches --example session -- TURNS|MEMBER BUDGET OUT_DIR [--export]
 //! ```
 //!
-//! Writes `OUT_DIR/compaction-TURNS-BUDGET.jsonl`; with `--export`, also the session itself as
-//! OpenAI chat messages (`OUT_DIR/session-TURNS.json`) for the Python policies. The file format
-//! (one JSON object a line): `{"message": ID, "value": MESSAGE}` defines a message the first
-//! time a request uses it; `{"request": N, "ids": [ID, ...], "ms": T}` is a request (its
-//! messages in order, and the policy's own time to produce it); `{"request": N, "refused":
-//! "why", "ms": T}` a request the policy could not produce.
+//! `TURNS`: the coding session of that many turns (seed 22); `MEMBER`: a family member by name
+//! (`coding-300-s2-k3`, see `Member`'s `Display`). Writes `OUT_DIR/compaction-NAME-BUDGET.jsonl`
+//! (NAME: TURNS or MEMBER); with `--export`, also the session itself as OpenAI chat messages
+//! (`OUT_DIR/session-NAME.json`) for the Python policies. The file format (one JSON object a
+//! line): `{"message": ID, "value": MESSAGE}` defines a message the first time a request uses
+//! it; `{"request": N, "ids": [ID, ...], "stable": S, "ms": T}` is a request (its messages in
+//! order, how many of them are its stable prefix when the policy says, and the policy's own
+//! time to produce it); `{"request": N, "refused": "why", "ms": T}` a request the policy could
+//! not produce.
 
 use compaction::session::Session;
 use compaction::transcript::chat_tokens;
 use compaction::{block_on, EffectLedger, MemoryLedger};
 use compaction::{Compactor, ContentHash, Extractive, Message, Store, StoreError, Tokenizer};
 use compaction_fixtures::chat::openai_message;
-use compaction_fixtures::session::{self, apply, CodingSession, Event};
+use compaction_fixtures::family::{Member, SessionKeep2, SessionKeep3};
+use compaction_fixtures::session::{self, apply, CodingSession, Event, SessionState};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -36,19 +42,20 @@ const SEED: u64 = 22;
 trait Policy {
     /// A message joins the conversation, or the agent's state changes.
     fn event(&mut self, event: &Event);
-    /// The messages of the next request, or why there is none.
-    fn request(&mut self) -> Result<Vec<Message>, String>;
+    /// The messages of the next request and how many of them are its stable prefix, or why
+    /// there is none.
+    fn request(&mut self) -> Result<(Vec<Message>, Option<usize>), String>;
 }
 
 /// Compacts the whole state before every request with no hysteresis marks: the 0.2 agent loop,
 /// kept to compare with.
-struct CompactEveryRequest {
-    state: CodingSession,
+struct CompactEveryRequest<S> {
+    state: S,
     compactor: Compactor,
 }
 
-impl CompactEveryRequest {
-    fn new(state: CodingSession, budget: usize, store: CountingStore) -> Self {
+impl<S: SessionState> CompactEveryRequest<S> {
+    fn new(state: S, budget: usize, store: CountingStore) -> Self {
         CompactEveryRequest {
             state,
             compactor: compactor(budget, store),
@@ -56,14 +63,14 @@ impl CompactEveryRequest {
     }
 }
 
-impl Policy for CompactEveryRequest {
+impl<S: SessionState> Policy for CompactEveryRequest<S> {
     fn event(&mut self, event: &Event) {
         apply(&mut self.state, event);
     }
-    fn request(&mut self) -> Result<Vec<Message>, String> {
+    fn request(&mut self) -> Result<(Vec<Message>, Option<usize>), String> {
         self.compactor
             .compact_blocking(&self.state)
-            .map(|compacted| compacted.messages())
+            .map(|compacted| (compacted.messages(), None))
             .map_err(|e| e.to_string())
     }
 }
@@ -72,13 +79,13 @@ impl Policy for CompactEveryRequest {
 /// session's transcript, a state change applied to its state, and every request is
 /// `next_request` (hysteresis at the session's default marks, 0.9 and 0.6 of the budget; each
 /// compaction point checkpoints to the session's store and advances the ledger's sequence).
-struct SessionPolicy {
-    session: Session<CodingSession>,
+struct SessionPolicy<S> {
+    session: Session<S>,
     ledger: MemoryLedger,
 }
 
-impl SessionPolicy {
-    fn new(state: CodingSession, budget: usize) -> Self {
+impl<S: SessionState> SessionPolicy<S> {
+    fn new(state: S, budget: usize) -> Self {
         let compactor = Compactor::builder()
             .budget(budget)
             .token_counter(Tokenizer::O200kBase)
@@ -108,7 +115,7 @@ impl SessionPolicy {
     }
 }
 
-impl Policy for SessionPolicy {
+impl<S: SessionState> Policy for SessionPolicy<S> {
     fn event(&mut self, event: &Event) {
         // The fixture's `apply` pushes a message into the state's `#[transcript]` field (the
         // session's transcript) and keeps the write effects' log, as the agent's code would.
@@ -117,15 +124,18 @@ impl Policy for SessionPolicy {
         // call `run_effect`; the fixture's tools are simulated, so their log is synced).
         if let Event::Push(message) = event {
             if !message.tool_calls.is_empty() || message.tool_call_id.is_some() {
-                let writes = &self.session.state().writes;
+                let writes = self.session.state().writes();
                 block_on(self.ledger.sync_log("writes", writes)).expect("the ledger accepts");
             }
         }
     }
-    fn request(&mut self) -> Result<Vec<Message>, String> {
+    fn request(&mut self) -> Result<(Vec<Message>, Option<usize>), String> {
         self.session
             .next_request_blocking()
-            .map(|request| request.into_messages())
+            .map(|request| {
+                let stable = request.stable_prefix_len();
+                (request.into_messages(), Some(stable))
+            })
             .map_err(|e| e.to_string())
     }
 }
@@ -195,7 +205,7 @@ impl Requests {
         self.out.write_all(b"\n").expect("writes");
     }
 
-    fn sent(&mut self, index: usize, messages: &[Message], ms: f64) {
+    fn sent(&mut self, index: usize, messages: &[Message], stable: Option<usize>, ms: f64) {
         let mut ids = Vec::with_capacity(messages.len());
         for message in messages {
             let value = openai_message(message);
@@ -207,7 +217,12 @@ impl Requests {
             }
             ids.push(id);
         }
-        self.line(json!({ "request": index, "ids": ids, "ms": ms }));
+        match stable {
+            Some(stable) => {
+                self.line(json!({ "request": index, "ids": ids, "stable": stable, "ms": ms }))
+            }
+            None => self.line(json!({ "request": index, "ids": ids, "ms": ms })),
+        }
     }
 
     fn refused(&mut self, index: usize, why: &str, ms: f64) {
@@ -235,65 +250,105 @@ fn export(path: &Path, initial: &CodingSession, events: &[Event]) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: session TURNS BUDGET OUT_DIR [--export] [--every-request]";
-    let turns: usize = args.first().expect(usage).parse().expect(usage);
+    let usage = "usage: session TURNS|MEMBER BUDGET OUT_DIR [--export] [--every-request]";
+    let name = args.first().expect(usage).clone();
+    // A number: the coding session of issue 22; a name: a member of the family (issue 30).
+    let member = match name.parse::<usize>() {
+        Ok(_) => None,
+        Err(_) => {
+            Some(Member::parse(&name).unwrap_or_else(|| panic!("{usage}: not a member: {name}")))
+        }
+    };
+    let (initial, events) = match (&member, name.parse::<usize>()) {
+        (Some(member), _) => member.session(),
+        (None, Ok(turns)) => session::session(turns, SEED),
+        (None, Err(_)) => unreachable!("a member or a number"),
+    };
     let budget: usize = args.get(1).expect(usage).parse().expect(usage);
     let dir = PathBuf::from(args.get(2).expect(usage));
     std::fs::create_dir_all(&dir).expect("creates the output directory");
-    let (initial, events) = session::session(turns, SEED);
     if args.iter().any(|a| a == "--export") {
-        export(
-            &dir.join(format!("session-{turns}.json")),
-            &initial,
-            &events,
+        export(&dir.join(format!("session-{name}.json")), &initial, &events);
+    }
+    let every_request = args.iter().any(|a| a == "--every-request");
+    let run_as = Run {
+        name: &name,
+        budget,
+        dir: &dir,
+        every_request,
+    };
+    // `keep_recent` is an attribute of the state's type: one type per value.
+    match member.map_or(1, |m| m.keep_recent) {
+        1 => run_as.play(initial, &events),
+        2 => run_as.play(SessionKeep2::from_initial(initial), &events),
+        _ => run_as.play(SessionKeep3::from_initial(initial), &events),
+    }
+}
+
+/// One run's settings: the session's name, the budget, where the requests go, the policy.
+struct Run<'a> {
+    name: &'a str,
+    budget: usize,
+    dir: &'a Path,
+    every_request: bool,
+}
+
+impl Run<'_> {
+    /// Plays `events` from `initial` with the run's policy and writes its requests.
+    fn play<S: SessionState>(&self, initial: S, events: &[Event]) {
+        let Run {
+            name,
+            budget,
+            dir,
+            every_request,
+        } = *self;
+        let store = CountingStore::default();
+        // The policy: a `Session` (the agent loop this library offers), or with `--every-request`
+        // the 0.2 loop (a plain `compact` of the whole state before every request, no marks).
+        let mut policy: Box<dyn Policy> = if every_request {
+            Box::new(CompactEveryRequest::new(initial, budget, store.clone()))
+        } else {
+            Box::new(SessionPolicy::new(initial, budget))
+        };
+        let path = dir.join(format!("compaction-{name}-{budget}.jsonl"));
+        let mut requests = Requests::create(&path);
+        let (mut index, mut refused, mut total_ms) = (0, 0, 0.0);
+        for event in events {
+            if *event != Event::Request {
+                policy.event(event);
+                continue;
+            }
+            let start = Instant::now();
+            let request = policy.request();
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            total_ms += ms;
+            match request {
+                Ok((messages, stable)) => {
+                    let tokens = chat_tokens(&messages, &Tokenizer::O200kBase);
+                    assert!(
+                        tokens <= budget,
+                        "request {index}: {tokens} tokens > {budget}"
+                    );
+                    requests.sent(index, &messages, stable, ms);
+                }
+                Err(why) => {
+                    refused += 1;
+                    requests.refused(index, &why, ms);
+                }
+            }
+            index += 1;
+            if index % 500 == 0 {
+                eprintln!("  {index} requests, {refused} refused, {total_ms:.0} ms so far");
+            }
+        }
+        requests.out.flush().expect("writes");
+        let (blobs, bytes) = store.stored();
+        println!(
+            "compaction: {name}, budget {budget}: {index} requests, {refused} refused, \
+         {:.2} ms per request, {blobs} new blobs of {:.1} MB stored -> {}",
+            total_ms / index.max(1) as f64,
+            bytes as f64 / 1e6,
+            path.display()
         );
     }
-    let store = CountingStore::default();
-    // The policy: a `Session` (the agent loop this library offers), or with `--every-request`
-    // the 0.2 loop (a plain `compact` of the whole state before every request, no marks).
-    let mut policy: Box<dyn Policy> = if args.iter().any(|a| a == "--every-request") {
-        Box::new(CompactEveryRequest::new(initial, budget, store.clone()))
-    } else {
-        Box::new(SessionPolicy::new(initial, budget))
-    };
-    let path = dir.join(format!("compaction-{turns}-{budget}.jsonl"));
-    let mut requests = Requests::create(&path);
-    let (mut index, mut refused, mut total_ms) = (0, 0, 0.0);
-    for event in &events {
-        if *event != Event::Request {
-            policy.event(event);
-            continue;
-        }
-        let start = Instant::now();
-        let request = policy.request();
-        let ms = start.elapsed().as_secs_f64() * 1e3;
-        total_ms += ms;
-        match request {
-            Ok(messages) => {
-                let tokens = chat_tokens(&messages, &Tokenizer::O200kBase);
-                assert!(
-                    tokens <= budget,
-                    "request {index}: {tokens} tokens > {budget}"
-                );
-                requests.sent(index, &messages, ms);
-            }
-            Err(why) => {
-                refused += 1;
-                requests.refused(index, &why, ms);
-            }
-        }
-        index += 1;
-        if index % 500 == 0 {
-            eprintln!("  {index} requests, {refused} refused, {total_ms:.0} ms so far");
-        }
-    }
-    requests.out.flush().expect("writes");
-    let (blobs, bytes) = store.stored();
-    println!(
-        "compaction: {turns} turns, budget {budget}: {index} requests, {refused} refused, \
-         {:.2} ms per request, {blobs} new blobs of {:.1} MB stored -> {}",
-        total_ms / index.max(1) as f64,
-        bytes as f64 / 1e6,
-        path.display()
-    );
 }

@@ -48,29 +48,74 @@ impl SessionRequest {
         max_tokens: u32,
         caching: &AnthropicCaching,
     ) -> Result<AnthropicRequest, AnthropicError> {
-        let layout = Layout {
-            breakpoint_after: Some(self.stable_prefix_len()),
-            late_system_as_user: true,
-        };
-        let conversation = convert(self.messages(), &layout)?;
-        let mut request = AnthropicRequest {
-            model: model.into(),
+        build(
+            self.messages(),
+            self.stable_prefix_len(),
+            &self.tools,
+            model.into(),
             max_tokens,
-            system: conversation.system,
-            messages: conversation.messages,
-            tools: None,
-            tool_choice: None,
-            thinking: None,
-            temperature: None,
-        };
-        if !self.tools.is_empty() {
-            request.tools = Some(self.tools.iter().map(ToolDefinition::anthropic).collect());
-        }
-        // The layout marked the block that ends the stable prefix; the placement decides.
-        let stable_end = stable_block(&request);
-        caching.place(&mut request, stable_end);
-        Ok(request)
+            caching,
+        )
     }
+}
+
+impl AnthropicCaching {
+    /// `messages` as an Anthropic Messages request for `model`, laid out and with its cache
+    /// breakpoints placed exactly as
+    /// [`SessionRequest::anthropic_request_with`] does for a request whose first
+    /// `stable_prefix_len` messages are its stable prefix (this caching's tools, no others).
+    /// For messages that did not come from a [`Session`](crate::session::Session): another
+    /// policy's requests priced by the same rules, a replay.
+    pub fn request(
+        &self,
+        model: impl Into<String>,
+        max_tokens: u32,
+        messages: &[Message],
+        stable_prefix_len: usize,
+    ) -> Result<AnthropicRequest, AnthropicError> {
+        build(
+            messages,
+            stable_prefix_len,
+            &[],
+            model.into(),
+            max_tokens,
+            self,
+        )
+    }
+}
+
+/// The request of `messages` with the session's `tools` (in Anthropic's shape), breakpoints
+/// placed by `caching`.
+fn build(
+    messages: &[Message],
+    stable_prefix_len: usize,
+    tools: &[ToolDefinition],
+    model: String,
+    max_tokens: u32,
+    caching: &AnthropicCaching,
+) -> Result<AnthropicRequest, AnthropicError> {
+    let layout = Layout {
+        breakpoint_after: Some(stable_prefix_len),
+        late_system_as_user: true,
+    };
+    let conversation = convert(messages, &layout)?;
+    let mut request = AnthropicRequest {
+        model,
+        max_tokens,
+        system: conversation.system,
+        messages: conversation.messages,
+        tools: None,
+        tool_choice: None,
+        thinking: None,
+        temperature: None,
+    };
+    if !tools.is_empty() {
+        request.tools = Some(tools.iter().map(ToolDefinition::anthropic).collect());
+    }
+    // The layout marked the block that ends the stable prefix; the placement decides.
+    let stable_end = stable_block(&request);
+    caching.place(&mut request, stable_end);
+    Ok(request)
 }
 
 /// The block the layout marked as the end of the stable prefix.
@@ -255,5 +300,38 @@ mod tests {
             .filter(|b| marked(b))
             .count();
         assert_eq!(marked_blocks, 2, "the stable prefix's and the rolling one");
+    }
+
+    #[test]
+    fn caching_request_places_what_a_session_request_places() {
+        let messages = vec![
+            Message::system("window"),
+            Message::user("go"),
+            Message::assistant("ok"),
+            Message::user("read this log: ".to_owned() + &"line of the log\n".repeat(400)),
+            Message::assistant("done"),
+        ];
+        let caching = AnthropicCaching::for_model("m")
+            .min_cacheable_tokens(1024)
+            .token_counter(crate::tokens::Tokenizer::O200kBase);
+        for stable in [0, 2, 4] {
+            let session = request(messages.clone(), stable)
+                .anthropic_request_with("m", 10, &caching)
+                .unwrap();
+            let direct = caching.request("m", 10, &messages, stable).unwrap();
+            assert_eq!(direct, session, "stable prefix of {stable}");
+        }
+        // The stable prefix past the log gets its own breakpoint, before the rolling one.
+        let direct = caching.request("m", 10, &messages, 4).unwrap();
+        let marked_blocks = direct
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| marked(b))
+            .count();
+        assert_eq!(marked_blocks, 2);
+        // A named message is refused the same way.
+        let named = vec![Message::user("hi").with_name("p17")];
+        assert!(caching.request("m", 10, &named, 0).is_err());
     }
 }
