@@ -220,6 +220,11 @@ impl Compactor {
         &self.tools
     }
 
+    /// The same tools, shared: each request holds them without copying the definitions.
+    pub(crate) fn shared_tools(&self) -> Arc<[ToolDefinition]> {
+        Arc::clone(&self.tools)
+    }
+
     /// What [`tools`](Self::tools) cost by the chat format's formula: taken from the budget
     /// of every request.
     pub fn tools_tokens(&self) -> usize {

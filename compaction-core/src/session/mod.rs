@@ -183,7 +183,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
             &compacted,
             &self.agent_id,
             &self.namespace,
-            self.compactor.tools(),
+            self.compactor.shared_tools(),
         );
         self.last = Some(compacted);
         Ok(request)

@@ -34,7 +34,7 @@ impl SessionRequest {
         compacted: &Compacted<S>,
         agent_id: &str,
         namespace: &str,
-        tools: &[ToolDefinition],
+        tools: Arc<[ToolDefinition]>,
     ) -> Self {
         SessionRequest {
             messages: compacted.messages(),
@@ -44,7 +44,7 @@ impl SessionRequest {
             sequence: compacted.binding().map_or(0, |b| b.sequence()),
             tokens: compacted.request_tokens().unwrap_or(compacted.tokens()),
             cache_key: cache_key(agent_id, namespace),
-            tools: tools.into(),
+            tools,
         }
     }
 
