@@ -196,8 +196,80 @@ mod pieces {
         static MEMOS: RefCell<[Option<Memo>; 2]> = const { RefCell::new([None, None]) };
     }
 
+    /// The shortest text whose count the text memo keeps, in bytes: below it, splitting is
+    /// as cheap as hashing.
+    const LONG: usize = 256;
+    /// The longest: a larger text is rarely counted twice unchanged.
+    const LONGEST: usize = 64 * 1024;
+    /// The bytes of text the memo holds per thread before it is emptied.
+    const TEXT_BYTES: usize = 8 * 1024 * 1024;
+
+    /// What is known of a long text's count.
+    #[derive(Clone, Copy)]
+    enum Known {
+        /// Exactly this many tokens.
+        Exactly(usize),
+        /// More than this many (a count stopped at that limit).
+        MoreThan(usize),
+    }
+
+    /// Counts of whole long texts, keyed by the text itself (never by a hash alone: a
+    /// collision would be a wrong count), with the bytes it holds.
+    #[derive(Default)]
+    struct TextMemo {
+        known: HashMap<Box<str>, Known, RandomState>,
+        bytes: usize,
+    }
+
+    thread_local! {
+        /// The window's lines and the conversation's messages are counted again at every
+        /// request (the planner asks whether a field's line fits, the effect log's line grows
+        /// with the session): the pre-tokenizer's split of such a text costs many times its
+        /// lookup here.
+        static TEXTS: RefCell<[Option<TextMemo>; 2]> = const { RefCell::new([None, None]) };
+    }
+
     /// `Some(tokens)` when `text` has at most `limit` tokens in `encoding`, `None` otherwise.
     pub(super) fn count(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
+        if !(LONG..=LONGEST).contains(&text.len()) {
+            return count_pieces(encoding, text, limit);
+        }
+        let known = TEXTS
+            .try_with(|texts| {
+                let texts = texts.borrow();
+                texts[encoding as usize]
+                    .as_ref()
+                    .and_then(|memo| memo.known.get(text).copied())
+            })
+            .ok()
+            .flatten();
+        match known {
+            Some(Known::Exactly(tokens)) => return (tokens <= limit).then_some(tokens),
+            Some(Known::MoreThan(floor)) if limit <= floor => return None,
+            _ => {}
+        }
+        let counted = count_pieces(encoding, text, limit);
+        let learned = counted.map_or(Known::MoreThan(limit), Known::Exactly);
+        // A count from a thread-local's destructor finds the memo gone: it is not kept.
+        let _ = TEXTS.try_with(|texts| {
+            let mut texts = texts.borrow_mut();
+            let memo = texts[encoding as usize].get_or_insert_with(TextMemo::default);
+            if let Some(known) = memo.known.get_mut(text) {
+                *known = learned;
+                return;
+            }
+            if memo.bytes + text.len() > TEXT_BYTES {
+                memo.known.clear();
+                memo.bytes = 0;
+            }
+            memo.bytes += text.len();
+            memo.known.insert(text.into(), learned);
+        });
+        counted
+    }
+
+    /// [`count`] by pieces, each short one looked up in the piece memo.
+    fn count_pieces(encoding: Encoding, text: &str, limit: usize) -> Option<usize> {
         let tokenizer = encoding.tokenizer();
         let text = tokenizer.normalize(text);
         // A count from a thread-local's destructor finds the memo gone: count without it.
@@ -304,6 +376,53 @@ mod pieces {
                     }
                 }
             }
+        }
+
+        #[test]
+        fn long_texts_counted_again_read_the_text_memo_exactly() {
+            for encoding in [Encoding::O200k, Encoding::Cl100k] {
+                let reference = encoding.tokenizer();
+                for seed in 0..60 {
+                    let text = generated(1_000 + seed, LONG + (seed as usize) * 97);
+                    let exact = reference.count(text.as_str());
+                    // A stopped count first (the memo learns a floor), then limits on either
+                    // side of it, then the whole count, then limits again from the exact entry.
+                    for limit in [
+                        exact / 2,
+                        exact / 4,
+                        exact,
+                        exact - 1,
+                        usize::MAX,
+                        exact / 2,
+                    ] {
+                        let theirs =
+                            reference.count_till_limit(&reference.normalize(text.as_str()), limit);
+                        assert_eq!(count(encoding, &text, limit), theirs, "{text:?} at {limit}");
+                    }
+                    // A text that extends a known one is its own entry.
+                    let other = format!("{text}!");
+                    assert_eq!(
+                        count(encoding, &other, usize::MAX),
+                        Some(reference.count(other.as_str()))
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn a_full_text_memo_is_emptied_and_counts_stay_exact() {
+            let reference = Encoding::O200k.tokenizer();
+            let mut last = 0;
+            for i in 0..(TEXT_BYTES / LONGEST) * 2 + 3 {
+                let text = format!("{i} {}", generated(i as u64, LONGEST - 16));
+                assert_eq!(
+                    count(Encoding::O200k, &text, usize::MAX),
+                    Some(reference.count(text.as_str()))
+                );
+                last = TEXTS.with(|texts| texts.borrow()[0].as_ref().map_or(0, |m| m.bytes));
+                assert!(last <= TEXT_BYTES, "the memo holds at most its bytes");
+            }
+            assert!(last > 0);
         }
 
         #[test]

@@ -30,4 +30,5 @@ mod session_resume;
 mod transcript_engine;
 mod transcript_prop;
 mod transcript_requests;
+mod verbatim_first;
 mod window_forgery;

@@ -81,6 +81,12 @@ pub struct Compacted<S> {
     /// data): `None` when read back, then the default.
     #[serde(skip)]
     pub(crate) chat_format: Option<Arc<dyn ChatFormat>>,
+    /// The bytes this process sealed (`None` when read back). A checkpoint's fields never
+    /// change after sealing, so verifying one made here hashes these instead of serializing
+    /// every field again: a session verifies its checkpoint three times per request (saving,
+    /// recording its sequence, allowing its pointers).
+    #[serde(skip)]
+    pub(crate) sealed_input: Option<Arc<[u8]>>,
     #[serde(skip)]
     pub(crate) _state: PhantomData<fn() -> S>,
 }
@@ -175,8 +181,11 @@ pub(crate) struct CompactedTranscript {
     /// request renders the window again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) window: Option<WindowRecord>,
-    /// The digest of each message when this process made it (empty when read back): sealing
-    /// uses it, verifying never does.
+    /// The digest of each message when this process made it (empty when read back). Sealing and
+    /// verifying use it: a checkpoint's fields cannot change after it is made, and one read
+    /// back (the only way content can differ from what was sealed) has none, so its digests
+    /// are computed from its messages (so a checkpoint saved and read back checks the digests
+    /// it was sealed with: every round-trip test of a transcript's checkpoint does).
     #[serde(skip)]
     pub(crate) digests: MessageDigests,
 }
@@ -224,8 +233,8 @@ impl FrontFields {
 
 impl CompactedTranscript {
     /// What the seals cover of it (see [`SealedTranscript`]).
-    fn sealed(&self, cached: bool) -> SealedTranscript<'_> {
-        let message_digests = if cached && self.digests.0.len() == self.messages.len() {
+    fn sealed(&self) -> SealedTranscript<'_> {
+        let message_digests = if self.digests.0.len() == self.messages.len() {
             Cow::Borrowed(&self.digests.0[..])
         } else {
             Cow::Owned(self.messages.iter().map(message_digest).collect())
@@ -445,10 +454,17 @@ impl<S> Compacted<S> {
         self.transcript.as_ref().is_some_and(|t| t.memory.compacted)
     }
 
-    /// The bytes both seals cover: every field but the seals themselves. `cached`: the
-    /// transcript's message digests may come from the compaction that made it (sealing);
-    /// verifying computes them all.
-    pub(crate) fn seal_input(&self, cached: bool) -> Vec<u8> {
+    /// The bytes both seals cover: every field but the seals themselves; those sealed by this
+    /// process when it made the checkpoint.
+    pub(crate) fn seal_input(&self) -> std::borrow::Cow<'_, [u8]> {
+        match &self.sealed_input {
+            Some(input) => std::borrow::Cow::Borrowed(input),
+            None => std::borrow::Cow::Owned(self.serialize_seal_input()),
+        }
+    }
+
+    /// The bytes both seals cover, serialized from the fields.
+    fn serialize_seal_input(&self) -> Vec<u8> {
         let input = SealInput {
             format: self.format,
             state_type: &self.state_type,
@@ -459,7 +475,7 @@ impl<S> Compacted<S> {
             window: &self.window,
             tokens: self.tokens,
             report: &self.report,
-            transcript: self.transcript.as_ref().map(|t| t.sealed(cached)),
+            transcript: self.transcript.as_ref().map(CompactedTranscript::sealed),
             binding: self.binding.as_ref(),
         };
         // Serializing plain data into a Vec cannot fail; a failure would surface as a mismatch.
@@ -467,7 +483,7 @@ impl<S> Compacted<S> {
     }
 
     pub(crate) fn compute_seal(&self) -> ContentHash {
-        ContentHash::of(&self.seal_input(false))
+        ContentHash::of(&self.seal_input())
     }
 
     /// Whether the checkpoint is intact (its plain seal, a SHA-256, matches its content).
@@ -495,15 +511,16 @@ impl<S> Compacted<S> {
 
     /// Seals the content: the plain seal, and the keyed one when `keys` has a signing key.
     pub(crate) fn seal_with(&mut self, keys: &SealKeys) {
-        let input = self.seal_input(true);
+        let input = self.serialize_seal_input();
         self.seal = ContentHash::of(&input);
         self.keyed_seal = keys.sign(&input);
+        self.sealed_input = Some(input.into());
     }
 
     /// Whether both seals verify: the plain one, and the keyed one under `keys` (see
     /// `SealKeys::verify` for a missing keyed seal or an empty key set).
     pub(crate) fn seals_verify(&self, keys: &SealKeys) -> bool {
-        let input = self.seal_input(false);
+        let input = self.seal_input();
         ContentHash::of(&input) == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
     }
 }
@@ -525,6 +542,7 @@ impl<S> Clone for Compacted<S> {
             seal: self.seal,
             keyed_seal: self.keyed_seal.clone(),
             chat_format: self.chat_format.clone(),
+            sealed_input: self.sealed_input.clone(),
             _state: PhantomData,
         }
     }

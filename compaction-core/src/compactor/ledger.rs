@@ -8,7 +8,7 @@ use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::path::{child_path, push_segment, Segment, Shape};
 use crate::state::summarizable::Summarizable;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The ledger's records for every `#[effect]` field of `state`, by concrete path. Refuses a
 /// record the state's view holds and the ledger lacks ([`CompactionError::EffectNotInLedger`]),
@@ -24,14 +24,21 @@ where
     let mut fields = EffectFields::default();
     state.visit(&mut fields);
     let schema = S::schema();
-    let mut scopes: BTreeMap<String, EffectLog> = BTreeMap::new();
-    let mut views = HashMap::with_capacity(fields.found.len());
+    // Each field's scope, and how many fields read each scope: the last one takes the log
+    // read from the ledger, the others a copy (a log grows with every effect ever run).
+    let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+    let mut found = Vec::with_capacity(fields.found.len());
     for (path, own) in fields.found {
-        let scope = match schema.field_for_instance(&path) {
-            Some(field) => field.ledger_scope(&path),
-            // Not in the schema: `compact` refuses it with `SchemaMismatch`.
-            None => continue,
-        };
+        // Not in the schema: `compact` refuses it with `SchemaMismatch`.
+        if let Some(field) = schema.field_for_instance(&path) {
+            let scope = field.ledger_scope(&path);
+            *uses.entry(scope.clone()).or_default() += 1;
+            found.push((path, own, scope));
+        }
+    }
+    let mut scopes: BTreeMap<String, EffectLog> = BTreeMap::new();
+    let mut views = HashMap::with_capacity(found.len());
+    for (path, own, scope) in found {
         if !scopes.contains_key(&scope) {
             let log = ledger
                 .load_log(&scope)
@@ -44,9 +51,15 @@ where
             scopes.insert(scope.clone(), log);
         }
         let from_ledger = &scopes[&scope];
+        // One set of the ledger's keys, not a scan of its log per record: a session's log
+        // grows with every effect it ever ran, and this runs at every request.
+        let recorded: HashSet<&str> = from_ledger
+            .iter()
+            .map(|e| e.idempotency_key.as_str())
+            .collect();
         if let Some(missing) = own
             .iter()
-            .find(|e| from_ledger.get(&e.idempotency_key).is_none())
+            .find(|e| !recorded.contains(e.idempotency_key.as_str()))
         {
             return Err(CompactionError::EffectNotInLedger {
                 field: path,
@@ -54,7 +67,16 @@ where
                 key: missing.idempotency_key.clone(),
             });
         }
-        views.insert(path, from_ledger.clone());
+        let remaining = uses.get_mut(&scope).map_or(0, |n| {
+            *n -= 1;
+            *n
+        });
+        let view = if remaining == 0 {
+            scopes.remove(&scope).unwrap_or_default()
+        } else {
+            scopes[&scope].clone()
+        };
+        views.insert(path, view);
     }
     Ok(views)
 }

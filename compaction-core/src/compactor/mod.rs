@@ -182,6 +182,8 @@ pub struct Compactor {
     low_water: f64,
     /// New tool results above this many tokens are paged on arrival.
     page_results_over: Option<usize>,
+    /// Unless their turn fits the request (`CompactorBuilder::verbatim_first`).
+    verbatim_first: bool,
     /// The most tokens the window grows to beyond its floor.
     window_share: Option<usize>,
     /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
@@ -257,6 +259,12 @@ impl Compactor {
     /// [`CompactorBuilder::page_results_over`]), `None` when off.
     pub fn page_results_over(&self) -> Option<usize> {
         self.page_results_over
+    }
+
+    /// Whether a new tool result is sent verbatim whenever its turn fits the request
+    /// ([`CompactorBuilder::verbatim_first`]).
+    pub fn verbatim_first(&self) -> bool {
+        self.verbatim_first
     }
 
     /// The most tokens the window takes beyond its floor (see
@@ -584,6 +592,7 @@ impl Compactor {
             seal: ContentHash::of(b""),
             keyed_seal: None,
             chat_format: Some(self.chat_format.clone()),
+            sealed_input: None,
             _state: PhantomData,
         };
         compacted.seal_with(&self.seal_keys);

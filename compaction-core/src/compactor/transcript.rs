@@ -192,6 +192,7 @@ impl Compactor {
             update,
             compact,
             page_over: self.page_results_over,
+            verbatim_first: self.verbatim_first,
         }
     }
 

@@ -27,7 +27,9 @@ impl EffectLog {
                 });
             }
         }
-        Ok(EffectLog { effects })
+        Ok(EffectLog {
+            effects: std::sync::Arc::new(effects),
+        })
     }
 
     /// Applies one transition of the state machine to `key` and returns the record's position
@@ -41,12 +43,12 @@ impl EffectLog {
         let change = transition(position.map(|i| &self.effects[i]))?;
         let index = match (position, change.write) {
             (Some(i), Some(record)) => {
-                self.effects[i] = record;
+                std::sync::Arc::make_mut(&mut self.effects)[i] = record;
                 i
             }
             (Some(i), None) => i,
             (None, Some(record)) => {
-                self.effects.push(record);
+                std::sync::Arc::make_mut(&mut self.effects).push(record);
                 self.effects.len() - 1
             }
             // The machine creates every new key it accepts; this arm is never taken.
@@ -62,7 +64,7 @@ impl EffectLog {
     pub fn record(&mut self, effect: Effect) -> Result<&mut Effect, EffectError> {
         let key = effect.idempotency_key.clone();
         let (index, _) = self.apply(&key, |current| machine::record(current, &effect))?;
-        Ok(&mut self.effects[index])
+        Ok(&mut std::sync::Arc::make_mut(&mut self.effects)[index])
     }
 
     /// Claims `key` before running its effect: the record becomes `Unknown` while in flight, so

@@ -148,10 +148,18 @@ impl Effect {
 /// assert!(matches!(log.begin("mig-0042"), Err(EffectError::AlreadyCommitted { .. })));
 /// # Ok::<(), EffectError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-#[serde(transparent)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EffectLog {
-    pub(super) effects: Vec<Effect>,
+    /// Shared until changed: a log is copied at every request (the ledger's read becomes each
+    /// field's view) and grows with every effect a session ever ran, so a copy is a count,
+    /// and a change copies the records once (`Arc::make_mut`).
+    pub(super) effects: std::sync::Arc<Vec<Effect>>,
+}
+
+impl Serialize for EffectLog {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.effects.as_slice().serialize(serializer)
+    }
 }
 
 impl EffectLog {

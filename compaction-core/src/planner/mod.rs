@@ -9,10 +9,12 @@
 //! [`build`] (writing them: blocks, chunks, markers), [`fold_rule`] (what a fold may send to
 //! a summarizer: the one rule), [`page`], [`span`], [`tally`],
 //! [`layout`] (anchors and zones), [`memory`] and [`memories`] (what is remembered between
-//! requests), [`plan`] (the plan's types), [`policy`], [`effects`], [`error`], [`rehydrate`].
+//! requests), [`arrival`] (what a new result is sent as), [`plan`] (the plan's types),
+//! [`policy`], [`effects`], [`error`], [`rehydrate`].
 //!
 #![doc = include_str!("spec.md")]
 
+pub(crate) mod arrival;
 pub(crate) mod build;
 pub(crate) mod effects;
 pub(crate) mod error;

@@ -22,6 +22,7 @@
 use crate::conversation::format::message_tokens_limited;
 use crate::conversation::marker;
 use crate::conversation::transcript::{Message, Role, Transcript};
+use crate::planner::arrival::page_over_on_arrival;
 use crate::planner::effects::EffectStatuses;
 use crate::planner::error::TranscriptPlanError;
 use crate::planner::layout::zone;
@@ -59,6 +60,7 @@ impl TranscriptPlanner {
                 update: None,
                 compact: false,
                 page_over: None,
+                verbatim_first: false,
             },
         )
     }
@@ -267,6 +269,7 @@ impl TranscriptPlanner {
         // mark leaves: when the append does not fit, the compaction point that follows needs
         // these counts (the new messages are the newest), and takes them from here.
         let limit = request.budget.limit;
+        let page_over = page_over_on_arrival(messages, request, limit, counter, format);
         let mut counts = Vec::new();
         for (offset, message) in messages[planned_len..].iter().enumerate().rev() {
             let index = planned_len + offset;
@@ -281,8 +284,7 @@ impl TranscriptPlanner {
                 tokens: counted.ok_or(limit),
             });
             // A tool result over the cap is paged on arrival.
-            let cap = request
-                .page_over
+            let cap = page_over
                 .filter(|cap| message.role == Role::Tool && counted.is_none_or(|t| t > *cap));
             let (sent, tokens, slot) = match (counted, cap) {
                 (_, Some(cap)) => {
@@ -370,6 +372,8 @@ impl TranscriptPlanner {
             request.effects,
         )?;
         let recent = self.recent_counts(transcript);
+        let (counter, format) = (&*self.counter, &*self.format);
+        let page_over = page_over_on_arrival(messages, request, budget.limit, counter, format);
         let ctx = || Ctx {
             messages,
             recent: &recent,
@@ -378,7 +382,7 @@ impl TranscriptPlanner {
             policy: request.policy,
             effects: request.effects,
             summary_tokens: request.summary_tokens,
-            page_over: request.page_over,
+            page_over,
         };
         let mut limit = budget.limit;
         let mut target = budget.low_water.min(limit);

@@ -103,6 +103,8 @@ pub(crate) struct Request<'a> {
     pub(crate) compact: bool,
     /// A new tool result that would cost more tokens than this is paged to at most this.
     pub(crate) page_over: Option<usize>,
+    /// Lift `page_over` while the newest turn fits the request (`planner::arrival`).
+    pub(crate) verbatim_first: bool,
 }
 
 /// A fold that wants a summary.

@@ -41,6 +41,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 /// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
+/// | [`verbatim_first`](Self::verbatim_first) | off |
 /// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
 /// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
@@ -60,6 +61,7 @@ pub struct SessionBuilder<S> {
     ledger: Arc<dyn SessionLedger<S>>,
     marks: (f64, f64),
     page_results_over: f64,
+    verbatim_first: bool,
     window_share: f64,
     chat_format: Option<Arc<dyn ChatFormat>>,
     effect_calls: Option<EffectCalls>,
@@ -87,6 +89,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             ledger: Arc::new(MemoryLedger::new()),
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
             page_results_over: SESSION_PAGE_RESULTS_OVER,
+            verbatim_first: false,
             window_share: SESSION_WINDOW_SHARE,
             chat_format: None,
             effect_calls: None,
@@ -150,6 +153,14 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// only what could not be sent at all.
     pub fn page_results_over(mut self, share: f64) -> Self {
         self.page_results_over = share;
+        self
+    }
+
+    /// Sends a new tool result verbatim whenever its turn fits the request, paging it on
+    /// arrival only when it does not (see [`CompactorBuilder::verbatim_first`]). Off by
+    /// default.
+    pub fn verbatim_first(mut self, on: bool) -> Self {
+        self.verbatim_first = on;
         self
     }
 
@@ -229,6 +240,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .high_water_mark(high)
             .low_water_mark(low)
             .page_results_over(self.page_results_over)
+            .verbatim_first(self.verbatim_first)
             .window_share(self.window_share)
             .build()?;
         let mut resolver = self.resolver;

@@ -85,6 +85,7 @@ fn a_page_cap_does_not_count_the_results_a_first_plan_folds() {
         update: None,
         compact: false,
         page_over: Some(500),
+        verbatim_first: false,
     };
     let plan = planner.plan_request(&chat, &request).unwrap();
     assert!(plan.planned.tokens() <= 20_000);
