@@ -1,18 +1,17 @@
-//! The coding agent template on Anthropic's Messages API: copy this file. A real agent loop on
-//! `compaction::Session`, durable on SQLite: each turn it asks the model for the next step,
-//! reads files, answers the model's `resolve_pointer` calls, and deploys under the effect ledger
-//! (claimed before it runs, committed after). Kill it at any moment (`kill -9`) and run it again
-//! with the same `--db`: it resumes from its last checkpoint, and a deploy that ran, or may
-//! have, never runs again.
+//! The coding agent template on Anthropic's Messages API: copy this file. An agent loop on
+//! `compaction::Session`, durable on SQLite: it asks the model for the next step, reads files,
+//! answers `resolve_pointer` calls, and deploys under the effect ledger (claimed before it runs,
+//! committed after). Kill it at any moment (`kill -9`) and run it again with the same `--db`:
+//! it resumes from its last checkpoint; a deploy that ran, or may have, never runs again.
 //!
-//! Run: `cargo run --example agent_anthropic --features anthropic [-- --db PATH]`. Your key:
-//! `ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL` (and `ANTHROPIC_BASE_URL`); without the base URL the
-//! loopback test server's scripted model stands in (`support/`, not part of the template, also
-//! reads `--world PATH` and `--deploy-ms N`: the fake deploys' log and duration).
+//! Run: `cargo run --example agent_anthropic --features anthropic [-- --db PATH]` (with the
+//! `postgres` feature, `--db postgres://...` too). Env: `ANTHROPIC_API_KEY`, `ANTHROPIC_MODEL`,
+//! `ANTHROPIC_BASE_URL`; without the base URL the loopback test server's scripted model stands
+//! in (`support/`, not part of the template, also reads `--world PATH` and `--deploy-ms N`).
 //!
-//! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`.
-//! `AnthropicClient` is the library's (retries of 429 / 529 / 5xx, `client.stream` for SSE);
-//! the request carries a cache breakpoint at the stable prefix and the session's tools.
+//! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`:
+//! the library's `AnthropicClient` (retries of 429 / 529 / 5xx; `stream` for SSE) and the
+//! request (a cache breakpoint at the stable prefix, the session's tools).
 
 mod support; // NOT PART OF THE TEMPLATE: the fake world and the loopback model server
 use compaction::anthropic::AnthropicClient;
@@ -20,6 +19,8 @@ use compaction::pointer_tool::resolve_pointer_definition;
 use compaction::session::{EffectCall, Session, ToolFailure, ToolRunOutcome};
 use compaction::{block_on, Compactable, Compactor, Effect, EffectLog, Message, Role};
 use compaction::{AnthropicMessages, Transcript};
+#[cfg(feature = "postgres")]
+use compaction::{PgLedger, PgStore};
 use compaction::{SealKey, SqliteLedger, SqliteStore, Tokenizer, ToolCall, ToolDefinition};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -86,22 +87,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .budget(4_000)
         .token_counter(Tokenizer::O200kBase)
         .seal_key(SealKey::new("coding-agent", [7u8; 32])?); // yours: from a secret store
-    let mut session = Session::builder("coding-agent")
+    let session = Session::builder("coding-agent")
         .compactor(compactor)
         .chat_format(AnthropicMessages) // the budget counts the request as this wire bills it
         .tools(tools())
+        .effect_calls(deploy_effect);
+    // With the `postgres` feature, `--db postgres://...` keeps the checkpoints and the ledger in
+    // that database instead (several workers may share it).
+    #[cfg(feature = "postgres")]
+    let session = match db.to_str().filter(|db| db.starts_with("postgres")) {
+        Some(url) => session
+            .store(block_on(PgStore::connect(url, "coding-agent"))?)
+            .ledger(block_on(PgLedger::connect(url, "coding-agent"))?),
+        None => session
+            .store(SqliteStore::open(&db)?)
+            .ledger(SqliteLedger::open(&db)?),
+    };
+    #[cfg(not(feature = "postgres"))]
+    let session = session
         .store(SqliteStore::open(&db)?)
-        .ledger(SqliteLedger::open(&db)?)
-        .effect_calls(deploy_effect)
-        .open_blocking(|| CodingAgent {
-            rules: vec!["Never deploy a service twice.".into()],
-            chat: Transcript::from_messages(vec![Message::system("You are a coding agent.")])
-                .expect("one system message"),
-            ..CodingAgent::default()
-        })?;
+        .ledger(SqliteLedger::open(&db)?);
+    let mut session = session.open_blocking(|| CodingAgent {
+        rules: vec!["Never deploy a service twice.".into()],
+        chat: Transcript::from_messages(vec![Message::system("You are a coding agent.")])
+            .expect("one system message"),
+        ..CodingAgent::default()
+    })?;
     match session.resumed_from() {
         Some(sequence) => println!("resumed from checkpoint #{sequence}"),
-        None => println!("fresh start in {}", db.display()),
+        None => println!("fresh start"), // (a PostgreSQL URL may hold a password)
     }
     loop {
         // The model closed its turn (or nothing was said yet): the user's next task, if any.
@@ -119,11 +133,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (sequence, tokens) = (request.sequence(), request.tokens());
         let point = ["", " (compaction point)"][usize::from(request.is_compaction_point())];
         println!("request #{sequence}: {tokens} tokens{point}");
+        // Sent; then its calls: pointers by the session, deploys under the ledger, the rest here.
         let reply = block_on(client.send(&request.anthropic_request(&model, 1_024)?))?; // glue
         session.push_response(reply)?; // glue
-
-        // Every call of the reply: the pointer tool by the session, deploys under the ledger
-        // (never twice, never while unknown), the rest by `run_tool`.
         for run in session.run_tools_blocking(run_tool)? {
             if let (ToolRunOutcome::Effect(outcome), Some(deploy)) =
                 (run.outcome, deploy_effect(&run.call))

@@ -1,20 +1,19 @@
-//! The coding agent template on OpenAI's Responses API: copy this file. A real agent loop on
-//! `compaction::Session`, durable on SQLite: each turn it asks the model for the next step,
-//! reads files, answers the model's `resolve_pointer` calls, and deploys under the effect ledger
-//! (claimed before it runs, committed after). Kill it at any moment (`kill -9`) and run it again
-//! with the same `--db`: it resumes from its last checkpoint, and a deploy that ran, or may
-//! have, never runs again.
+//! The coding agent template on OpenAI's Responses API: copy this file. An agent loop on
+//! `compaction::Session`, durable on SQLite: it asks the model for the next step, reads files,
+//! answers `resolve_pointer` calls, and deploys under the effect ledger (claimed before it runs,
+//! committed after). Kill it at any moment (`kill -9`) and run it again with the same `--db`:
+//! it resumes from its last checkpoint; a deploy that ran, or may have, never runs again.
 //!
-//! Run: `cargo run --example agent_openai_responses --features openai,openai-responses
-//! [-- --db PATH]`. Your server:
-//! `OPENAI_BASE_URL` (with `/v1`), `OPENAI_API_KEY`, `OPENAI_MODEL`; without the base URL the
-//! loopback test server's scripted model stands in (`support/`, not part of the template, also
-//! reads `--world PATH` and `--deploy-ms N`: the fake deploys' log and duration).
+//! Run: `cargo run --example agent_openai_responses --features openai,openai-responses [-- --db
+//! PATH]`. Env: `OPENAI_BASE_URL` (with `/v1`), `OPENAI_API_KEY`, `OPENAI_MODEL`; without the
+//! base URL the loopback test server's scripted model stands in (`support/`, not part of the
+//! template, also reads `--world PATH` and `--deploy-ms N`: the fake deploys' log and duration).
 //!
-//! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`.
-//! `OpenAiClient` is the library's (retries of 429 / 5xx); with your own async-openai client,
-//! send `request.responses_request(..)` with it instead. The request is stateless (`store:
-//! false`): each reasoning item comes back encrypted and is replayed unchanged with its turn.
+//! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`:
+//! the library's `OpenAiClient` (retries of 429 / 5xx), the request (stateless, `store: false`:
+//! each reasoning item comes back encrypted and is replayed unchanged with its turn) and the
+//! reply's output items as messages; with your own async-openai client, send
+//! `request.responses_request(..)` with it instead.
 
 mod support; // NOT PART OF THE TEMPLATE: the fake world and the loopback model server
 use compaction::openai::{from_responses_output, OpenAiClient};
@@ -120,14 +119,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (sequence, tokens) = (request.sequence(), request.tokens());
         let point = ["", " (compaction point)"][usize::from(request.is_compaction_point())];
         println!("request #{sequence}: {tokens} tokens{point}");
+        // Sent; then its calls: pointers by the session, deploys under the ledger, the rest here.
         let reply = block_on(client.responses(&request.responses_request(&model)))?; // glue
         let messages = from_responses_output(&reply.output)?; // glue
         messages
             .into_iter()
             .try_for_each(|m| session.push_response(m))?; // glue
-
-        // Every call of the reply: the pointer tool by the session, deploys under the ledger
-        // (never twice, never while unknown), the rest by `run_tool`.
         for run in session.run_tools_blocking(run_tool)? {
             if let (ToolRunOutcome::Effect(outcome), Some(deploy)) =
                 (run.outcome, deploy_effect(&run.call))
