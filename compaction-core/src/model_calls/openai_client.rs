@@ -239,15 +239,25 @@ async fn call<T: DeserializeOwned>(
                 false => Attempt::Fatal(error),
             };
         }
-        match serde_json::from_str::<T>(&text) {
-            Ok(reply) => Attempt::Answer(reply),
-            Err(e) => {
+        let reply = serde_json::from_str::<T>(&text);
+        match reply.map_err(|e| (without_usage(&text), e)) {
+            Ok(reply) | Err((Some(reply), _)) => Attempt::Answer(reply),
+            Err((None, e)) => {
                 let body = excerpt(&settings.scrub(&format!("{e}: {text}")));
                 Attempt::Fatal(OpenAiClientError::Malformed { body })
             }
         }
     };
     with_retries(settings.max_retries, settings.max_backoff, attempt).await
+}
+
+/// The reply of `text` read without its `usage` block, when only that block was in another
+/// shape than async-openai's (a compatible server's, or OpenAI's documented examples without
+/// `input_tokens_details`): the bill's details are not a reason to lose the model's reply.
+fn without_usage<T: DeserializeOwned>(text: &str) -> Option<T> {
+    let mut reply: serde_json::Value = serde_json::from_str(text).ok()?;
+    reply.as_object_mut()?.remove("usage")?;
+    serde_json::from_value(reply).ok()
 }
 
 /// An error answer's `error.message` (with `error.type` first when given), else its text.
