@@ -19,8 +19,8 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// A client of an OpenAI-compatible server (OpenAI, Azure OpenAI, vLLM, llama.cpp, Ollama, the
 /// loopback test server) for an agent's model calls: [`chat`](Self::chat) posts to
 /// `{base_url}/chat/completions` and returns the completion
-/// [`Session::push_response`](crate::Session::push_response) takes; [`responses`](Self::responses)
-/// (feature `openai-responses`) posts to `{base_url}/responses`.
+/// [`Session::push_response`](crate::Session::push_response) takes; `responses` (feature
+/// `openai-responses`) posts to `{base_url}/responses`.
 ///
 /// ```no_run
 /// use compaction::openai::OpenAiClient;
@@ -272,7 +272,7 @@ fn error_message(text: &str) -> String {
     }
 }
 
-/// Why [`OpenAiClient::chat`] or [`OpenAiClient::responses`] gave no reply. No variant,
+/// Why [`OpenAiClient::chat`] or `OpenAiClient::responses` gave no reply. No variant,
 /// message or `Debug` output ever holds the API key: a server that echoes it back has it
 /// replaced by `<api key>`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
