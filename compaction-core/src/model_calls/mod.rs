@@ -1,6 +1,6 @@
 //! Model calls: each wire's streamed reply assembled into exactly what `push_response` takes
 //! (Anthropic's server-sent events, OpenAI's chat completion chunks), and the Anthropic
-//! Messages client with bounded retries on the crate's own HTTPS transport.
+//! Messages and OpenAI clients with bounded retries on the crate's own HTTPS transport.
 //!
 //! A room of its own, beside `integrations/` (whose wire types it builds): the public names are
 //! re-exported from `compaction::anthropic` and `compaction::openai`.
@@ -9,6 +9,8 @@
 pub(crate) mod anthropic_client;
 #[cfg(feature = "anthropic-types")]
 pub(crate) mod anthropic_stream;
+#[cfg(feature = "openai")]
+pub(crate) mod openai_client;
 #[cfg(feature = "openai-types")]
 pub(crate) mod openai_stream;
 #[cfg(any(feature = "anthropic-types", feature = "openai-types"))]

@@ -15,6 +15,8 @@ use std::time::Duration;
 /// The largest answer read (a chat completion is a few KiB; an error page maybe more).
 const MAX_ANSWER_BYTES: usize = 8 << 20;
 /// The largest streamed answer read: a long reply's events are many times its text.
+// Streaming is the Messages client's only (`openai` alone builds this transport without it).
+#[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
 const MAX_STREAM_BYTES: usize = 64 << 20;
 
 /// One answer, read whole.
@@ -73,6 +75,7 @@ impl HttpsClient {
 
     /// POSTs `body` as JSON to `url` with `headers` and returns once the answer's head is in:
     /// its body is read with [`Streaming::next`], all within the client's timeout.
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
     pub(crate) async fn post_stream(
         &self,
         url: &str,
@@ -129,6 +132,7 @@ impl HttpsClient {
 }
 
 /// An answer whose body is read as it arrives.
+#[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
 pub(crate) struct Streaming {
     pub(crate) status: u16,
     pub(crate) headers: HeaderMap,
@@ -138,6 +142,7 @@ pub(crate) struct Streaming {
     read: usize,
 }
 
+#[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
 impl Streaming {
     /// The body's next bytes, `None` at its end.
     pub(crate) async fn next(&mut self) -> Result<Option<Bytes>, Transport> {

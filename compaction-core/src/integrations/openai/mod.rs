@@ -11,7 +11,9 @@
 //!   `Compacted::responses_input()`;
 //! - feature `openai` (implies `openai-types`): [`OpenAiSummarizer`], summaries from a chat
 //!   completions server (async-openai's request and response types, sent through the crate's
-//!   own HTTPS transport: rustls on `ring`, nothing unified into your own async-openai client).
+//!   own HTTPS transport: rustls on `ring`, nothing unified into your own async-openai client),
+//!   and [`OpenAiClient`], the agent's own model calls (chat completions; Responses too with
+//!   `openai-responses`) on the same transport, with retries.
 
 mod messages;
 #[cfg(feature = "openai-responses")]
@@ -40,6 +42,10 @@ pub use crate::model_calls::openai_stream::{ChatStreamAssembler, ChatStreamError
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};
+// The agent's own model calls, beside the wires (`model_calls/`), re-exported here.
+#[cfg(feature = "openai")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
+pub use crate::model_calls::openai_client::{OpenAiClient, OpenAiClientError};
 
 /// The `async-openai` crate these conversions speak, re-exported so your request types are the
 /// same as ours (its chat types are in `async_openai::types::chat`, its Responses types in

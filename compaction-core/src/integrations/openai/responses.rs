@@ -10,6 +10,7 @@ use crate::integrations::openai::responses_rules::ResponsesError;
 use crate::pointer_tool::definition::{
     resolve_pointer_parameters, RESOLVE_POINTER, RESOLVE_POINTER_DESCRIPTION,
 };
+use crate::session::request::SessionRequest;
 use async_openai::types::responses::{
     CompactionSummaryItemParam, EasyInputContent, EasyInputMessage, FunctionCallOutput,
     FunctionCallOutputItemParam, FunctionTool, FunctionToolCall, InputContent, InputItem,
@@ -511,29 +512,48 @@ impl<S> Compacted<S> {
         let messages: Vec<&Message> = std::iter::once(&window)
             .chain(self.transcript_messages())
             .collect();
-        let mut out = Vec::with_capacity(messages.len());
-        for (index, message) in messages.iter().enumerate() {
-            let follows_assistant = index > 0 && messages[index - 1].role == Role::Assistant;
-            // Every message converts: its reasoning parts have the documented shape (checked
-            // when each part was made), and a name or foreign part is left out, not refused.
-            // Its items are added whole or not at all, so no reasoning item is ever sent
-            // without the rest of its turn.
-            let mut items = Vec::new();
-            let pushed = push_message(
-                &mut items,
-                message,
-                index,
-                follows_assistant,
-                Foreign::LeaveOut,
-            );
-            debug_assert!(
-                pushed.is_ok(),
-                "a checked message did not convert: {pushed:?}"
-            );
-            if pushed.is_ok() {
-                out.append(&mut items);
-            }
-        }
-        out
+        checked_input(&messages)
     }
+}
+
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
+impl SessionRequest {
+    /// The request as Responses input items, as
+    /// [`Compacted::responses_input`](crate::Compacted::responses_input) makes them (each
+    /// assistant turn with its `reasoning` items first and unchanged; a participant `name` and
+    /// another API's opaque parts left out). Send it with `store: false`,
+    /// `include: ["reasoning.encrypted_content"]`, the tools in their Responses shape
+    /// ([`ToolDefinition::openai_responses`](crate::ToolDefinition::openai_responses)) and
+    /// [`prompt_cache_key`](Self::prompt_cache_key).
+    pub fn responses_input(&self) -> Vec<InputItem> {
+        checked_input(&self.messages().iter().collect::<Vec<_>>())
+    }
+}
+
+/// `messages` (a checkpoint's, checked when it was made or loaded) as input items.
+fn checked_input(messages: &[&Message]) -> Vec<InputItem> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (index, message) in messages.iter().enumerate() {
+        let follows_assistant = index > 0 && messages[index - 1].role == Role::Assistant;
+        // Every message converts: its reasoning parts have the documented shape (checked
+        // when each part was made), and a name or foreign part is left out, not refused.
+        // Its items are added whole or not at all, so no reasoning item is ever sent
+        // without the rest of its turn.
+        let mut items = Vec::new();
+        let pushed = push_message(
+            &mut items,
+            message,
+            index,
+            follows_assistant,
+            Foreign::LeaveOut,
+        );
+        debug_assert!(
+            pushed.is_ok(),
+            "a checked message did not convert: {pushed:?}"
+        );
+        if pushed.is_ok() {
+            out.append(&mut items);
+        }
+    }
+    out
 }

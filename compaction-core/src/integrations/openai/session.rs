@@ -9,7 +9,8 @@ use crate::session::error::SessionError;
 use crate::session::request::SessionRequest;
 use crate::session::turn::ModelResponse;
 use async_openai::types::chat::{
-    ChatCompletionRequestMessage, ChatCompletionResponseMessage, CreateChatCompletionResponse,
+    ChatCompletionRequestMessage, ChatCompletionResponseMessage, ChatCompletionTool,
+    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionObject,
 };
 
 impl ModelResponse for &ChatCompletionResponseMessage {
@@ -56,5 +57,70 @@ impl SessionRequest {
             .enumerate()
             .filter_map(|(index, message)| message_to_openai(message, index, Opaque::LeaveOut).ok())
             .collect()
+    }
+
+    /// The whole chat completions request for `model`: [`openai_messages`](Self::openai_messages),
+    /// the session's [`tools`](Self::tools) as function tools, and
+    /// [`prompt_cache_key`](Self::prompt_cache_key); every other field unset (set yours on the
+    /// value before sending it).
+    pub fn openai_chat_request(&self, model: impl Into<String>) -> CreateChatCompletionRequest {
+        let tools: Vec<ChatCompletionTools> = self
+            .tools()
+            .iter()
+            .map(|tool| {
+                ChatCompletionTools::Function(ChatCompletionTool {
+                    function: FunctionObject {
+                        name: tool.name.clone(),
+                        description: Some(tool.description.clone()),
+                        parameters: Some(tool.parameters.clone()),
+                        strict: None,
+                    },
+                })
+            })
+            .collect();
+        CreateChatCompletionRequest {
+            model: model.into(),
+            messages: self.openai_messages(),
+            tools: (!tools.is_empty()).then_some(tools),
+            prompt_cache_key: Some(self.prompt_cache_key().to_owned()),
+            ..CreateChatCompletionRequest::default()
+        }
+    }
+
+    /// The whole Responses API request for `model`, stateless as compaction needs it:
+    /// [`responses_input`](Self::responses_input), the session's [`tools`](Self::tools) as
+    /// function tools, `store: false`, `include: ["reasoning.encrypted_content"]` (so each
+    /// reasoning item comes back whole, to be replayed unchanged), and
+    /// [`prompt_cache_key`](Self::prompt_cache_key); every other field unset.
+    #[cfg(feature = "openai-responses")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
+    pub fn responses_request(
+        &self,
+        model: impl Into<String>,
+    ) -> async_openai::types::responses::CreateResponse {
+        use async_openai::types::responses::{
+            CreateResponse, FunctionTool, IncludeEnum, InputParam, Tool,
+        };
+        let tools: Vec<Tool> = self
+            .tools()
+            .iter()
+            .map(|tool| {
+                Tool::Function(FunctionTool {
+                    name: tool.name.clone(),
+                    description: Some(tool.description.clone()),
+                    parameters: Some(tool.parameters.clone()),
+                    ..FunctionTool::default()
+                })
+            })
+            .collect();
+        CreateResponse {
+            model: Some(model.into()),
+            input: InputParam::Items(self.responses_input()),
+            tools: (!tools.is_empty()).then_some(tools),
+            store: Some(false),
+            include: Some(vec![IncludeEnum::ReasoningEncryptedContent]),
+            prompt_cache_key: Some(self.prompt_cache_key().to_owned()),
+            ..CreateResponse::default()
+        }
     }
 }

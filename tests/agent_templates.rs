@@ -1,11 +1,12 @@
-//! The coding agent template (`examples/session_agent.rs`) as a real process, on both wires:
-//! killed with SIGKILL while a deploy runs, then again mid-loop, then resumed to the end. No
-//! deploy ever runs twice (the world's own log and the ledger's history agree), the one killed
-//! mid-deploy stays `unknown` and is never retried, and the run finishes. And two processes of
-//! the same agent side by side, on one SQLite file and on PostgreSQL, killed at random: each
-//! deploy has exactly one winner, and the loser says why it did not run it. The example binary is
-//! built first (`cargo build --example session_agent --features openai,anthropic`, as `.ci/run`
-//! does).
+//! The coding agent templates (`examples/agent_anthropic.rs`, `agent_openai_chat.rs`,
+//! `agent_openai_responses.rs`) as real processes, one test per wire: killed with SIGKILL while
+//! a deploy runs, then again mid-loop, then resumed to the end. No deploy ever runs twice (the
+//! world's own log and the ledger's history agree), the one killed mid-deploy stays `unknown`
+//! and is never retried, and the run finishes every task. And two processes of the same agent
+//! side by side, on one SQLite file and on PostgreSQL, killed at random: each deploy has exactly
+//! one winner, and the loser says why it did not run it. The example binaries are built first
+//! (`cargo build --example agent_anthropic --example agent_openai_chat --example
+//! agent_openai_responses --features openai,anthropic,openai-responses`, as `.ci/run` does).
 
 mod common;
 #[cfg(feature = "postgres")]
@@ -19,14 +20,14 @@ use std::process::{Command, Stdio};
 
 const SERVICES: [&str; 6] = ["billing", "search", "auth", "mailer", "reports", "gateway"];
 
-fn example_binary() -> PathBuf {
-    common::example_binary("session_agent", "openai,anthropic")
+fn example_binary(template: &str) -> PathBuf {
+    common::example_binary(template, "openai,anthropic,openai-responses")
 }
 
-fn command(dir: &TempDir, wire: &str, deploy_ms: u32) -> Command {
-    let mut command = Command::new(example_binary());
+fn command(dir: &TempDir, template: &str, deploy_ms: u32) -> Command {
+    let mut command = Command::new(example_binary(template));
     command
-        .args(["--wire", wire, "--deploy-ms", &deploy_ms.to_string()])
+        .args(["--deploy-ms", &deploy_ms.to_string()])
         .arg("--db")
         .arg(dir.db("agent.db"))
         .arg("--world")
@@ -73,17 +74,17 @@ fn world_deploys(world: &Path) -> Vec<usize> {
         .collect()
 }
 
-fn killed_twice_then_resumed(wire: &str) {
-    let dir = TempDir::new(&format!("session-agent-{wire}"));
+fn killed_twice_then_resumed(template: &str) {
+    let dir = TempDir::new(&format!("agent-template-{template}"));
     // Killed while `auth` deploys: it happened (the world logged it) but was never committed.
-    let first = run_and_kill(command(&dir, wire, 400), |line, _| {
+    let first = run_and_kill(command(&dir, template, 400), |line, _| {
         line == "deploying auth ..."
     });
     assert!(first.iter().any(|l| l == "deploy search: Committed"));
     assert_eq!(world_deploys(&dir.db("world.log")), [1, 1, 1, 0, 0, 0]);
 
     // Resumed, and killed again a few requests later (between any two steps).
-    let second = run_and_kill(command(&dir, wire, 0), |line, _| {
+    let second = run_and_kill(command(&dir, template, 0), |line, _| {
         line.starts_with("request #") && line.contains("(compaction point)")
     });
     assert!(
@@ -98,7 +99,7 @@ fn killed_twice_then_resumed(wire: &str) {
     );
 
     // Resumed to the end.
-    let out = command(&dir, wire, 0).output().unwrap();
+    let out = command(&dir, template, 0).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -132,13 +133,18 @@ fn killed_twice_then_resumed(wire: &str) {
 }
 
 #[test]
-fn the_openai_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
-    killed_twice_then_resumed("openai");
+fn the_openai_chat_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
+    killed_twice_then_resumed("agent_openai_chat");
+}
+
+#[test]
+fn the_openai_responses_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
+    killed_twice_then_resumed("agent_openai_responses");
 }
 
 #[test]
 fn the_anthropic_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
-    killed_twice_then_resumed("anthropic");
+    killed_twice_then_resumed("agent_anthropic");
 }
 
 /// xorshift64*: the kill points, from a seed printed for a rerun.
@@ -197,7 +203,7 @@ fn run_in_thread(mut command: Command, kill_at: Option<usize>) -> std::thread::J
 /// and every time a session does not run a deploy, what it printed says why (the ledger shows
 /// it committed, or claimed and never settled); a process that fails says why on stderr.
 fn two_sessions_race<L: EffectLedger>(
-    wire: &str,
+    template: &str,
     dir: &TempDir,
     db: &str,
     open_ledger: impl FnOnce() -> L,
@@ -210,9 +216,9 @@ fn two_sessions_race<L: EffectLedger>(
     println!("seed {seed}");
     let mut rng = Rng(seed);
     let command = |deploy_ms: u32| {
-        let mut command = Command::new(example_binary());
+        let mut command = Command::new(example_binary(template));
         command
-            .args(["--wire", wire, "--deploy-ms", &deploy_ms.to_string()])
+            .args(["--deploy-ms", &deploy_ms.to_string()])
             .args(["--db", db])
             .arg("--world")
             .arg(dir.db("world.log"))
@@ -313,20 +319,20 @@ fn two_sessions_race<L: EffectLedger>(
 fn two_sessions_of_one_agent_on_one_sqlite_file_never_deploy_twice() {
     let dir = TempDir::new("session-race-sqlite");
     let db = dir.db("race.db");
-    two_sessions_race("openai", &dir, &db.display().to_string(), || {
+    two_sessions_race("agent_openai_chat", &dir, &db.display().to_string(), || {
         SqliteLedger::open(&db).unwrap()
     });
 }
 
 /// The same race on PostgreSQL (the test's own throwaway server): both processes keep their
-/// checkpoints and the ledger in one namespace of one database. The example binary is built
-/// with the `postgres` feature (`.ci/run` builds it with every feature).
+/// checkpoints and the ledger in one namespace of one database (the Anthropic template, built
+/// with the `postgres` feature: `.ci/run` builds it with every feature).
 #[cfg(feature = "postgres")]
 #[test]
 fn two_sessions_of_one_agent_on_postgres_never_deploy_twice() {
     let db = pg::harness::TestDb::new("session_race");
     let dir = TempDir::new("session-race-pg");
-    two_sessions_race("anthropic", &dir, db.url(), || {
-        block_on(compaction::PgLedger::connect(db.url(), "session-agent")).unwrap()
+    two_sessions_race("agent_anthropic", &dir, db.url(), || {
+        block_on(compaction::PgLedger::connect(db.url(), "coding-agent")).unwrap()
     });
 }

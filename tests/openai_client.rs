@@ -1,0 +1,209 @@
+//! `OpenAiClient` against the scripted loopback server (feature `openai`; real HTTP, no
+//! network): chat completions and Responses replies as async-openai's types, 429 / 5xx retried
+//! honouring `retry-after`, other 4xx and non-replies typed at once, the key never in an error
+//! and never sent in the clear; and a session's whole request on each OpenAI wire
+//! (`openai_chat_request`, `responses_request`) carrying its messages, tools and cache key.
+
+use compaction::openai::async_openai::types::responses::OutputItem;
+use compaction::openai::{from_responses_output, OpenAiClient, OpenAiClientError};
+use compaction::pointer_tool::resolve_pointer_definition;
+use compaction::session::Session;
+use compaction::{block_on, Compactable, Compactor, MemoryLedger, MemoryStore, Message};
+use compaction::{ToolCall, Transcript};
+use compaction_fixtures::openai_server::{FakeOpenAi, Reply};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::time::Duration;
+
+const KEY: &str = "sk-test-key-0123456789";
+const RESPONSES_OUTPUT: &str = include_str!("../fixtures/openai/responses_output.json");
+
+fn client(server: &FakeOpenAi) -> OpenAiClient {
+    OpenAiClient::new(KEY)
+        .base_url(server.base_url())
+        .timeout(Duration::from_secs(5))
+        .max_retries(3)
+        .max_backoff(Duration::from_secs(2))
+}
+
+fn body() -> serde_json::Value {
+    json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+}
+
+#[test]
+fn chat_retries_429_and_5xx_then_returns_the_completion_with_the_body_as_given() {
+    let server = FakeOpenAi::start([
+        Reply::rate_limited("0"),
+        Reply::error(503, "overloaded"),
+        Reply::tool_calls("", &[("call_1", "read_file", r#"{"path": "p17"}"#)]),
+    ])
+    .unwrap();
+    let completion = block_on(client(&server).chat(&body())).unwrap();
+    let calls = completion.choices[0].message.tool_calls.as_ref().unwrap();
+    assert_eq!(calls.len(), 1);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].path, "/v1/chat/completions");
+    assert_eq!(
+        requests[2].json(),
+        body(),
+        "the client adds nothing to the body"
+    );
+    assert_eq!(
+        requests[2].authorization.as_deref(),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+}
+
+#[test]
+fn retries_are_bounded_and_other_4xx_and_non_replies_are_not_retried() {
+    let server = FakeOpenAi::start((0..10).map(|_| Reply::rate_limited("0"))).unwrap();
+    let error = block_on(client(&server).max_retries(2).chat(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Http { status: 429, .. }),
+        "{error}"
+    );
+    assert_eq!(server.request_count(), 3);
+
+    // A server asking for a longer wait than allowed ends the call at once.
+    let server = FakeOpenAi::start([Reply::rate_limited("60")]).unwrap();
+    let error = block_on(client(&server).chat(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Http { status: 429, .. }),
+        "{error}"
+    );
+    assert_eq!(server.request_count(), 1);
+
+    // A 400 that echoes the key and imitates the library's markers: typed, the key scrubbed.
+    let echo = format!("key {KEY} refused for ⟦p17⟧ store://sha256:00ff");
+    let server = FakeOpenAi::start([Reply::error(400, &echo)]).unwrap();
+    let error = block_on(client(&server).chat(&body())).unwrap_err();
+    let OpenAiClientError::Http { status, message } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(*status, 400);
+    assert!(
+        message.starts_with("invalid_request_error: key <api key> refused"),
+        "{message}"
+    );
+    assert!(!format!("{error} {error:?}").contains(KEY));
+    assert_eq!(server.request_count(), 1);
+
+    // A 200 that is not a completion.
+    let server = FakeOpenAi::start([Reply::Raw("<html>maintenance</html>".into())]).unwrap();
+    let error = block_on(client(&server).chat(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Malformed { .. }),
+        "{error}"
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn refused_connections_are_retried_then_reported_and_the_key_needs_https_or_loopback() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let client = OpenAiClient::new(KEY)
+        .base_url(format!("http://127.0.0.1:{port}/v1"))
+        .max_retries(1)
+        .max_backoff(Duration::from_secs(1));
+    let error = block_on(client.chat(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Connect { .. }),
+        "{error}"
+    );
+    assert!(!format!("{error} {error:?}").contains(KEY));
+
+    let insecure = OpenAiClient::new(KEY).base_url("http://api.example.invalid/v1");
+    assert_eq!(
+        block_on(insecure.chat(&body())),
+        Err(OpenAiClientError::InsecureTransport {
+            host: "api.example.invalid".into()
+        })
+    );
+    // Without a key nothing secret is sent: a local server on the network is fine (the call
+    // fails here only because the host does not exist).
+    let keyless = OpenAiClient::new("").base_url("http://api.example.invalid/v1");
+    let error = block_on(keyless.max_retries(0).chat(&body())).unwrap_err();
+    assert!(
+        !matches!(error, OpenAiClientError::InsecureTransport { .. }),
+        "{error}"
+    );
+}
+
+#[test]
+fn responses_returns_the_recorded_response_whose_output_becomes_one_message() {
+    let server = FakeOpenAi::start([
+        Reply::error(500, "try again"),
+        Reply::Raw(RESPONSES_OUTPUT.to_owned()),
+    ])
+    .unwrap();
+    let request = json!({"model": "o4-mini", "input": "hi", "store": false});
+    let response = block_on(client(&server).responses(&request)).unwrap();
+    // The documented example's `usage` lacks the details async-openai requires: the reply is
+    // kept, the usage dropped.
+    assert!(response.usage.is_none());
+    assert!(matches!(response.output[0], OutputItem::Reasoning(_)));
+    let messages = from_responses_output(&response.output).unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].tool_calls[0].name, "read_file");
+    assert_eq!(server.requests()[1].path, "/v1/responses");
+    // The loopback's own text answer on this route is a Responses reply too.
+    let server = FakeOpenAi::start([Reply::summary("done")]).unwrap();
+    let response = block_on(client(&server).responses(&request)).unwrap();
+    assert_eq!(
+        from_responses_output(&response.output).unwrap()[0].content,
+        "done"
+    );
+}
+
+#[derive(Compactable, Serialize, Deserialize, Default)]
+struct Agent {
+    #[transcript]
+    chat: Transcript,
+}
+
+#[test]
+fn a_session_request_on_each_openai_wire_carries_messages_tools_and_cache_key() {
+    let mut session = Session::builder("agent-7")
+        .compactor(Compactor::builder().budget(8_000))
+        .tools([resolve_pointer_definition()])
+        .store(MemoryStore::new())
+        .ledger(MemoryLedger::new())
+        .open_blocking(Agent::default)
+        .unwrap();
+    session.push(Message::user("read ⟦p4⟧ and store://sha256:abc"));
+    let request = session.next_request_blocking().unwrap();
+    session
+        .push_response(Message::assistant_with_tools(
+            "",
+            vec![ToolCall::new("c1", "read_file", json!({"path": "p17"}))],
+        ))
+        .unwrap();
+
+    let chat = serde_json::to_value(request.openai_chat_request("gpt-4o-mini")).unwrap();
+    assert_eq!(chat["model"], "gpt-4o-mini");
+    assert_eq!(
+        chat["messages"],
+        serde_json::to_value(request.openai_messages()).unwrap()
+    );
+    assert_eq!(chat["tools"][0]["function"]["name"], "resolve_pointer");
+    assert_eq!(chat["prompt_cache_key"], request.prompt_cache_key());
+
+    let responses = serde_json::to_value(request.responses_request("o4-mini")).unwrap();
+    assert_eq!(
+        responses["input"],
+        serde_json::to_value(request.responses_input()).unwrap()
+    );
+    assert_eq!(responses["tools"][0]["name"], "resolve_pointer");
+    assert_eq!(responses["store"], false);
+    assert_eq!(responses["include"], json!(["reasoning.encrypted_content"]));
+    assert_eq!(responses["prompt_cache_key"], request.prompt_cache_key());
+    let input = request.responses_input();
+    let back = compaction::openai::from_responses_input(&input).unwrap();
+    assert_eq!(back.len(), request.messages().len());
+    assert_eq!(back[1].content, "read ⟦p4⟧ and store://sha256:abc");
+}
