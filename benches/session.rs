@@ -22,7 +22,7 @@
 use compaction::session::Session;
 use compaction::transcript::chat_tokens;
 use compaction::{block_on, EffectLedger, MemoryLedger};
-use compaction::{Compactor, ContentHash, Extractive, Message, Store, StoreError, Tokenizer};
+use compaction::{Compactor, ContentHash, Extractive, Message, Role, Store, StoreError, Tokenizer};
 use compaction_fixtures::chat::openai_message;
 use compaction_fixtures::family::{Member, SessionKeep2, SessionKeep3};
 use compaction_fixtures::session::{self, apply, CodingSession, Event, SessionState};
@@ -82,6 +82,8 @@ impl<S: SessionState> Policy for CompactEveryRequest<S> {
 struct SessionPolicy<S> {
     session: Session<S>,
     ledger: MemoryLedger,
+    /// A state change was applied and the next user message still announces it.
+    announced: bool,
 }
 
 impl<S: SessionState> SessionPolicy<S> {
@@ -111,12 +113,36 @@ impl<S: SessionState> SessionPolicy<S> {
             .ledger(ledger.clone())
             .open_blocking(|| state)
             .expect("a fresh session opens");
-        SessionPolicy { session, ledger }
+        SessionPolicy {
+            session,
+            ledger,
+            announced: false,
+        }
     }
 }
 
 impl<S: SessionState> Policy for SessionPolicy<S> {
     fn event(&mut self, event: &Event) {
+        // The fixture announces each state change in the next user message ("Status: ...",
+        // a paragraph of its own) for the policies without typed state; this agent records
+        // it in its state, which the session sends (its window, or a state update), so the
+        // user message reaches it without the announcement: every policy is told once.
+        if let Event::State { .. } = event {
+            self.announced = true;
+        }
+        let unannounced;
+        let event = match event {
+            Event::Push(message) if self.announced && message.role == Role::User => {
+                self.announced = false;
+                let mut message = message.clone();
+                if let Some((_, rest)) = message.content.split_once("\n\n") {
+                    message.content = rest.to_owned();
+                }
+                unannounced = Event::Push(message);
+                &unannounced
+            }
+            _ => event,
+        };
         // The fixture's `apply` pushes a message into the state's `#[transcript]` field (the
         // session's transcript) and keeps the write effects' log, as the agent's code would.
         apply(self.session.state_mut(), event);
@@ -230,7 +256,10 @@ impl Requests {
     }
 }
 
-/// The session as the Python policies replay it: the initial conversation and the events.
+/// The session as the Python policies replay it: the initial conversation, the agent's state
+/// as the text a policy without typed state puts in its system prompt (task, rules, plan: the
+/// `Session` sends them in its window; `family.py` gives them to the peers and the ceiling, so
+/// every policy carries the same information), and the events.
 fn export(path: &Path, initial: &CodingSession, events: &[Event]) {
     let events: Vec<Value> = events
         .iter()
@@ -244,7 +273,18 @@ fn export(path: &Path, initial: &CodingSession, events: &[Event]) {
         })
         .collect();
     let initial_messages: Vec<Value> = initial.chat.iter().map(openai_message).collect();
-    let file = json!({ "initial": initial_messages, "events": events });
+    let state = json!({
+        "task": initial.task,
+        "constraints": initial.constraints,
+        "plan": initial.plan,
+        "plan_step": initial.plan_step,
+        "decisions": initial.decisions,
+    });
+    let state = format!(
+        "The agent's state (its changes are announced in the user's messages):\n{}",
+        serde_json::to_string_pretty(&state).expect("serializes")
+    );
+    let file = json!({ "initial": initial_messages, "state": state, "events": events });
     std::fs::write(path, serde_json::to_vec(&file).expect("serializes")).expect("writes");
 }
 

@@ -137,6 +137,19 @@ def first_seen(path: Path) -> tuple[dict[str, str], list]:
     return first, requests
 
 
+def with_state(session: dict) -> dict:
+    """The session with the agent's state (task, rules, plan) at the end of its system prompt,
+    as an agent without typed state would carry it: the `Session` sends the same fields in its
+    window, so every policy pays for the same information (its changes reach every policy
+    through the user messages that announce them)."""
+    state = session.get("state")
+    if not state:
+        return session
+    initial = [{**m, "content": f"{m['content']}\n\n{state}"} if m["role"] == "system" else m
+               for m in session["initial"]]
+    return {**session, "initial": initial}
+
+
 def like_for_like(session: dict, first: dict[str, str]) -> tuple[dict, int]:
     """The session with every result ours paged on arrival replaced by ours' excerpt."""
     events, replaced = [], 0
@@ -254,7 +267,7 @@ def measure(name: str, budgets: list[int], keep: bool, results: Path) -> None:
         subprocess.run([binary, name, str(budget), str(OUT), *(["--export"] if n == 0 else [])],
                        check=True, capture_output=True, text=True)
         ours_s = time.time() - started
-        session = json.loads((OUT / f"session-{name}.json").read_text())
+        session = with_state(json.loads((OUT / f"session-{name}.json").read_text()))
         original = tool_results(session)
         ours_path = OUT / f"compaction-{name}-{budget}.jsonl"
         first, requests = first_seen(ours_path)

@@ -56,7 +56,8 @@
 //! exact prefix of the next (see `Compacted::messages`):
 //!
 //! ```text
-//! <<< STATE UPDATE of MigrationState: these values replace the ones shown earlier >>>
+//! ⟦compaction:update⟧ the state changed; these values replace the ones shown earlier:
+//! <<< STATE UPDATE of MigrationState >>>
 //! ## protected (verbatim)
 //! plan_step = 7
 //! <<< END STATE UPDATE >>>
@@ -177,11 +178,9 @@ impl Renderer for DefaultRenderer {
     fn render(&self, view: &WindowView<'_>) -> String {
         let mut out = String::new();
         if view.update {
-            let _ = writeln!(
-                out,
-                "<<< STATE UPDATE of {}: these values replace the ones shown earlier >>>",
-                view.state_type
-            );
+            // The update's marker line (`conversation::marker::update_text`) already says that
+            // these values replace the ones shown earlier: saying it twice costs every update.
+            let _ = writeln!(out, "<<< STATE UPDATE of {} >>>", view.state_type);
             render_sections(&mut out, view);
             out.push_str("<<< END STATE UPDATE >>>");
             return out;
