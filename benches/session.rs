@@ -104,6 +104,10 @@ impl<S: SessionState> SessionPolicy<S> {
         if let Ok(share) = std::env::var("SESSION_WINDOW") {
             builder = builder.window_share(share.trim().parse().expect("a share"));
         }
+        // `SESSION_VERBATIM_FIRST=1` sends a new result verbatim whenever its turn fits.
+        if std::env::var("SESSION_VERBATIM_FIRST").is_ok_and(|v| v == "1") {
+            builder = builder.verbatim_first(true);
+        }
         // `SESSION_PAGE=SHARE` tries another share for paging new results on arrival.
         if let Ok(page) = std::env::var("SESSION_PAGE") {
             builder = builder.page_results_over(page.trim().parse().expect("a share"));
