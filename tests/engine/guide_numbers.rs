@@ -269,10 +269,11 @@ fn keep_recent_holds_its_turns_at_a_sessions_compaction_point() {
         point.sent.ends_with(&chat.messages()[newest..]),
         "the newest turn, its result unread, is verbatim"
     );
+    // Half the budget needs both read results paged: the third and second newest turns'.
     assert_eq!(
         point.paged,
-        ["call_1"],
-        "the third newest turn's result, read, is paged"
+        ["call_1", "call_2"],
+        "the read results of the older two of the 3 turns are paged"
     );
     // With keep_recent = 1 the same turn is an old one: its result is tombstoned, not paged.
     let (chat, point) = session_point(Recent1::default, 10, 2_400);

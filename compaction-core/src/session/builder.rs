@@ -39,7 +39,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 /// | [`compactor`](Self::compactor) | `Compactor::builder()` (a budget is required) |
 /// | [`store`](Self::store): blobs and checkpoints | a fresh `MemoryStore` (lost on exit) |
 /// | [`ledger`](Self::ledger) | a fresh `MemoryLedger` (lost on exit) |
-/// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.6) |
+/// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.5) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
 /// | [`verbatim_first`](Self::verbatim_first) | off |
 /// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
