@@ -201,8 +201,10 @@ mod pieces {
     const LONG: usize = 256;
     /// The longest: a larger text is rarely counted twice unchanged.
     const LONGEST: usize = 64 * 1024;
-    /// The bytes of text the memo holds per thread before it is emptied.
-    const TEXT_BYTES: usize = 8 * 1024 * 1024;
+    /// The bytes of text the memo holds per thread and encoding before it is emptied: the
+    /// texts counted again are a request's window lines and recent messages, tens to hundreds
+    /// of KB, and a server counting on many threads keeps one memo per thread.
+    const TEXT_BYTES: usize = 2 * 1024 * 1024;
 
     /// What is known of a long text's count.
     #[derive(Clone, Copy)]
