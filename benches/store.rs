@@ -144,3 +144,44 @@ fn ledger_begin_refused(bencher: Bencher) {
     ledger.commit("done").unwrap();
     bencher.bench_local(|| ledger.begin("done").unwrap_err());
 }
+
+/// A 2,000-record log, the newest record just committed: what an agent syncs after each
+/// effect of a long session.
+fn long_log() -> (compaction::EffectLog, compaction::EffectLog) {
+    let mut before = compaction::EffectLog::new();
+    for i in 0..2_000 {
+        let key = format!("deploy:{i}");
+        before
+            .record(compaction::Effect::new("deploy", "svc", &key))
+            .unwrap();
+    }
+    let mut after = before.clone();
+    after.begin("deploy:1999").unwrap();
+    after.commit("deploy:1999").unwrap();
+    (before, after)
+}
+
+/// `MemoryLedger::sync_log` of a 2,000-record log that changed in one record (linear: each
+/// record is looked up at its own position first; it was a scan per record).
+#[divan::bench(sample_count = 30, sample_size = 10)]
+fn memory_ledger_sync_2000(bencher: Bencher) {
+    let (before, after) = long_log();
+    bencher
+        .with_inputs(|| {
+            let ledger = compaction::MemoryLedger::new();
+            block_on(compaction::EffectLedger::sync_log(&ledger, "s", &before)).unwrap();
+            ledger
+        })
+        .bench_local_refs(|ledger| {
+            block_on(compaction::EffectLedger::sync_log(&*ledger, "s", &after)).unwrap()
+        });
+}
+
+/// `EffectLog::sync` of the same logs, in memory.
+#[divan::bench(sample_count = 30, sample_size = 10)]
+fn effect_log_sync_2000(bencher: Bencher) {
+    let (before, after) = long_log();
+    bencher
+        .with_inputs(|| before.clone())
+        .bench_local_refs(|log| log.sync(&after));
+}

@@ -88,11 +88,24 @@ impl Scopes {
         note: Option<(&str, &str)>,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
+        self.apply_near(scope, None, key, note, transition)
+    }
+
+    /// [`apply`](Self::apply) looking for `key` at position `near` of the scope's log first
+    /// (see [`EffectLog::apply_near`]).
+    fn apply_near(
+        &mut self,
+        scope: &str,
+        near: Option<usize>,
+        key: &str,
+        note: Option<(&str, &str)>,
+        transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
+    ) -> Result<(), EffectError> {
         machine::check_key(scope, key)?;
         let Scopes { logs, history, .. } = self;
         let mut fresh = EffectLog::new();
         let log = logs.get_mut(scope).unwrap_or(&mut fresh);
-        let (_, event) = log.apply(key, transition)?;
+        let (_, event) = log.apply_near(near, key, transition)?;
         if !fresh.is_empty() {
             logs.insert(scope.to_string(), fresh);
         }
@@ -211,10 +224,10 @@ impl EffectLedger for MemoryLedger {
         let mut summary = SyncSummary::default();
         // One lock for the whole log: a sync is one atomic step, as in the durable ledgers.
         let mut scopes = self.lock();
-        for effect in log {
+        for (i, effect) in log.iter().enumerate() {
             let key = effect.idempotency_key.as_str();
             let mut verdict = SyncVerdict::Unchanged;
-            let applied = scopes.apply(scope, key, None, |current| {
+            let applied = scopes.apply_near(scope, Some(i), key, None, |current| {
                 let (change, v) = machine::sync(current, effect);
                 verdict = v;
                 Ok(change)
@@ -292,5 +305,30 @@ mod tests {
             crate::future::block_on(ledger.begin("", "k")),
             Err(EffectError::OutcomeUnknown { .. })
         ));
+    }
+
+    /// `sync_log` looks each record up at its own position first (the common case: the same
+    /// log grown); a log in another order merges the same.
+    #[test]
+    fn sync_log_merges_a_log_in_any_order() {
+        use crate::future::block_on;
+        let ledger = MemoryLedger::new();
+        let mut log = EffectLog::new();
+        for k in ["a", "b", "c"] {
+            log.record(Effect::new("deploy", "svc", k)).unwrap();
+        }
+        block_on(ledger.sync_log("s", &log)).unwrap();
+        log.begin("b").unwrap();
+        log.commit("b").unwrap();
+        log.record(Effect::new("mail", "ops", "d")).unwrap();
+        let mut reversed: Vec<Effect> = log.iter().cloned().collect();
+        reversed.reverse();
+        let reversed = EffectLog::from_effects(reversed).unwrap();
+        block_on(ledger.sync_log("s", &reversed)).unwrap();
+        let stored = block_on(ledger.load_log("s")).unwrap();
+        assert_eq!(stored.len(), 4);
+        assert_eq!(stored.status("b"), Some(EffectStatus::Committed));
+        assert_eq!(stored.status("d"), Some(EffectStatus::NotStarted));
+        assert_eq!(stored.status("a"), Some(EffectStatus::NotStarted));
     }
 }
