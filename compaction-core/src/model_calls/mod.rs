@@ -9,6 +9,8 @@
 pub(crate) mod anthropic_client;
 #[cfg(feature = "anthropic-types")]
 pub(crate) mod anthropic_stream;
+#[cfg(any(feature = "anthropic", feature = "openai"))]
+pub(crate) mod client;
 #[cfg(feature = "openai")]
 pub(crate) mod openai_client;
 #[cfg(feature = "openai-types")]

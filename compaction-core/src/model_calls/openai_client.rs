@@ -3,14 +3,14 @@
 //! retries of 429, 5xx and refused connections, honouring `retry-after`. The summarizers' call
 //! made public for the agent's own turn, so a template needs no HTTP code of its own.
 
-use crate::integrations::http::client::{HttpsClient, Transport};
+use crate::integrations::http::client::Transport;
 use crate::integrations::http::guard::insecure_host;
 use crate::integrations::http::retry::{excerpt, retry_after, with_retries, Attempt};
-use crate::integrations::http::summary::{env, runtime, AbortOnDrop};
+use crate::integrations::http::summary::env;
+use crate::model_calls::client::{on_runtime, ClientCore};
 use async_openai::types::chat::CreateChatCompletionResponse;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The server when neither [`OpenAiClient::base_url`] nor `OPENAI_BASE_URL` names one.
@@ -46,40 +46,15 @@ const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 /// error. Your own async-openai client is not affected (this transport is the crate's own).
 #[derive(Clone)]
 pub struct OpenAiClient {
-    settings: Arc<Settings>,
-    http: Arc<OnceLock<Result<HttpsClient, String>>>,
-}
-
-#[derive(Clone)]
-struct Settings {
-    api_key: Option<String>,
-    base_url: String,
-    timeout: Duration,
-    max_retries: u32,
-    max_backoff: Duration,
-    insecure_http_hosts: Vec<String>,
-}
-
-impl Settings {
-    /// `text` without the key (a server may echo what it was sent).
-    fn scrub(&self, text: &str) -> String {
-        match self.api_key.as_deref().filter(|k| !k.is_empty()) {
-            Some(key) => text.replace(key, "<api key>"),
-            None => text.to_owned(),
-        }
-    }
+    /// No settings of the wire's own: the key (empty: none) goes as a bearer token.
+    core: ClientCore<()>,
 }
 
 impl std::fmt::Debug for OpenAiClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = &self.settings;
-        f.debug_struct("OpenAiClient")
-            .field("base_url", &s.base_url)
-            .field("api_key", &s.api_key.as_ref().map(|_| "<set>"))
-            .field("timeout", &s.timeout)
-            .field("max_retries", &s.max_retries)
-            .field("max_backoff", &s.max_backoff)
-            .finish_non_exhaustive()
+        let mut out = f.debug_struct("OpenAiClient");
+        self.core.settings.debug_fields(&mut out);
+        out.finish_non_exhaustive()
     }
 }
 
@@ -88,17 +63,12 @@ impl OpenAiClient {
     /// `https://api.openai.com/v1`: a 10-minute timeout per call, 3 retries, waits of at most
     /// 30 s.
     pub fn new(api_key: impl Into<String>) -> Self {
-        let api_key = Some(api_key.into()).filter(|k| !k.trim().is_empty());
+        let mut api_key = api_key.into();
+        if api_key.trim().is_empty() {
+            api_key.clear();
+        }
         OpenAiClient {
-            settings: Arc::new(Settings {
-                api_key,
-                base_url: OPENAI_BASE_URL.to_owned(),
-                timeout: Duration::from_secs(600),
-                max_retries: 3,
-                max_backoff: Duration::from_secs(30),
-                insecure_http_hosts: Vec::new(),
-            }),
-            http: Arc::default(),
+            core: ClientCore::new(api_key, OPENAI_BASE_URL, ()),
         }
     }
 
@@ -112,41 +82,37 @@ impl OpenAiClient {
         }
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Settings)) -> Self {
-        change(Arc::make_mut(&mut self.settings));
-        // A connection pool built for older settings (its timeout) is not reused.
-        self.http = Arc::default();
-        self
-    }
-
     /// The server's base URL, up to and including the API version (`http://host:8080/v1`).
     pub fn base_url(self, url: impl Into<String>) -> Self {
-        let url = url.into().trim_end_matches('/').to_owned();
-        self.with(|s| s.base_url = url)
+        let core = self.core.base_url(url);
+        OpenAiClient { core }
     }
 
     /// Lets the key go over plain `http://` to `host` (as the base URL writes it), for a
     /// server on a network you trust. Call it once per host.
     pub fn allow_insecure_http_to(self, host: impl Into<String>) -> Self {
-        let host = host.into();
-        self.with(|s| s.insecure_http_hosts.push(host))
+        let core = self.core.allow_insecure_http_to(host);
+        OpenAiClient { core }
     }
 
     /// The longest one attempt may take, connection to last byte (default 10 minutes); past
     /// it the call is [`OpenAiClientError::Timeout`], not retried.
     pub fn timeout(self, timeout: Duration) -> Self {
-        self.with(|s| s.timeout = timeout)
+        let core = self.core.timeout(timeout);
+        OpenAiClient { core }
     }
 
     /// How many times a 429, a 5xx or a refused connection is retried (default 3).
     pub fn max_retries(self, retries: u32) -> Self {
-        self.with(|s| s.max_retries = retries)
+        let core = self.core.max_retries(retries);
+        OpenAiClient { core }
     }
 
     /// The longest wait before a retry (default 30 s): a server asking for longer ends the
     /// call with its error.
     pub fn max_backoff(self, wait: Duration) -> Self {
-        self.with(|s| s.max_backoff = wait)
+        let core = self.core.max_backoff(wait);
+        OpenAiClient { core }
     }
 
     /// Posts `request` (a chat completion request: async-openai's type or JSON) to
@@ -178,37 +144,30 @@ impl OpenAiClient {
         let transport = |reason: String| OpenAiClientError::Transport { reason };
         let body = serde_json::to_vec(request)
             .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
-        let url = format!("{}{path}", self.settings.base_url);
-        let (settings, http) = (Arc::clone(&self.settings), Arc::clone(&self.http));
-        let runtime = runtime().map_err(transport)?;
-        let mut task = AbortOnDrop(runtime.spawn(call::<T>(settings, http, url, body)));
-        match (&mut task.0).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(transport(format!("the call's task ended: {e}"))),
-        }
+        let url = format!("{}{path}", self.core.settings.base_url);
+        on_runtime(call::<T>(self.core.clone(), url, body), transport).await
     }
 }
 
 /// One call: its attempts, retried as the settings say.
 async fn call<T: DeserializeOwned>(
-    settings: Arc<Settings>,
-    http: Arc<OnceLock<Result<HttpsClient, String>>>,
+    core: ClientCore<()>,
     url: String,
     body: Vec<u8>,
 ) -> Result<T, OpenAiClientError> {
-    if settings.api_key.is_some() {
+    let settings = &core.settings;
+    let key = Some(settings.api_key.as_str()).filter(|k| !k.is_empty());
+    if key.is_some() {
         // Checked before any connection: the key never goes in the clear to a host not trusted.
         if let Some(host) = insecure_host(&url, &settings.insecure_http_hosts) {
             return Err(OpenAiClientError::InsecureTransport { host });
         }
     }
-    let client = http
-        .get_or_init(|| HttpsClient::new(settings.timeout))
-        .clone()
+    let client = core
+        .connection()
         .map_err(|reason| OpenAiClientError::Transport { reason })?;
     let mut headers = Vec::new();
-    if let Some(key) = &settings.api_key {
+    if let Some(key) = key {
         headers.push(("authorization", format!("Bearer {key}")));
     }
     let attempt = || async {
@@ -334,12 +293,12 @@ mod tests {
     fn the_key_is_in_no_debug_and_is_scrubbed_from_echoes() {
         let client = OpenAiClient::new("sk-secret-42").base_url("http://127.0.0.1:1/v1/");
         assert!(!format!("{client:?}").contains("sk-secret-42"));
-        assert_eq!(client.settings.base_url, "http://127.0.0.1:1/v1");
+        assert_eq!(client.core.settings.base_url, "http://127.0.0.1:1/v1");
         assert_eq!(
-            client.settings.scrub("bad key sk-secret-42!"),
+            client.core.settings.scrub("bad key sk-secret-42!"),
             "bad key <api key>!"
         );
-        assert!(OpenAiClient::new("  ").settings.api_key.is_none());
+        assert!(OpenAiClient::new("  ").core.settings.api_key.is_empty());
     }
 
     #[test]

@@ -10,13 +10,12 @@ mod settings;
 pub use error::AnthropicClientError;
 
 use crate::integrations::anthropic::wire::{AnthropicRequest, AnthropicResponse};
-use crate::integrations::http::client::HttpsClient;
 use crate::integrations::http::guard::insecure_host;
 use crate::integrations::http::retry::with_retries;
-use crate::integrations::http::summary::{env, runtime, AbortOnDrop};
+use crate::integrations::http::summary::env;
 use crate::model_calls::anthropic_client::attempt::{send_once, stream_once};
-use crate::model_calls::anthropic_client::settings::Settings;
-use std::sync::{Arc, OnceLock};
+use crate::model_calls::anthropic_client::settings::{headers, Betas};
+use crate::model_calls::client::{on_runtime, ClientCore};
 use std::time::Duration;
 
 /// The server when neither [`AnthropicClient::base_url`] nor `ANTHROPIC_BASE_URL` names one.
@@ -59,20 +58,14 @@ const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// error. Cheap to clone: clones share the connection pool.
 #[derive(Clone)]
 pub struct AnthropicClient {
-    settings: Arc<Settings>,
-    http: Arc<OnceLock<Result<HttpsClient, String>>>,
+    core: ClientCore<Betas>,
 }
 
 impl std::fmt::Debug for AnthropicClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = &self.settings;
-        f.debug_struct("AnthropicClient")
-            .field("base_url", &s.base_url)
-            .field("api_key", &"<set>")
-            .field("timeout", &s.timeout)
-            .field("max_retries", &s.max_retries)
-            .field("max_backoff", &s.max_backoff)
-            .field("betas", &s.betas)
+        let mut out = f.debug_struct("AnthropicClient");
+        self.core.settings.debug_fields(&mut out);
+        out.field("betas", &self.core.settings.wire.0)
             .finish_non_exhaustive()
     }
 }
@@ -82,16 +75,7 @@ impl AnthropicClient {
     /// (a long reply takes minutes), 3 retries, waits of at most 30 s.
     pub fn new(api_key: impl Into<String>) -> Self {
         AnthropicClient {
-            settings: Arc::new(Settings {
-                api_key: api_key.into(),
-                base_url: ANTHROPIC_BASE_URL.to_owned(),
-                timeout: Duration::from_secs(600),
-                max_retries: 3,
-                max_backoff: Duration::from_secs(30),
-                betas: Vec::new(),
-                insecure_http_hosts: Vec::new(),
-            }),
-            http: Arc::default(),
+            core: ClientCore::new(api_key.into(), ANTHROPIC_BASE_URL, Betas::default()),
         }
     }
 
@@ -107,48 +91,45 @@ impl AnthropicClient {
         })
     }
 
-    fn with(mut self, change: impl FnOnce(&mut Settings)) -> Self {
-        change(Arc::make_mut(&mut self.settings));
-        // A connection pool built for older settings (its timeout) is not reused.
-        self.http = Arc::default();
-        self
-    }
-
     /// The server's base URL, without the version: requests go to `{url}/v1/messages`.
     pub fn base_url(self, url: impl Into<String>) -> Self {
-        let url = url.into().trim_end_matches('/').to_owned();
-        self.with(|s| s.base_url = url)
+        let core = self.core.base_url(url);
+        AnthropicClient { core }
     }
 
     /// Lets the key go over plain `http://` to `host` (as the base URL writes it), for a
     /// server on a network you trust. Call it once per host.
     pub fn allow_insecure_http_to(self, host: impl Into<String>) -> Self {
-        let host = host.into();
-        self.with(|s| s.insecure_http_hosts.push(host))
+        let core = self.core.allow_insecure_http_to(host);
+        AnthropicClient { core }
     }
 
     /// The longest one call's attempt may take, connection to last byte (default 10
     /// minutes); past it the call is [`AnthropicClientError::Timeout`], not retried.
     pub fn timeout(self, timeout: Duration) -> Self {
-        self.with(|s| s.timeout = timeout)
+        let core = self.core.timeout(timeout);
+        AnthropicClient { core }
     }
 
     /// How many times a 429, a 5xx or a refused connection is retried (default 3).
     pub fn max_retries(self, retries: u32) -> Self {
-        self.with(|s| s.max_retries = retries)
+        let core = self.core.max_retries(retries);
+        AnthropicClient { core }
     }
 
     /// The longest wait before a retry (default 30 s): a server asking for longer ends the
     /// call with its error.
     pub fn max_backoff(self, wait: Duration) -> Self {
-        self.with(|s| s.max_backoff = wait)
+        let core = self.core.max_backoff(wait);
+        AnthropicClient { core }
     }
 
     /// Adds a beta flag to every request's `anthropic-beta` header (e.g.
     /// `"compact-2026-01-12"` for server-side compaction).
     pub fn beta(self, flag: impl Into<String>) -> Self {
         let flag = flag.into();
-        self.with(|s| s.betas.push(flag))
+        let core = self.core.with(|s| s.wire.0.push(flag));
+        AnthropicClient { core }
     }
 
     /// Sends `request` and returns the whole reply.
@@ -188,42 +169,33 @@ impl AnthropicClient {
         body: Vec<u8>,
         stream: bool,
     ) -> Result<AnthropicResponse, AnthropicClientError> {
-        let transport = |reason: String| AnthropicClientError::Transport { reason };
-        let runtime = runtime().map_err(transport)?;
-        let settings = Arc::clone(&self.settings);
-        let http = Arc::clone(&self.http);
-        let mut task = AbortOnDrop(runtime.spawn(call(settings, http, body, stream)));
-        match (&mut task.0).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => Err(transport(format!("the call's task ended: {e}"))),
-        }
+        let call = call(self.core.clone(), body, stream);
+        on_runtime(call, |reason| AnthropicClientError::Transport { reason }).await
     }
 }
 
 /// One call: its attempts, retried as the client's settings say.
 async fn call(
-    settings: Arc<Settings>,
-    http: Arc<OnceLock<Result<HttpsClient, String>>>,
+    core: ClientCore<Betas>,
     body: Vec<u8>,
     stream: bool,
 ) -> Result<AnthropicResponse, AnthropicClientError> {
+    let settings = &core.settings;
     let url = format!("{}/v1/messages", settings.base_url);
     // Checked before any connection: the key never goes in the clear to a host not trusted.
     if let Some(host) = insecure_host(&url, &settings.insecure_http_hosts) {
         return Err(AnthropicClientError::InsecureTransport { host });
     }
-    let client = http
-        .get_or_init(|| HttpsClient::new(settings.timeout))
-        .clone()
+    let client = core
+        .connection()
         .map_err(|reason| AnthropicClientError::Transport { reason })?;
-    let headers = settings.headers();
+    let headers = headers(settings);
     let attempt = || async {
         let body = body.clone();
         if stream {
-            stream_once(&client, &settings, &url, &headers, body).await
+            stream_once(&client, settings, &url, &headers, body).await
         } else {
-            send_once(&client, &settings, &url, &headers, body).await
+            send_once(&client, settings, &url, &headers, body).await
         }
     };
     with_retries(settings.max_retries, settings.max_backoff, attempt).await
@@ -237,12 +209,12 @@ mod tests {
     fn the_key_is_in_no_debug_and_is_scrubbed_from_echoes() {
         let client = AnthropicClient::new("sk-ant-secret").base_url("http://127.0.0.1:1/");
         assert!(!format!("{client:?}").contains("sk-ant-secret"));
-        assert_eq!(client.settings.base_url, "http://127.0.0.1:1");
+        assert_eq!(client.core.settings.base_url, "http://127.0.0.1:1");
         assert_eq!(
-            client.settings.scrub("bad key sk-ant-secret!"),
+            client.core.settings.scrub("bad key sk-ant-secret!"),
             "bad key <api key>!"
         );
-        let headers = client.beta("a").beta("b").settings.headers();
+        let headers = headers(&client.beta("a").beta("b").core.settings);
         assert!(headers.contains(&("anthropic-beta", "a,b".to_owned())));
     }
 }

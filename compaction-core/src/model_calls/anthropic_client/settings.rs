@@ -1,41 +1,24 @@
-//! What one Messages API call needs (key, server, timeout, retries, beta flags), its headers,
-//! and the scrubbing of the key from any text an error carries.
-
-use std::time::Duration;
+//! Anthropic's part of a call's settings (its beta flags) and the headers every request
+//! carries; what every client shares is `model_calls/client.rs`.
 
 /// The API version every request names.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Everything one call needs, shared with the task that sends it.
-#[derive(Clone)]
-pub(crate) struct Settings {
-    pub(crate) api_key: String,
-    pub(crate) base_url: String,
-    pub(crate) timeout: Duration,
-    pub(crate) max_retries: u32,
-    pub(crate) max_backoff: Duration,
-    pub(crate) betas: Vec<String>,
-    pub(crate) insecure_http_hosts: Vec<String>,
-}
+/// A Messages API call's settings.
+pub(crate) type Settings = crate::model_calls::client::Settings<Betas>;
 
-impl Settings {
-    /// The headers of every request (`content-type` aside).
-    pub(crate) fn headers(&self) -> Vec<(&'static str, String)> {
-        let mut headers = vec![
-            ("x-api-key", self.api_key.clone()),
-            ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
-        ];
-        if !self.betas.is_empty() {
-            headers.push(("anthropic-beta", self.betas.join(",")));
-        }
-        headers
-    }
+/// The `anthropic-beta` flags every request names.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Betas(pub(crate) Vec<String>);
 
-    /// `text` without the key (a server may echo what it was sent).
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        if self.api_key.is_empty() {
-            return text.to_owned();
-        }
-        text.replace(&self.api_key, "<api key>")
+/// The headers of every request (`content-type` aside).
+pub(crate) fn headers(settings: &Settings) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("x-api-key", settings.api_key.clone()),
+        ("anthropic-version", ANTHROPIC_VERSION.to_owned()),
+    ];
+    if !settings.wire.0.is_empty() {
+        headers.push(("anthropic-beta", settings.wire.0.join(",")));
     }
+    headers
 }
