@@ -32,7 +32,6 @@ prints min / median / max over the sessions per budget and policy, and the issue
 """
 
 import argparse
-import bisect
 import json
 import statistics
 import subprocess
@@ -42,8 +41,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import session as peers  # noqa: E402
 from session import (  # noqa: E402
-    Counter, Score, SUMMARY, Tokens, key_of, to_langchain,
+    Counter, Score, Tokens, key_of, play_ceiling,
 )
 from trim_messages import ROOT, TARGET, ensure_venv  # noqa: E402
 
@@ -165,76 +165,21 @@ def like_for_like(session: dict, first: dict[str, str]) -> tuple[dict, int]:
 
 
 def play_trim(session, budget, counter, score, verbatim, out):
-    """`session.py`'s trim_messages policy, handed only the messages that can matter: the
-    system prompt and the shortest suffix that no longer fits (trim keeps the last messages
-    that fit, so the output is the same as on the whole history)."""
-    from langchain_core.messages import trim_messages
-
-    history = [to_langchain(m) for m in session["initial"]]
-    sums = [0]
-    for m in history:
-        sums.append(sums[-1] + counter.one(m))
-    for event in session["events"]:
-        if "push" in event:
-            m = to_langchain(event["push"])
-            history.append(m)
-            sums.append(sums[-1] + counter.one(m))
-        elif "request" in event:
-            start = time.perf_counter()
-            room = budget - 3
-            # The largest j whose suffix history[j:] is over the room (or 1: everything).
-            n = len(history)
-            j = max(1, bisect.bisect_left(sums, sums[n] - room) - 1)
-            given = history if j <= 1 else history[:1] + history[j:]
-            kept = trim_messages(
-                given, max_tokens=room, token_counter=counter.many, strategy="last",
-                include_system=True, start_on="human", allow_partial=False,
-            )
-            ms = (time.perf_counter() - start) * 1000
-            keys = [counter.key(m) for m in kept]
-            score.request(keys, ms)
-            verbatim.see(keys)
-            out.sent(keys, sum(1 for m in kept if m.type == "system"))
+    """`session.py`'s trim_messages player, each request also seen by the verbatim share and
+    written to the request file."""
+    peers.play_trim(session, budget, counter, score, seen(verbatim, out))
 
 
 def play_summarization(session, budget, counter, score, verbatim, out):
-    from langchain.agents.middleware import SummarizationMiddleware
-    from langchain_core.language_models.fake_chat_models import FakeListChatModel
-
-    system = [to_langchain(m) for m in session["initial"] if m["role"] == "system"]
-    messages = [to_langchain(m) for m in session["initial"] if m["role"] != "system"]
-    room = budget - 3 - counter.many(system)
-    middleware = SummarizationMiddleware(
-        FakeListChatModel(responses=[SUMMARY]),
-        trigger=("tokens", int(room * 0.9)),
-        keep=("tokens", int(room * 0.6)),
-        token_counter=counter.many,
-    )
-    summarized = False
-    for event in session["events"]:
-        if "push" in event:
-            messages.append(to_langchain(event["push"]))
-        elif "request" in event:
-            start = time.perf_counter()
-            update = middleware.before_model({"messages": messages}, None)
-            if update:
-                messages = [m for m in update["messages"] if m.type != "remove"]
-                summarized = True
-            ms = (time.perf_counter() - start) * 1000
-            keys = [counter.key(m) for m in system + messages]
-            score.request(keys, ms)
-            verbatim.see(keys)
-            # Its stable prefix: the system prompt and, once there is one, the summary.
-            out.sent(keys, len(system) + int(summarized))
+    """`session.py`'s SummarizationMiddleware player, the same way."""
+    peers.play_summarization(session, budget, counter, score, seen(verbatim, out))
 
 
-def play_ceiling(session, score):
-    keys = [key_of(m) for m in session["initial"]]
-    for event in session["events"]:
-        if "push" in event:
-            keys.append(key_of(event["push"]))
-        elif "request" in event:
-            score.request(list(keys), 0.0)
+def seen(verbatim, out):
+    def request(keys: list[str], stable: int) -> None:
+        verbatim.see(keys)
+        out.sent(keys, stable)
+    return request
 
 
 def price(paths: list[Path]) -> dict[str, dict]:

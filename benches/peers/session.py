@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import time
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 # The venv and paths of the transcript peer (this directory is on sys.path when run).
@@ -260,24 +261,46 @@ class Counter:
         return sum(self.one(m) for m in messages)
 
 
-def play_trim(session: dict, budget: int, counter: Counter, score: Score) -> None:
+# What a player tells its caller of each request besides the score: the messages' keys and how
+# many leading messages are its stable prefix (`family.py` records both).
+Seen = Callable[[list[str], int], None]
+
+
+def play_trim(session: dict, budget: int, counter: Counter, score: Score,
+              seen: Seen | None = None) -> None:
+    """trim_messages, handed only the messages that can matter: the system prompt and the
+    shortest suffix that no longer fits (trim keeps the last messages that fit, so the output
+    is the same as on the whole history, without counting all of it at every request)."""
     from langchain_core.messages import trim_messages
 
     history = [to_langchain(m) for m in session["initial"]]
+    sums = [0]
+    for m in history:
+        sums.append(sums[-1] + counter.one(m))
     for event in session["events"]:
         if "push" in event:
-            history.append(to_langchain(event["push"]))
+            m = to_langchain(event["push"])
+            history.append(m)
+            sums.append(sums[-1] + counter.one(m))
         elif "request" in event:
             start = time.perf_counter()
+            room = budget - 3
+            # The largest j whose suffix history[j:] is over the room (or 1: everything).
+            j = max(1, bisect.bisect_left(sums, sums[len(history)] - room) - 1)
+            given = history if j <= 1 else history[:1] + history[j:]
             kept = trim_messages(
-                history, max_tokens=budget - 3, token_counter=counter.many, strategy="last",
+                given, max_tokens=room, token_counter=counter.many, strategy="last",
                 include_system=True, start_on="human", allow_partial=False,
             )
             ms = (time.perf_counter() - start) * 1000
-            score.request([counter.key(m) for m in kept], ms)
+            keys = [counter.key(m) for m in kept]
+            score.request(keys, ms)
+            if seen:
+                seen(keys, sum(1 for m in kept if m.type == "system"))
 
 
-def play_summarization(session: dict, budget: int, counter: Counter, score: Score) -> None:
+def play_summarization(session: dict, budget: int, counter: Counter, score: Score,
+                       seen: Seen | None = None) -> None:
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
@@ -290,6 +313,7 @@ def play_summarization(session: dict, budget: int, counter: Counter, score: Scor
         keep=("tokens", int(room * 0.6)),
         token_counter=counter.many,
     )
+    summarized = False
     for event in session["events"]:
         if "push" in event:
             messages.append(to_langchain(event["push"]))
@@ -298,8 +322,13 @@ def play_summarization(session: dict, budget: int, counter: Counter, score: Scor
             update = middleware.before_model({"messages": messages}, None)
             if update:
                 messages = [m for m in update["messages"] if m.type != "remove"]
+                summarized = True
             ms = (time.perf_counter() - start) * 1000
-            score.request([counter.key(m) for m in system + messages], ms)
+            keys = [counter.key(m) for m in system + messages]
+            score.request(keys, ms)
+            if seen:
+                # Its stable prefix: the system prompt and, once there is one, the summary.
+                seen(keys, len(system) + int(summarized))
 
 
 def play_ceiling(session: dict, score: Score) -> None:
