@@ -2,7 +2,8 @@
 //! network): chat completions and Responses replies as async-openai's types, 429 / 5xx retried
 //! honouring `retry-after`, other 4xx and non-replies typed at once, the key never in an error
 //! and never sent in the clear; and a session's whole request on each OpenAI wire
-//! (`openai_chat_request`, `responses_request`) carrying its messages, tools and cache key.
+//! (`openai_chat_request`, `responses_request`) carrying its messages, tools and cache key,
+//! its `tokens()` bounding what the Responses body sends (issue 30 item 2 on that wire).
 
 use compaction::openai::async_openai::types::responses::OutputItem;
 use compaction::openai::{from_responses_output, OpenAiClient, OpenAiClientError};
@@ -206,4 +207,81 @@ fn a_session_request_on_each_openai_wire_carries_messages_tools_and_cache_key() 
     let back = compaction::openai::from_responses_input(&input).unwrap();
     assert_eq!(back.len(), request.messages().len());
     assert_eq!(back[1].content, "read ⟦p4⟧ and store://sha256:abc");
+}
+
+/// What a Responses body's input and tools cost, each item priced as the chat formula prices
+/// the message it stands for (the API renders the same conversation to the model): 3 per item,
+/// a message's role and texts, a call's id, name and arguments, an output's id and text, a
+/// reasoning item's encrypted content and summary; each tool in the Responses shape.
+fn responses_body_tokens(body: &serde_json::Value) -> usize {
+    use compaction::{TokenCounter, Tokenizer};
+    let count = |v: &serde_json::Value| v.as_str().map_or(0, |s| Tokenizer::O200kBase.count(s));
+    let mut tokens = 0;
+    for item in body["input"].as_array().expect("a list of items") {
+        tokens += 3;
+        match item["type"].as_str() {
+            Some("message") => {
+                tokens += count(&item["role"]);
+                match &item["content"] {
+                    serde_json::Value::Array(parts) => {
+                        tokens += parts.iter().map(|p| count(&p["text"])).sum::<usize>()
+                    }
+                    text => tokens += count(text),
+                }
+            }
+            Some("function_call") => {
+                tokens += count(&item["call_id"]) + count(&item["name"]);
+                tokens += count(&item["arguments"]);
+            }
+            Some("function_call_output") => {
+                tokens += count(&item["call_id"]) + count(&item["output"]);
+            }
+            Some("reasoning") => {
+                tokens += count(&item["encrypted_content"]);
+                let summary = item["summary"].as_array().into_iter().flatten();
+                tokens += summary.map(|s| count(&s["text"])).sum::<usize>();
+            }
+            other => panic!("an input item of an unexpected type: {other:?}"),
+        }
+    }
+    let tools = body["tools"].as_array().into_iter().flatten();
+    tokens + tools.map(|t| count(&json!(t.to_string()))).sum::<usize>()
+}
+
+#[test]
+fn a_session_requests_tokens_bound_its_responses_body_with_tools() {
+    let mut session = Session::builder("agent-8")
+        .compactor(Compactor::builder().budget(6_000))
+        .tools([resolve_pointer_definition()])
+        .store(MemoryStore::new())
+        .ledger(MemoryLedger::new())
+        .open_blocking(Agent::default)
+        .unwrap();
+    let (mut compacted, mut last) = (0, 0);
+    for turn in 0..40 {
+        session.push(Message::user(format!("turn {turn}: read the next file")));
+        let request = session.next_request_blocking().unwrap();
+        let body = serde_json::to_value(request.responses_request("o4-mini")).unwrap();
+        let sent = responses_body_tokens(&body);
+        assert!(
+            sent <= request.tokens(),
+            "turn {turn}: {sent} > {}",
+            request.tokens()
+        );
+        assert!(request.tokens() <= 6_000);
+        // A request smaller than the one before it is a compaction point's.
+        compacted += usize::from(request.tokens() < last);
+        last = request.tokens();
+        let call = ToolCall::new(format!("c{turn}"), "read_file", json!({"path": turn}));
+        session
+            .push_response(Message::assistant_with_tools(
+                format!("reading file {turn}"),
+                vec![call.clone()],
+            ))
+            .unwrap();
+        let result = format!("line {turn}: let retry = backoff(attempt);\n").repeat(40);
+        session.answer(&call, result).unwrap();
+    }
+    // The bound held across compaction points, not only on whole transcripts.
+    assert!(compacted > 0, "the session never compacted");
 }
