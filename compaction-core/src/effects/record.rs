@@ -178,6 +178,19 @@ impl EffectLog {
         &self.effects
     }
 
+    /// A handle that [`is_log`](Self::is_log) recognizes while this log is unchanged, without
+    /// keeping its records alive. A change (`Arc::make_mut`) with such a handle out moves or
+    /// copies the records to a new allocation, and the handle keeps the old one from being
+    /// reused, so no other log's records can ever sit at its address.
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Vec<Effect>> {
+        std::sync::Arc::downgrade(&self.effects)
+    }
+
+    /// Whether this log is, unchanged, the one `handle` was taken from (or a clone of it).
+    pub(crate) fn is_log(&self, handle: &std::sync::Weak<Vec<Effect>>) -> bool {
+        std::ptr::eq(handle.as_ptr(), std::sync::Arc::as_ptr(&self.effects))
+    }
+
     /// Iterates over all effects in order.
     pub fn iter(&self) -> std::slice::Iter<'_, Effect> {
         self.effects.iter()

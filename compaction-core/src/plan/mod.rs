@@ -26,6 +26,7 @@
 
 mod collect;
 mod collected;
+mod effect_forms;
 mod json_size;
 mod outcome;
 mod slot;
@@ -33,13 +34,12 @@ mod slot;
 pub(crate) use collect::collect;
 pub(crate) use collected::{CollectedTranscript, Collection};
 
-use crate::effects::record::Effect;
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
 use crate::plan::slot::{
-    spill_kept, spill_kept_payloads, spill_payloads, spill_records, FloorForm, Movable, Payloads,
-    Slot, SlotBody, Stage, ValueFromSource, ValuePlan,
+    spill_kept, spill_kept_payloads, FloorForm, Movable, Payloads, Slot, SlotBody, Stage,
+    ValueFromSource, ValuePlan,
 };
 use crate::report::{CompactionReport, FieldOutcome};
 use crate::state::schema::FieldClass;
@@ -289,28 +289,15 @@ fn floor_slots(fields: &[CollectedField<'_>]) -> Vec<Slot> {
                     )
                 }
                 Collected::Effects { idempotent, log } => {
-                    let effects = log.effects();
-                    // Live records of a non-idempotent ledger are obligations: they never move.
-                    let pins = |e: &Effect| !*idempotent && e.status.is_live();
-                    let pinned = effects
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, e)| pins(e))
-                        .map(|(index, e)| IndexedRecord {
-                            index,
-                            record: e.record(),
-                        })
-                        .collect();
-                    let movable =
-                        spill_records(effects.iter().enumerate().filter(|(_, e)| !pins(e)));
+                    let forms = effect_forms::of(log, *idempotent);
                     (
                         Section::Effects,
                         SlotBody::Effects {
                             idempotent: *idempotent,
-                            total: effects.len(),
-                            pinned,
-                            movable,
-                            payloads: spill_payloads(effects),
+                            total: log.len(),
+                            pinned: forms.pinned,
+                            movable: forms.movable,
+                            payloads: forms.payloads,
                         },
                     )
                 }

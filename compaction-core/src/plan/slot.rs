@@ -42,7 +42,7 @@ pub(crate) enum ValuePlan {
 }
 
 /// Effect records that may leave the window (settled ones; all of them when idempotent).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Movable {
     None,
     Kept(Vec<IndexedRecord>),
@@ -52,7 +52,7 @@ pub(crate) enum Movable {
     },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Payloads {
     None,
     Kept(Vec<KeptPayload>),
