@@ -8,7 +8,9 @@ and the min / median / max of those medians. BENCHMARKS.md, "Time per request, i
 
 `flat`: the same coding sessions (seed and `keep_recent` of the family's 300- and 2,000-turn
 coding members) generated at 300 and at 2,000 turns, and each one's ratio of medians: how the
-time per request grows with a session's length alone.
+time per request grows with a session's length alone. Each length runs three times and keeps
+its lowest median: a shared VM's noise (up to a quarter of a median between two runs of one
+binary) only ever adds time.
 """
 import json
 import statistics
@@ -54,7 +56,8 @@ def flat(budget: int, binary: str) -> None:
     ratios = []
     with tempfile.TemporaryDirectory() as out:
         for shape in ["s1-k2", "s2-k3", "s3-k1", "s1-k1"]:
-            short, long = (median_ms(binary, f"coding-{turns}-{shape}", budget, out)
+            short, long = (min(median_ms(binary, f"coding-{turns}-{shape}", budget, out)
+                               for _ in range(3))
                            for turns in (300, 2000))
             ratios.append(long / short)
             print(f"coding {shape}: 300 turns {short:.2f} ms, 2,000 turns {long:.2f} ms: "
