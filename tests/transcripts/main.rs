@@ -27,6 +27,7 @@ mod session_records;
 mod session_recovery;
 mod session_recovery_twins;
 mod session_resume;
+mod state_update_lists;
 mod transcript_engine;
 mod transcript_prop;
 mod transcript_requests;

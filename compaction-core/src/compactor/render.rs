@@ -18,7 +18,7 @@ impl Compactor {
         compact: bool,
     ) -> (Vec<Entry>, String) {
         let entries = plan.entries();
-        let window = self.render_view(schema, number, entries.iter(), compact, false);
+        let window = self.render_view(schema, number, entries.iter(), compact, false, &[]);
         (entries, window)
     }
 
@@ -49,6 +49,7 @@ impl Compactor {
         entries: impl Iterator<Item = &'e Entry>,
         compact: bool,
         update: bool,
+        appended: &[Option<usize>],
     ) -> String {
         let shown: Vec<Cow<'_, Entry>> = entries.map(Entry::for_window).collect();
         let state_type = escape_inline(schema.type_name());
@@ -59,6 +60,7 @@ impl Compactor {
             budget: self.budget,
             compact,
             update,
+            appended,
         };
         self.renderer.render(&view)
     }

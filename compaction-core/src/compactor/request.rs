@@ -38,7 +38,7 @@ use crate::plan::{CollectedTranscript, Collection};
 use crate::planner::effects::EffectStatuses;
 use crate::state::schema::Schema;
 use crate::tokens::TokenCounter;
-use crate::window::Entry;
+use crate::window::{Entry, Form};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -177,6 +177,72 @@ pub(super) fn changed<'e>(shown: &[Entry], current: &'e [Entry]) -> Option<Vec<&
             .map(|(_, b)| b)
             .collect(),
     )
+}
+
+/// A state update's fields in an append, where every update since the front is still in the
+/// request: each `changed` field as it is now, except a verbatim list that only grew at its end
+/// since `shown`, which becomes its new items with `Some(items shown)` (rendered as
+/// [`FormView::Appended`](crate::window::FormView::Appended)). A list of decisions or findings
+/// grows by one item at a time; sent whole, every update repeated all of it, and a long session
+/// without compaction points carried every copy.
+pub(super) fn appended_update(
+    shown: &[Entry],
+    changed: Vec<&Entry>,
+) -> (Vec<Entry>, Vec<Option<usize>>) {
+    changed
+        .into_iter()
+        .map(|now| {
+            let before = shown.iter().find(|e| e.path == now.path);
+            match before.and_then(|before| grown_list(&before.form, &now.form)) {
+                Some((form, count)) => (
+                    Entry {
+                        form,
+                        ..now.clone()
+                    },
+                    Some(count),
+                ),
+                None => (now.clone(), None),
+            }
+        })
+        .unzip()
+}
+
+/// `now`'s items after those of `before`, when both are the same kind of verbatim JSON list and
+/// `before`'s items are exactly `now`'s first ones (at least one, so the field was seen as a
+/// list), with how many `before` had. Each item keeps its bytes as the whole list wrote them.
+fn grown_list(before: &Form, now: &Form) -> Option<(Form, usize)> {
+    use serde_json::value::RawValue;
+    let (old, new) = match (before, now) {
+        (
+            Form::Protected {
+                json: a, pin: p, ..
+            },
+            Form::Protected {
+                json: b, pin: q, ..
+            },
+        ) if p == q => (a, b),
+        (Form::Value { json: a }, Form::Value { json: b }) => (a, b),
+        _ => return None,
+    };
+    let old: Vec<&RawValue> = serde_json::from_str(old).ok()?;
+    let new: Vec<&RawValue> = serde_json::from_str(new).ok()?;
+    let same = |(a, b): (&&RawValue, &&RawValue)| a.get() == b.get();
+    if old.is_empty() || new.len() <= old.len() || !old.iter().zip(&new).all(same) {
+        return None;
+    }
+    let items: Vec<&str> = new[old.len()..].iter().map(|item| item.get()).collect();
+    let json = format!("[{}]", items.join(","));
+    let form = match now {
+        Form::Protected {
+            pin, fingerprint, ..
+        } => Form::Protected {
+            pin: *pin,
+            json,
+            fingerprint: *fingerprint,
+        },
+        _ => Form::Value { json },
+    };
+    Some((form, old.len()))
 }
 
 /// The window memory a checkpoint's record describes.

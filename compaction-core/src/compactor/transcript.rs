@@ -257,8 +257,11 @@ impl Compactor {
         let overhead = self.request_overhead();
         let remembered = &next.window;
         if let Some(changed) = request::changed(&remembered.shown, entries) {
-            let update = (!changed.is_empty())
-                .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
+            // Every update since the front is still in this request (an append only adds), so
+            // a list that only grew is sent as its new items.
+            let (fields, appended) = request::appended_update(&remembered.shown, changed);
+            let update = (!fields.is_empty())
+                .then(|| self.render_view(schema, number, fields.iter(), compact, true, &appended));
             let budget = transcript_budget(self, overhead + remembered.stable_tokens);
             let request =
                 self.request(next.policy, budget, &next.effects, update.as_deref(), false);
@@ -361,8 +364,9 @@ impl Compactor {
         let Some(changed) = request::changed(front, entries) else {
             return Ok(None);
         };
+        // Whole values: the updates after the front may be folded by this point.
         let update = (!changed.is_empty())
-            .then(|| self.render_view(schema, number, changed.into_iter(), compact, true));
+            .then(|| self.render_view(schema, number, changed.into_iter(), compact, true, &[]));
         if let Some(text) = &update {
             let prefix = self
                 .transcript_planner

@@ -211,6 +211,16 @@ pub enum FormView<'a> {
     Tombstone,
     /// An effect ledger.
     Effects(EffectsView<'a>),
+    /// In a state update, a list shown earlier in the request that only grew at its end: its
+    /// new items. The list is the one shown earlier followed by these.
+    Appended {
+        /// The new items, as a compact JSON array (each item as the whole list writes it).
+        json: &'a str,
+        /// How many items were shown earlier.
+        shown: usize,
+        /// A pinned protected field.
+        pinned: bool,
+    },
 }
 
 /// An effect ledger, for rendering.
@@ -297,10 +307,24 @@ impl<'a> FieldView<'a> {
         }
     }
 
+    /// The field of `entry`, a list whose first `shown` items the model was shown earlier
+    /// (`entry` holds the items after them): see [`FormView::Appended`].
+    pub(crate) fn appended(entry: &'a Entry, shown: usize) -> Self {
+        let mut view = FieldView::of(entry);
+        if let FormView::Verbatim { json, pinned } = view.form {
+            view.form = FormView::Appended {
+                json,
+                shown,
+                pinned,
+            };
+        }
+        view
+    }
+
     /// Whether the field left the window (anything but verbatim).
     pub fn left_window(&self) -> Option<&'static str> {
         match self.form {
-            FormView::Verbatim { .. } => None,
+            FormView::Verbatim { .. } | FormView::Appended { .. } => None,
             FormView::Spilled { .. } => Some("spilled"),
             FormView::Summary { .. } => Some("summary"),
             FormView::Evicted { .. } => Some("pointer"),
@@ -332,6 +356,17 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
         FormView::Verbatim { json, pinned } => {
             let pin = if pinned { " [pinned]" } else { "" };
             writeln!(out, "{path}{pin} = {json}")
+        }
+        FormView::Appended {
+            json,
+            shown,
+            pinned,
+        } => {
+            let pin = if pinned { " [pinned]" } else { "" };
+            writeln!(
+                out,
+                "{path}{pin} += {json} (after the {shown} items shown earlier)"
+            )
         }
         FormView::Spilled { pointer } => writeln!(out, "{path} = [SPILLED verbatim -> {pointer}]"),
         FormView::Summary {

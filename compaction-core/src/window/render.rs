@@ -62,6 +62,10 @@
 //! plan_step = 7
 //! <<< END STATE UPDATE >>>
 //! ```
+//!
+//! In an append, where every earlier update is still in the request, a list that only grew
+//! since it was shown is rendered as its new items ([`FormView::Appended`]):
+//! `decisions += ["ask before deploying"] (after the 2 items shown earlier)`.
 
 use crate::window::field::{render_field, Entry, FieldView, FormView, Section};
 use std::borrow::Cow;
@@ -118,6 +122,9 @@ pub struct WindowView<'a> {
     pub(crate) compact: bool,
     /// Only the fields that changed since the window shown earlier in the request.
     pub(crate) update: bool,
+    /// In an update, for each entry: `Some(n)` when it holds only the items after the first
+    /// `n` of a list shown earlier (see [`FormView::Appended`]); empty otherwise.
+    pub(crate) appended: &'a [Option<usize>],
 }
 
 impl<'a> WindowView<'a> {
@@ -154,7 +161,13 @@ impl<'a> WindowView<'a> {
 
     /// Every field, in traversal order.
     pub fn fields(&self) -> impl Iterator<Item = FieldView<'a>> + 'a {
-        self.entries.iter().map(|entry| FieldView::of(entry))
+        let appended = self.appended;
+        self.entries.iter().enumerate().map(move |(i, entry)| {
+            match appended.get(i).copied().flatten() {
+                Some(shown) => FieldView::appended(entry, shown),
+                None => FieldView::of(entry),
+            }
+        })
     }
 }
 
@@ -258,6 +271,7 @@ mod tests {
             budget: 100,
             compact: true,
             update: false,
+            appended: &[],
         });
         let lines: Vec<String> = compacted.fields().map(|f| f.default_lines()).collect();
         assert_eq!(lines, ["a [pinned] = 1\n", "[EVICTED b recover=no]\n"]);
