@@ -7,8 +7,8 @@
 
 use compaction::transcript::MARKER_PREFIX;
 use compaction::{
-    Compactable, Compacted, Compactor, Message, NoReacquire, Transcript, SESSION_HIGH_WATER,
-    SESSION_LOW_WATER,
+    Compactable, Compacted, Compactor, DefaultRenderer, Message, NoReacquire, Renderer, Transcript,
+    WindowView, SESSION_HIGH_WATER, SESSION_LOW_WATER,
 };
 use serde::{Deserialize, Serialize};
 
@@ -198,4 +198,34 @@ fn a_compaction_point_sends_whole_values_and_a_restart_sends_what_the_warm_proce
         let b = cold.compact_blocking(&agent).unwrap();
         assert_eq!(a.messages(), b.messages(), "turn {n}");
     }
+}
+
+/// A renderer of the user's own, written without the appended form, is given every changed
+/// list whole: no update is lost to a match arm it lacks.
+#[test]
+fn a_custom_renderer_gets_whole_lists_unless_it_shows_appended_ones() {
+    struct Framed;
+    impl Renderer for Framed {
+        fn render(&self, view: &WindowView<'_>) -> String {
+            format!("[ours]\n{}", DefaultRenderer.render(view))
+        }
+    }
+    let compactor = crate::session_driver::compactor(64_000)
+        .high_water_mark(SESSION_HIGH_WATER)
+        .low_water_mark(SESSION_LOW_WATER)
+        .renderer(Framed)
+        .build()
+        .unwrap();
+    let mut agent = agent();
+    turn(&mut agent, 0, 5);
+    compactor.compact_blocking(&agent).unwrap();
+    agent.decisions.push("roll back migration 42".into());
+    turn(&mut agent, 1, 5);
+    let sent = updates(&compactor.compact_blocking(&agent).unwrap());
+    assert!(
+        sent[0].contains("decisions = [\"use the staging database\",\"roll back migration 42\"]"),
+        "{}",
+        sent[0]
+    );
+    assert!(!sent[0].contains("+="), "{}", sent[0]);
 }

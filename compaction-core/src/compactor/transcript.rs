@@ -258,8 +258,11 @@ impl Compactor {
         let remembered = &next.window;
         if let Some(changed) = request::changed(&remembered.shown, entries) {
             // Every update since the front is still in this request (an append only adds), so
-            // a list that only grew is sent as its new items.
-            let (fields, appended) = request::appended_update(&remembered.shown, changed);
+            // a list that only grew is sent as its new items, to a renderer that shows them.
+            let (fields, appended) = match self.renderer.renders_appended() {
+                true => request::appended_update(&remembered.shown, changed),
+                false => (changed.into_iter().cloned().collect(), Vec::new()),
+            };
             let update = (!fields.is_empty())
                 .then(|| self.render_view(schema, number, fields.iter(), compact, true, &appended));
             let budget = transcript_budget(self, overhead + remembered.stable_tokens);

@@ -107,6 +107,14 @@ use std::fmt::Write;
 pub trait Renderer: Send + Sync {
     /// Renders `view` as the text the model reads.
     fn render(&self, view: &WindowView<'_>) -> String;
+
+    /// Whether this renderer shows [`FormView::Appended`] (a list that only grew, sent in an
+    /// append's state update as its new items). `false` unless a renderer says so: one that
+    /// does not know the form gets every changed list whole, so no update is lost to a match
+    /// arm it lacks. [`DefaultRenderer`] shows it.
+    fn renders_appended(&self) -> bool {
+        false
+    }
 }
 
 /// Everything a renderer may show.
@@ -188,6 +196,10 @@ pub const COMPACT_FORM_BELOW: usize = 256;
 pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values are facts; resolve a pointer before relying on it. Never re-run a committed effect; reconcile an unknown one first.";
 
 impl Renderer for DefaultRenderer {
+    fn renders_appended(&self) -> bool {
+        true
+    }
+
     fn render(&self, view: &WindowView<'_>) -> String {
         let mut out = String::new();
         if view.update {
