@@ -10,7 +10,7 @@ use compaction::openai::{from_responses_output, OpenAiClient, OpenAiClientError}
 use compaction::pointer_tool::resolve_pointer_definition;
 use compaction::session::Session;
 use compaction::{block_on, Compactable, Compactor, MemoryLedger, MemoryStore, Message};
-use compaction::{ToolCall, Transcript};
+use compaction::{TokenCounter, Tokenizer, ToolCall, Transcript};
 use compaction_fixtures::openai_server::{FakeOpenAi, Reply};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -167,15 +167,20 @@ struct Agent {
     chat: Transcript,
 }
 
-#[test]
-fn a_session_request_on_each_openai_wire_carries_messages_tools_and_cache_key() {
-    let mut session = Session::builder("agent-7")
-        .compactor(Compactor::builder().budget(8_000))
+/// A session with the pointer tool's definition, in memory.
+fn session(budget: usize) -> Session<Agent> {
+    Session::builder("agent-7")
+        .compactor(Compactor::builder().budget(budget))
         .tools([resolve_pointer_definition()])
         .store(MemoryStore::new())
         .ledger(MemoryLedger::new())
         .open_blocking(Agent::default)
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_session_request_on_each_openai_wire_carries_messages_tools_and_cache_key() {
+    let mut session = session(8_000);
     session.push(Message::user("read ⟦p4⟧ and store://sha256:abc"));
     let request = session.next_request_blocking().unwrap();
     session
@@ -214,7 +219,6 @@ fn a_session_request_on_each_openai_wire_carries_messages_tools_and_cache_key() 
 /// a message's role and texts, a call's id, name and arguments, an output's id and text, a
 /// reasoning item's encrypted content and summary; each tool in the Responses shape.
 fn responses_body_tokens(body: &serde_json::Value) -> usize {
-    use compaction::{TokenCounter, Tokenizer};
     let count = |v: &serde_json::Value| v.as_str().map_or(0, |s| Tokenizer::O200kBase.count(s));
     let mut tokens = 0;
     for item in body["input"].as_array().expect("a list of items") {
@@ -245,18 +249,15 @@ fn responses_body_tokens(body: &serde_json::Value) -> usize {
         }
     }
     let tools = body["tools"].as_array().into_iter().flatten();
-    tokens + tools.map(|t| count(&json!(t.to_string()))).sum::<usize>()
+    tokens
+        + tools
+            .map(|t| Tokenizer::O200kBase.count(&t.to_string()))
+            .sum::<usize>()
 }
 
 #[test]
 fn a_session_requests_tokens_bound_its_responses_body_with_tools() {
-    let mut session = Session::builder("agent-8")
-        .compactor(Compactor::builder().budget(6_000))
-        .tools([resolve_pointer_definition()])
-        .store(MemoryStore::new())
-        .ledger(MemoryLedger::new())
-        .open_blocking(Agent::default)
-        .unwrap();
+    let mut session = session(6_000);
     let (mut compacted, mut last) = (0, 0);
     for turn in 0..40 {
         session.push(Message::user(format!("turn {turn}: read the next file")));

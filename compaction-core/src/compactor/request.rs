@@ -38,7 +38,7 @@ use crate::plan::{CollectedTranscript, Collection};
 use crate::planner::effects::EffectStatuses;
 use crate::state::schema::Schema;
 use crate::tokens::TokenCounter;
-use crate::window::{Entry, Form};
+use crate::window::Entry;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -162,87 +162,37 @@ impl Windows {
     }
 }
 
-/// The fields to render again in a state update: the current entries whose form differs from
-/// what the model was shown. `None` when the fields are not the same list (a field appeared or
-/// went): then the window is rendered whole at a compaction point.
-pub(super) fn changed<'e>(shown: &[Entry], current: &'e [Entry]) -> Option<Vec<&'e Entry>> {
+/// The fields to render again in a state update, each as the model was shown it and as it is
+/// now: the current entries whose form differs from what the model was shown. `None` when the
+/// fields are not the same list (a field appeared or went): then the window is rendered whole
+/// at a compaction point.
+pub(super) fn changed<'s, 'e>(
+    shown: &'s [Entry],
+    current: &'e [Entry],
+) -> Option<Vec<(&'s Entry, &'e Entry)>> {
     if shown.len() != current.len() || shown.iter().zip(current).any(|(a, b)| a.path != b.path) {
         return None;
     }
-    Some(
-        shown
-            .iter()
-            .zip(current)
-            .filter(|(a, b)| a != b)
-            .map(|(_, b)| b)
-            .collect(),
-    )
+    Some(shown.iter().zip(current).filter(|(a, b)| a != b).collect())
 }
 
-/// A state update's fields in an append, where every update since the front is still in the
-/// request: each `changed` field as it is now, except a verbatim list that only grew at its end
-/// since `shown`, which becomes its new items with `Some(items shown)` (rendered as
-/// [`FormView::Appended`](crate::window::FormView::Appended)). A list of decisions or findings
-/// grows by one item at a time; sent whole, every update repeated all of it, and a long session
-/// without compaction points carried every copy.
-pub(super) fn appended_update(
-    shown: &[Entry],
-    changed: Vec<&Entry>,
+/// A state update's fields and, for each, `Some(items shown)` when it is sent as a grown
+/// list's new items ([`Entry::grown_since`]): only in an append, where every update since the
+/// front is still in the request, and only to a renderer that shows that form; else every
+/// field as it is now.
+pub(super) fn update_fields(
+    changed: Vec<(&Entry, &Entry)>,
+    appended: bool,
 ) -> (Vec<Entry>, Vec<Option<usize>>) {
     changed
         .into_iter()
-        .map(|now| {
-            let before = shown.iter().find(|e| e.path == now.path);
-            match before.and_then(|before| grown_list(&before.form, &now.form)) {
-                Some((form, count)) => (
-                    Entry {
-                        form,
-                        ..now.clone()
-                    },
-                    Some(count),
-                ),
+        .map(
+            |(before, now)| match appended.then(|| now.grown_since(before)).flatten() {
+                Some((items, shown)) => (items, Some(shown)),
                 None => (now.clone(), None),
-            }
-        })
+            },
+        )
         .unzip()
-}
-
-/// `now`'s items after those of `before`, when both are the same kind of verbatim JSON list and
-/// `before`'s items are exactly `now`'s first ones (at least one, so the field was seen as a
-/// list), with how many `before` had. Each item keeps its bytes as the whole list wrote them.
-fn grown_list(before: &Form, now: &Form) -> Option<(Form, usize)> {
-    use serde_json::value::RawValue;
-    let (old, new) = match (before, now) {
-        (
-            Form::Protected {
-                json: a, pin: p, ..
-            },
-            Form::Protected {
-                json: b, pin: q, ..
-            },
-        ) if p == q => (a, b),
-        (Form::Value { json: a }, Form::Value { json: b }) => (a, b),
-        _ => return None,
-    };
-    let old: Vec<&RawValue> = serde_json::from_str(old).ok()?;
-    let new: Vec<&RawValue> = serde_json::from_str(new).ok()?;
-    let same = |(a, b): (&&RawValue, &&RawValue)| a.get() == b.get();
-    if old.is_empty() || new.len() <= old.len() || !old.iter().zip(&new).all(same) {
-        return None;
-    }
-    let items: Vec<&str> = new[old.len()..].iter().map(|item| item.get()).collect();
-    let json = format!("[{}]", items.join(","));
-    let form = match now {
-        Form::Protected {
-            pin, fingerprint, ..
-        } => Form::Protected {
-            pin: *pin,
-            json,
-            fingerprint: *fingerprint,
-        },
-        _ => Form::Value { json },
-    };
-    Some((form, old.len()))
 }
 
 /// The window memory a checkpoint's record describes.

@@ -259,10 +259,8 @@ impl Compactor {
         if let Some(changed) = request::changed(&remembered.shown, entries) {
             // Every update since the front is still in this request (an append only adds), so
             // a list that only grew is sent as its new items, to a renderer that shows them.
-            let (fields, appended) = match self.renderer.renders_appended() {
-                true => request::appended_update(&remembered.shown, changed),
-                false => (changed.into_iter().cloned().collect(), Vec::new()),
-            };
+            let appended = self.renderer.renders_appended();
+            let (fields, appended) = request::update_fields(changed, appended);
             let update = (!fields.is_empty())
                 .then(|| self.render_view(schema, number, fields.iter(), compact, true, &appended));
             let budget = transcript_budget(self, overhead + remembered.stable_tokens);
@@ -367,9 +365,11 @@ impl Compactor {
         let Some(changed) = request::changed(front, entries) else {
             return Ok(None);
         };
+        let changed_is_empty = changed.is_empty();
         // Whole values: the updates after the front may be folded by this point.
-        let update = (!changed.is_empty())
-            .then(|| self.render_view(schema, number, changed.into_iter(), compact, true, &[]));
+        let fields = changed.into_iter().map(|(_, now)| now);
+        let update = (!changed_is_empty)
+            .then(|| self.render_view(schema, number, fields, compact, true, &[]));
         if let Some(text) = &update {
             let prefix = self
                 .transcript_planner

@@ -114,6 +114,50 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    /// This field as a grown list's new items: when it and `before` (the same field as the
+    /// model was shown it) are the same kind of verbatim JSON list and `before`'s items are
+    /// exactly its first ones (at least one, so the field was seen as a list), the entry whose
+    /// value is the items after them, with how many `before` had. Each item keeps its bytes as
+    /// the whole list wrote them. See [`FormView::Appended`].
+    pub(crate) fn grown_since(&self, before: &Entry) -> Option<(Entry, usize)> {
+        use serde_json::value::RawValue;
+        let (old, new) = match (&before.form, &self.form) {
+            (
+                Form::Protected {
+                    json: a, pin: p, ..
+                },
+                Form::Protected {
+                    json: b, pin: q, ..
+                },
+            ) if p == q => (a, b),
+            (Form::Value { json: a }, Form::Value { json: b }) => (a, b),
+            _ => return None,
+        };
+        let old: Vec<&RawValue> = serde_json::from_str(old).ok()?;
+        let new: Vec<&RawValue> = serde_json::from_str(new).ok()?;
+        let same = |(a, b): (&&RawValue, &&RawValue)| a.get() == b.get();
+        if old.is_empty() || new.len() <= old.len() || !old.iter().zip(&new).all(same) {
+            return None;
+        }
+        let items: Vec<&str> = new[old.len()..].iter().map(|item| item.get()).collect();
+        let json = format!("[{}]", items.join(","));
+        let form = match &self.form {
+            Form::Protected {
+                pin, fingerprint, ..
+            } => Form::Protected {
+                pin: *pin,
+                json,
+                fingerprint: *fingerprint,
+            },
+            _ => Form::Value { json },
+        };
+        let entry = Entry {
+            form,
+            ..self.clone()
+        };
+        Some((entry, old.len()))
+    }
+
     /// The entry as renderers see it: its path, pointers and payload keys escaped, so no value
     /// can start a line of the window. The checkpoint keeps the raw entry (rehydration
     /// re-acquires through the raw pointer); borrowed when nothing needs escaping.
