@@ -11,7 +11,9 @@ use compaction::hf_tokenizers::tokenizers::{Tokenizer, TruncationParams};
 use compaction::{Compactable, Compactor, HfTokenizer, Message, TokenCounter, Transcript};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::path::PathBuf;
+
+mod common;
+use common::TempDir;
 
 const CORPUS: &[&str] = &[
     "never touch /etc/prod",
@@ -29,12 +31,6 @@ fn samples() -> Vec<String> {
     out.push("unseen words zxqv and ⟦compaction:spilled store://sha256:00⟧".into());
     out.push("the pointer ".repeat(500));
     out
-}
-
-fn temp_path(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("compaction-hf-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
 }
 
 /// A byte-level BPE, trained in code on the corpus (the kind Llama 3 and Qwen ship).
@@ -79,8 +75,9 @@ fn own_count(tokenizer: &Tokenizer, text: &str) -> usize {
 
 #[test]
 fn counts_of_a_saved_tokenizer_match_its_own_encode() {
+    let dir = TempDir::new("hf-counts");
     for (name, tokenizer) in [("bpe", trained_bpe()), ("word", word_level())] {
-        let path = temp_path(&format!("{name}-tokenizer.json"));
+        let path = dir.db(&format!("{name}-tokenizer.json"));
         tokenizer.save(&path, false).unwrap();
         let counter = HfTokenizer::from_file(&path).unwrap().named(name);
         assert_eq!(counter.name(), name);
@@ -112,7 +109,8 @@ fn truncation_in_the_file_does_not_cut_the_count() {
             ..TruncationParams::default()
         }))
         .unwrap();
-    let path = temp_path("truncating-tokenizer.json");
+    let dir = TempDir::new("hf-truncation");
+    let path = dir.db("truncating-tokenizer.json");
     tokenizer.save(&path, false).unwrap();
     let text = "the pointer ".repeat(50);
     assert_eq!(own_count(&tokenizer, &text), 4); // what a naive counter would report
@@ -123,7 +121,8 @@ fn truncation_in_the_file_does_not_cut_the_count() {
 
 #[test]
 fn a_missing_or_malformed_file_is_a_typed_error() {
-    let missing = HfTokenizer::from_file(temp_path("does-not-exist.json")).unwrap_err();
+    let dir = TempDir::new("hf-missing");
+    let missing = HfTokenizer::from_file(dir.db("does-not-exist.json")).unwrap_err();
     assert!(missing.origin().ends_with("does-not-exist.json"));
     assert!(missing.to_string().contains("cannot load the tokenizer"));
     let malformed = HfTokenizer::from_bytes(br#"{"model": "#).unwrap_err();

@@ -2,7 +2,7 @@
 //! finds every `#[effect]` field of a state and reads its records from its scope of the ledger.
 
 use crate::effects::ledger::EffectLedger;
-use crate::effects::record::{EffectLog, EffectRecords};
+use crate::effects::record::{Effect, EffectLog, EffectRecords};
 use crate::error::CompactionError;
 use crate::state::compactable::{Compactable, PointerFn, Visitor};
 use crate::state::path::{child_path, push_segment, Segment, Shape};
@@ -50,17 +50,7 @@ where
                 })?;
             scopes.insert(scope.clone(), log);
         }
-        let from_ledger = &scopes[&scope];
-        // One set of the ledger's keys, not a scan of its log per record: a session's log
-        // grows with every effect it ever ran, and this runs at every request.
-        let recorded: HashSet<&str> = from_ledger
-            .iter()
-            .map(|e| e.idempotency_key.as_str())
-            .collect();
-        if let Some(missing) = own
-            .iter()
-            .find(|e| !recorded.contains(e.idempotency_key.as_str()))
-        {
+        if let Some(missing) = not_recorded(own, &scopes[&scope]) {
             return Err(CompactionError::EffectNotInLedger {
                 field: path,
                 scope,
@@ -79,6 +69,27 @@ where
         views.insert(path, view);
     }
     Ok(views)
+}
+
+/// The first of `own`'s records whose key `from_ledger` does not hold. A session's log grows
+/// with every effect it ever ran and this runs at every request, so the common case is checked
+/// first without hashing: the ledger's log holds the field's records in the field's order (it
+/// was synced from it), each key at its own position. Any other order falls back to one set of
+/// the ledger's keys, never a scan of its log per record.
+fn not_recorded<'o>(own: &'o EffectLog, from_ledger: &EffectLog) -> Option<&'o Effect> {
+    let in_order = own
+        .iter()
+        .zip(from_ledger.iter())
+        .all(|(mine, theirs)| mine.idempotency_key == theirs.idempotency_key);
+    if in_order && own.len() <= from_ledger.len() {
+        return None;
+    }
+    let recorded: HashSet<&str> = from_ledger
+        .iter()
+        .map(|e| e.idempotency_key.as_str())
+        .collect();
+    own.iter()
+        .find(|e| !recorded.contains(e.idempotency_key.as_str()))
 }
 
 /// Finds every `#[effect]` field of a state: its concrete path and its own records.
@@ -119,4 +130,44 @@ impl<'a> Visitor<'a> for EffectFields<'a> {
     }
 
     fn shape(&mut self, _: &'static str, _: Shape) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(keys: &[&str]) -> EffectLog {
+        let effects = keys.iter().map(|k| Effect::new("deploy", "svc", *k));
+        EffectLog::from_effects(effects.collect()).expect("distinct keys")
+    }
+
+    fn missing(own: &[&str], ledger: &[&str]) -> Option<String> {
+        not_recorded(&log(own), &log(ledger)).map(|e| e.idempotency_key.clone())
+    }
+
+    #[test]
+    fn every_key_the_ledger_holds_is_recorded_in_any_order() {
+        assert_eq!(missing(&["a", "b"], &["a", "b"]), None);
+        assert_eq!(missing(&["a", "b"], &["a", "b", "c"]), None);
+        assert_eq!(missing(&["b", "a"], &["a", "b", "c"]), None);
+        assert_eq!(missing(&["c"], &["a", "b", "c"]), None);
+        assert_eq!(missing(&[], &[]), None);
+    }
+
+    #[test]
+    fn a_key_the_ledger_lacks_is_found_wherever_it_is() {
+        // Past the ledger's end, after an in-order prefix: the fast path must not stop at the
+        // shorter log.
+        assert_eq!(missing(&["a", "b", "z"], &["a", "b"]), Some("z".into()));
+        assert_eq!(missing(&["a"], &[]), Some("a".into()));
+        // In the middle, and in a log out of the ledger's order.
+        assert_eq!(
+            missing(&["a", "z", "b"], &["a", "b", "c"]),
+            Some("z".into())
+        );
+        assert_eq!(
+            missing(&["c", "a", "z"], &["a", "b", "c"]),
+            Some("z".into())
+        );
+    }
 }

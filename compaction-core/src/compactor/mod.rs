@@ -11,6 +11,7 @@ pub(crate) mod memories;
 mod rehydrate;
 mod render;
 mod request;
+mod statuses;
 mod summarize;
 #[cfg(test)]
 mod tests_work;
@@ -97,7 +98,7 @@ struct NextRequest<'s> {
     path: String,
     transcript: &'s Transcript,
     policy: TranscriptPolicy,
-    effects: EffectStatuses,
+    effects: Arc<EffectStatuses>,
     window: Arc<WindowMemory>,
 }
 
@@ -468,7 +469,7 @@ impl Compactor {
             return Ok(prepared(plan, self.budget, None));
         };
         let path = field.path.clone();
-        let effects = request::effect_statuses(&collection, schema);
+        let effects = statuses::effect_statuses(&collection, schema);
         if !fresh {
             if let Some(window) = self.remembered_window(field.transcript) {
                 let floor_tokens = if window.compact { floors.1 } else { floors.0 };

@@ -32,32 +32,12 @@
 
 use crate::checkpoint::{Compacted, FrontFields, WindowRecord};
 use crate::conversation::transcript::Link;
-use crate::effects::record::EffectStatus;
 use crate::error::CompactionError;
 use crate::plan::{CollectedTranscript, Collection};
-use crate::planner::effects::EffectStatuses;
-use crate::state::schema::Schema;
 use crate::tokens::TokenCounter;
 use crate::window::Entry;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-
-/// What the state's ledgers say about each effect, by scope and key: a transcript call whose
-/// effect no scope shows committed is never folded, and a key-only call that two scopes hold
-/// is refused (issue 21.4).
-pub(super) fn effect_statuses(collection: &Collection<'_>, schema: &Schema) -> EffectStatuses {
-    let mut effects = EffectStatuses::new();
-    for (path, log) in collection.effect_logs() {
-        let scope = schema
-            .field_for_instance(path)
-            .map_or_else(|| path.to_owned(), |field| field.ledger_scope(path));
-        for effect in log.iter() {
-            let settled = effect.status == EffectStatus::Committed;
-            effects.insert(scope.clone(), effect.idempotency_key.clone(), settled);
-        }
-    }
-    effects
-}
 
 /// The state's one `#[transcript]` field, if any.
 pub(super) fn the_transcript<'c, 'a>(

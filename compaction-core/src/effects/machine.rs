@@ -198,8 +198,23 @@ pub fn sync(current: Option<&Effect>, incoming: &Effect) -> (Change, SyncVerdict
             SyncVerdict::Inserted,
         );
     };
+    let fills = current.is_placeholder() && !incoming.is_placeholder();
+    let advances = is_forward(current.status, incoming.status);
+    if !fills && !advances && (current.payload.is_some() || incoming.payload.is_none()) {
+        // Nothing to write (the common case: a log synced again as it was), so no copy of
+        // the record: a session syncs its whole log after every effect.
+        let verdict = if current.status == incoming.status {
+            SyncVerdict::Unchanged
+        } else {
+            SyncVerdict::Kept {
+                stored: current.status,
+                incoming: incoming.status,
+            }
+        };
+        return (Change::unchanged(), verdict);
+    }
     let mut next = current.clone();
-    if current.is_placeholder() && !incoming.is_placeholder() {
+    if fills {
         next.action = incoming.action.clone();
         next.target = incoming.target.clone();
         next.depends_on = incoming.depends_on.clone();
@@ -207,7 +222,7 @@ pub fn sync(current: Option<&Effect>, incoming: &Effect) -> (Change, SyncVerdict
     if next.payload.is_none() {
         next.payload = incoming.payload.clone();
     }
-    let (event, verdict) = if is_forward(current.status, incoming.status) {
+    let (event, verdict) = if advances {
         next.status = incoming.status;
         let event = Event {
             op: EffectOp::Sync,
