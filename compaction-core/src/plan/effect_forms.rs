@@ -4,10 +4,12 @@
 //! serializing and hashing it again each time was the largest cost that grew with a session's
 //! length (BENCHMARKS.md, "Time per request"). A log is recognized by its records' allocation,
 //! through a weak handle that a change to the log invalidates (`EffectLog::is_log`), never by
-//! its length or its keys, so a changed log is always planned from its records.
+//! its length or its keys, so a changed log is always planned from its records. The longest
+//! limit a slot's line with every record kept was counted over is remembered the same way.
 
 use crate::effects::record::{Effect, EffectLog};
 use crate::plan::slot::{spill_payloads, spill_records, Movable, Payloads};
+use crate::store::Pointer;
 use crate::window::IndexedRecord;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -60,6 +62,64 @@ pub(crate) fn of(log: &EffectLog, idempotent: bool) -> EffectForms {
         forms.truncate(REMEMBERED);
     });
     computed
+}
+
+/// What a slot's line with every record of its log kept depends on besides the log: so two
+/// requests that plan the same log in the same field render the same line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordsLine {
+    pub(crate) path: String,
+    pub(crate) idempotent: bool,
+    /// The payloads' block while the records are tried (spilled, or none; a slot whose
+    /// payloads are kept is not remembered).
+    pub(crate) payloads: Option<Pointer>,
+}
+
+/// Lines found longer than a limit: the log, its line, and the largest limit it was over.
+type Over = VecDeque<(Weak<Vec<Effect>>, RecordsLine, usize)>;
+
+thread_local! {
+    static OVER: RefCell<Over> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// The largest limit that `line` with every record of `log` kept was counted over, if this
+/// thread counted it while the log was unchanged. Trying to keep the records at any limit up
+/// to it fails again: planning a long log at every request parsed, rendered and counted its
+/// records only to spill them again (BENCHMARKS.md, "Time per request").
+pub(crate) fn kept_records_over(log: &EffectLog, line: &RecordsLine) -> Option<usize> {
+    if log.len() < WORTH_REMEMBERING {
+        return None;
+    }
+    OVER.with(|over| {
+        over.borrow()
+            .iter()
+            .find(|(handle, seen, _)| seen == line && log.is_log(handle))
+            .map(|(_, _, limit)| *limit)
+    })
+}
+
+/// Remembers that `line` with every record of `log` kept is longer than `limit` tokens.
+pub(crate) fn note_kept_records_over(log: &EffectLog, line: RecordsLine, limit: usize) {
+    if log.len() < WORTH_REMEMBERING {
+        return;
+    }
+    OVER.with(|over| {
+        let mut over = over.borrow_mut();
+        let known = over
+            .iter()
+            .find(|(handle, seen, _)| *seen == line && log.is_log(handle))
+            .map_or(0, |(_, _, known)| *known);
+        // The same field's line of a log that changed, or of one that went, never matches again.
+        over.retain(|(handle, seen, _)| handle.strong_count() > 0 && *seen != line);
+        over.push_front((log.downgrade(), line, known.max(limit)));
+        over.truncate(REMEMBERED);
+    });
+}
+
+/// Forgets every line counted over a limit on this thread (the starting forms stay).
+#[cfg(test)]
+pub(crate) fn forget_kept_records_over() {
+    OVER.with(|over| over.borrow_mut().clear());
 }
 
 fn compute(effects: &[Effect], idempotent: bool) -> EffectForms {

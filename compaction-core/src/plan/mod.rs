@@ -28,6 +28,7 @@ mod collect;
 mod collected;
 mod effect_forms;
 mod json_size;
+mod keep;
 mod outcome;
 mod slot;
 
@@ -37,6 +38,7 @@ pub(crate) use collected::{CollectedTranscript, Collection};
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
 use crate::plan::json_size::json_within;
+use crate::plan::keep::{keep_payloads, keep_records, records_line, Keep};
 use crate::plan::slot::{
     spill_kept, spill_kept_payloads, FloorForm, Movable, Payloads, Slot, SlotBody, Stage,
     ValueFromSource, ValuePlan,
@@ -45,7 +47,7 @@ use crate::report::{CompactionReport, FieldOutcome};
 use crate::state::schema::FieldClass;
 use crate::store::{ContentHash, Pointer};
 use crate::tokens::TokenCounter;
-use crate::window::{Entry, IndexedRecord, KeptPayload, Section};
+use crate::window::{Entry, Section};
 use std::collections::BTreeMap;
 
 /// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
@@ -105,7 +107,7 @@ impl Plan {
                             movable: Movable::Spilled { .. },
                             ..
                         }
-                    ) || keep_records(slot, budget);
+                    ) || matches!(keep_records(slot, None, budget), Keep::Kept);
                     let payloads = !matches!(
                         &slot.body,
                         SlotBody::Effects {
@@ -377,7 +379,15 @@ fn upgrade(
                 set_spill(slot, false);
                 true
             }
-            Step::Records => keep_records(slot, limit),
+            Step::Records => match keep_records(slot, Some(&fields[i].value), limit) {
+                Keep::Kept => true,
+                Keep::RuledOut => false,
+                Keep::KnownOver => {
+                    // What counting the line would find (below), without rendering it.
+                    slot.whole_tokens_at_least = limit + 1;
+                    false
+                }
+            },
             Step::Payloads => keep_payloads(slot, &fields[i].value, limit),
             Step::Value => {
                 remaining = plan_value(slot, floor, &fields[i].value, ctx, remaining, summaries);
@@ -394,6 +404,13 @@ fn upgrade(
             }
             None => {
                 slot.whole_tokens_at_least = limit + 1;
+                if matches!(step, Step::Records) {
+                    if let (Some(line), Collected::Effects { log, .. }) =
+                        (records_line(slot), &fields[i].value)
+                    {
+                        effect_forms::note_kept_records_over(log, line, limit);
+                    }
+                }
                 undo(slot, step);
             }
         }
@@ -433,53 +450,6 @@ fn undo(slot: &mut Slot, step: Step) {
             }
         }
     }
-}
-
-/// Brings spilled records back unless their bytes alone rule it out.
-fn keep_records(slot: &mut Slot, limit: usize) -> bool {
-    let SlotBody::Effects { movable, .. } = &mut slot.body else {
-        return false;
-    };
-    let Movable::Spilled { bytes, .. } = movable else {
-        return false;
-    };
-    if bytes.len() > limit.saturating_mul(MAX_BYTES_PER_TOKEN) {
-        return false;
-    }
-    match serde_json::from_slice::<Vec<IndexedRecord>>(bytes) {
-        Ok(kept) => {
-            *movable = Movable::Kept(kept);
-            true
-        }
-        Err(_) => false,
-    }
-}
-
-/// Brings payloads back unless their bytes alone rule it out.
-fn keep_payloads(slot: &mut Slot, collected: &Collected<'_>, limit: usize) -> bool {
-    let (SlotBody::Effects { payloads, .. }, Collected::Effects { log, .. }) =
-        (&mut slot.body, collected)
-    else {
-        return false;
-    };
-    let cap = limit.saturating_mul(MAX_BYTES_PER_TOKEN);
-    let mut bytes = 0usize;
-    let mut kept = Vec::new();
-    for (index, effect) in log.effects().iter().enumerate() {
-        if let Some(value) = &effect.payload {
-            let Some(json) = json_within(value, cap.saturating_sub(bytes)) else {
-                return false;
-            };
-            bytes += json.len();
-            kept.push(KeptPayload {
-                index,
-                key: effect.idempotency_key.clone(),
-                value: value.clone(),
-            });
-        }
-    }
-    *payloads = Payloads::Kept(kept);
-    true
 }
 
 /// Keeps a value verbatim if it fits, else plans a summary when allowed and worth it, else
