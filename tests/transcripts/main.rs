@@ -28,6 +28,7 @@ mod session_recovery;
 mod session_recovery_twins;
 mod session_resume;
 mod state_update_lists;
+mod state_update_records;
 mod transcript_engine;
 mod transcript_prop;
 mod transcript_requests;

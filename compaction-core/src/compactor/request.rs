@@ -156,22 +156,27 @@ pub(super) fn changed<'s, 'e>(
     Some(shown.iter().zip(current).filter(|(a, b)| a != b).collect())
 }
 
-/// A state update's fields and, for each, `Some(items shown)` when it is sent as a grown
-/// list's new items ([`Entry::grown_since`]): only in an append, where every update since the
-/// front is still in the request, and only to a renderer that shows that form; else every
-/// field as it is now.
+/// A state update's fields and, for each, `Some(n)` when it is sent as a grown list's new
+/// items after the `n` shown ([`Entry::grown_since`], `lists`) or as a ledger's new and changed
+/// records beside the `n` that stand ([`Entry::records_changed_since`], `records`): only in an
+/// append, where every update since the front is still in the request, and only to a renderer
+/// that shows that form; else every field as it is now.
 pub(super) fn update_fields(
     changed: Vec<(&Entry, &Entry)>,
-    appended: bool,
+    lists: bool,
+    records: bool,
 ) -> (Vec<Entry>, Vec<Option<usize>>) {
     changed
         .into_iter()
-        .map(
-            |(before, now)| match appended.then(|| now.grown_since(before)).flatten() {
-                Some((items, shown)) => (items, Some(shown)),
+        .map(|(before, now)| {
+            let grown = lists.then(|| now.grown_since(before)).flatten();
+            let part =
+                grown.or_else(|| records.then(|| now.records_changed_since(before)).flatten());
+            match part {
+                Some((entry, shown)) => (entry, Some(shown)),
                 None => (now.clone(), None),
-            },
-        )
+            }
+        })
         .unzip()
 }
 

@@ -258,9 +258,13 @@ impl Compactor {
         let remembered = &next.window;
         if let Some(changed) = request::changed(&remembered.shown, entries) {
             // Every update since the front is still in this request (an append only adds), so
-            // a list that only grew is sent as its new items, to a renderer that shows them.
-            let appended = self.renderer.renders_appended();
-            let (fields, appended) = request::update_fields(changed, appended);
+            // a list that only grew is sent as its new items, and a ledger whose records are all
+            // in the window as its new and changed records, to a renderer that shows them.
+            let (lists, records) = (
+                self.renderer.renders_appended(),
+                self.renderer.renders_changed_records(),
+            );
+            let (fields, appended) = request::update_fields(changed, lists, records);
             let update = (!fields.is_empty())
                 .then(|| self.render_view(schema, number, fields.iter(), compact, true, &appended));
             let budget = transcript_budget(self, overhead + remembered.stable_tokens);

@@ -158,6 +158,74 @@ impl Entry {
         Some((entry, old.len()))
     }
 
+    /// This field as an effect ledger's new and changed records: when it and `before` (the
+    /// same field as the model was shown it) are the same ledger with every record in the
+    /// window (none spilled, no payload evicted), `before`'s records are still at their
+    /// positions with the same keys and payloads, and at least one of them is unchanged, the
+    /// entry holding only the records (and payloads) that are new or differ, with how many
+    /// records stand as shown. See [`FormView::EffectsChanged`].
+    pub(crate) fn records_changed_since(&self, before: &Entry) -> Option<(Entry, usize)> {
+        fn all_in_window(form: &Form) -> Option<(bool, &[IndexedRecord], &[KeptPayload])> {
+            match form {
+                Form::Effects {
+                    idempotent,
+                    total,
+                    records,
+                    spilled: None,
+                    payloads,
+                    payloads_evicted: 0,
+                    payloads_spilled: None,
+                } if records.len() == *total
+                    && records.iter().enumerate().all(|(i, r)| r.index == i) =>
+                {
+                    Some((*idempotent, records, payloads))
+                }
+                _ => None,
+            }
+        }
+        let (was_idempotent, old, old_payloads) = all_in_window(&before.form)?;
+        let (idempotent, new, payloads) = all_in_window(&self.form)?;
+        let same_keys = old
+            .iter()
+            .zip(new)
+            .all(|(a, b)| a.record.idempotency_key == b.record.idempotency_key);
+        // A payload shown earlier is never rewritten (the ledger keeps the first one), so it
+        // must still be there as it was: anything else is sent whole.
+        let payloads_kept = old_payloads.iter().all(|p| payloads.contains(p));
+        if was_idempotent != idempotent || new.len() < old.len() || !same_keys || !payloads_kept {
+            return None;
+        }
+        let changed: Vec<IndexedRecord> = new
+            .iter()
+            .enumerate()
+            .filter(|(i, record)| old.get(*i) != Some(record))
+            .map(|(_, record)| record.clone())
+            .collect();
+        let unchanged = new.len() - changed.len();
+        if unchanged == 0 || changed.is_empty() {
+            return None;
+        }
+        let payloads = payloads
+            .iter()
+            .filter(|p| !old_payloads.contains(p))
+            .cloned()
+            .collect();
+        let form = Form::Effects {
+            idempotent,
+            total: new.len(),
+            records: changed,
+            spilled: None,
+            payloads,
+            payloads_evicted: 0,
+            payloads_spilled: None,
+        };
+        let entry = Entry {
+            form,
+            ..self.clone()
+        };
+        Some((entry, unchanged))
+    }
+
     /// The entry as renderers see it: its path, pointers and payload keys escaped, so no value
     /// can start a line of the window. The checkpoint keeps the raw entry (rehydration
     /// re-acquires through the raw pointer); borrowed when nothing needs escaping.
@@ -265,6 +333,16 @@ pub enum FormView<'a> {
         /// A pinned protected field.
         pinned: bool,
     },
+    /// In a state update, an effect ledger shown earlier in the request with every record in
+    /// the window: only its records that are new or changed since (and their new payloads).
+    /// The ledger is the one shown earlier with these records replacing or joining theirs, by
+    /// idempotency key; `unchanged` records stand as shown.
+    EffectsChanged {
+        /// The new and changed records ([`EffectsView::total`] counts the whole ledger).
+        effects: EffectsView<'a>,
+        /// How many records stand as shown earlier.
+        unchanged: usize,
+    },
 }
 
 /// An effect ledger, for rendering.
@@ -353,22 +431,31 @@ impl<'a> FieldView<'a> {
 
     /// The field of `entry`, a list whose first `shown` items the model was shown earlier
     /// (`entry` holds the items after them): see [`FormView::Appended`].
+    /// An effect ledger's entry holding its new and changed records, with `shown` the records
+    /// that stand as shown: see [`FormView::EffectsChanged`].
     pub(crate) fn appended(entry: &'a Entry, shown: usize) -> Self {
         let mut view = FieldView::of(entry);
-        if let FormView::Verbatim { json, pinned } = view.form {
-            view.form = FormView::Appended {
+        view.form = match view.form {
+            FormView::Verbatim { json, pinned } => FormView::Appended {
                 json,
                 shown,
                 pinned,
-            };
-        }
+            },
+            FormView::Effects(effects) => FormView::EffectsChanged {
+                effects,
+                unchanged: shown,
+            },
+            other => other,
+        };
         view
     }
 
     /// Whether the field left the window (anything but verbatim).
     pub fn left_window(&self) -> Option<&'static str> {
         match self.form {
-            FormView::Verbatim { .. } | FormView::Appended { .. } => None,
+            FormView::Verbatim { .. }
+            | FormView::Appended { .. }
+            | FormView::EffectsChanged { .. } => None,
             FormView::Spilled { .. } => Some("spilled"),
             FormView::Summary { .. } => Some("summary"),
             FormView::Evicted { .. } => Some("pointer"),
@@ -437,35 +524,49 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
             writeln!(out, "[EVICTED {path} recover=reacquire pointer={pointer}]")
         }
         FormView::Tombstone => writeln!(out, "[EVICTED {path} recover=no]"),
+        FormView::EffectsChanged { effects, unchanged } => {
+            let _ = writeln!(
+                out,
+                "{path} (idempotent={}, {} records; the {unchanged} shown earlier stand, these are new or changed):",
+                effects.idempotent, effects.total
+            );
+            render_records(out, &effects);
+            Ok(())
+        }
         FormView::Effects(effects) => {
             let _ = writeln!(
                 out,
                 "{path} (idempotent={}, {} records):",
                 effects.idempotent, effects.total
             );
-            for record in effects.records() {
-                let json = serde_json::to_string(record).unwrap_or_default();
-                let _ = writeln!(out, "  {json}");
-            }
-            if let Some((pointer, count, committed, not_started, unknown)) = effects.spilled() {
-                let _ = writeln!(
-                    out,
-                    "  [SPILLED {count} records: {committed} committed, {not_started} not_started, {unknown} unknown -> {pointer}]"
-                );
-            }
-            for (key, payload) in effects.payloads() {
-                let _ = writeln!(out, "  payload {key} = {payload}");
-            }
-            match (effects.payloads_evicted, effects.payloads_spilled) {
-                (0, _) => {}
-                (count, Some(pointer)) => {
-                    let _ = writeln!(out, "  [SPILLED payloads of {count} records -> {pointer}]");
-                }
-                (count, None) => {
-                    let _ = writeln!(out, "  [EVICTED payloads of {count} records recover=no]");
-                }
-            }
+            render_records(out, &effects);
             Ok(())
         }
     };
+}
+
+/// An effect ledger's lines after its first: records, spilled records, payloads.
+fn render_records(out: &mut String, effects: &EffectsView<'_>) {
+    for record in effects.records() {
+        let json = serde_json::to_string(record).unwrap_or_default();
+        let _ = writeln!(out, "  {json}");
+    }
+    if let Some((pointer, count, committed, not_started, unknown)) = effects.spilled() {
+        let _ = writeln!(
+            out,
+            "  [SPILLED {count} records: {committed} committed, {not_started} not_started, {unknown} unknown -> {pointer}]"
+        );
+    }
+    for (key, payload) in effects.payloads() {
+        let _ = writeln!(out, "  payload {key} = {payload}");
+    }
+    match (effects.payloads_evicted, effects.payloads_spilled) {
+        (0, _) => {}
+        (count, Some(pointer)) => {
+            let _ = writeln!(out, "  [SPILLED payloads of {count} records -> {pointer}]");
+        }
+        (count, None) => {
+            let _ = writeln!(out, "  [EVICTED payloads of {count} records recover=no]");
+        }
+    }
 }

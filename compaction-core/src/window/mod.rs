@@ -5,6 +5,8 @@
 
 pub(crate) mod escape;
 pub(crate) mod field;
+#[cfg(test)]
+mod field_tests;
 pub mod render;
 
 pub use escape::{escape_inline, escape_pointer};

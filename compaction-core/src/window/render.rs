@@ -65,7 +65,14 @@
 //!
 //! In an append, where every earlier update is still in the request, a list that only grew
 //! since it was shown is rendered as its new items ([`FormView::Appended`]):
-//! `decisions += ["ask before deploying"] (after the 2 items shown earlier)`.
+//! `decisions += ["ask before deploying"] (after the 2 items shown earlier)`; an effect
+//! ledger whose records are all in the window, as its new and changed records
+//! ([`FormView::EffectsChanged`]):
+//!
+//! ```text
+//! writes (idempotent=false, 27 records; the 26 shown earlier stand, these are new or changed):
+//!   {"action":"refund","target":"shop","idempotency_key":"refund:81DEFD#28","status":"committed"}
+//! ```
 
 use crate::window::field::{render_field, Entry, FieldView, FormView, Section};
 use std::borrow::Cow;
@@ -115,6 +122,15 @@ pub trait Renderer: Send + Sync {
     fn renders_appended(&self) -> bool {
         false
     }
+
+    /// Whether this renderer shows [`FormView::EffectsChanged`] (an effect ledger shown earlier
+    /// in the request, every record in the window, sent in an append's state update as its new
+    /// and changed records). `false` unless a renderer says so, apart from
+    /// [`renders_appended`](Self::renders_appended): one that does not know the form gets every
+    /// changed ledger whole. [`DefaultRenderer`] shows it.
+    fn renders_changed_records(&self) -> bool {
+        false
+    }
 }
 
 /// Everything a renderer may show.
@@ -131,7 +147,9 @@ pub struct WindowView<'a> {
     /// Only the fields that changed since the window shown earlier in the request.
     pub(crate) update: bool,
     /// In an update, for each entry: `Some(n)` when it holds only the items after the first
-    /// `n` of a list shown earlier (see [`FormView::Appended`]); empty otherwise.
+    /// `n` of a list shown earlier (see [`FormView::Appended`]), or only the new and changed
+    /// records of a ledger whose `n` other records stand as shown
+    /// ([`FormView::EffectsChanged`]); empty otherwise.
     pub(crate) appended: &'a [Option<usize>],
 }
 
@@ -197,6 +215,10 @@ pub const COMPACT_NOTICE: &str = "Re-verify before acting: only verbatim values 
 
 impl Renderer for DefaultRenderer {
     fn renders_appended(&self) -> bool {
+        true
+    }
+
+    fn renders_changed_records(&self) -> bool {
         true
     }
 
