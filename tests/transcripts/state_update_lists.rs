@@ -62,7 +62,7 @@ fn turn(agent: &mut Agent, n: usize, words: usize) {
 }
 
 /// The state updates of a request, in order.
-fn updates(compacted: &Compacted<Agent>) -> Vec<String> {
+pub(crate) fn updates<S>(compacted: &Compacted<S>) -> Vec<String> {
     let marker = format!("{MARKER_PREFIX}update");
     compacted
         .messages()

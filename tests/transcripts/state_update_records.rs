@@ -6,7 +6,7 @@
 //! a custom renderer that does not say it shows the form gets the ledger whole; a restarted
 //! process sends the same update; rehydration gives back the whole ledger.
 
-use compaction::transcript::MARKER_PREFIX;
+use crate::state_update_lists::updates;
 use compaction::{
     Compactable, Compacted, Compactor, DefaultRenderer, Effect, EffectLog, EffectStatus, Message,
     NoReacquire, Renderer, Transcript, WindowView, SESSION_HIGH_WATER, SESSION_LOW_WATER,
@@ -60,16 +60,6 @@ fn started(compactor: &Compactor) -> Agent {
     turn(&mut agent, 0);
     compactor.compact_blocking(&agent).unwrap();
     agent
-}
-
-fn updates(compacted: &Compacted<Agent>) -> Vec<String> {
-    let marker = format!("{MARKER_PREFIX}update");
-    compacted
-        .messages()
-        .into_iter()
-        .filter(|m| m.content.starts_with(&marker))
-        .map(|m| m.content)
-        .collect()
 }
 
 /// The record lines of an update (two spaces, then the record's JSON).
