@@ -5,9 +5,8 @@
 
 use crate::plan::collected::Collected;
 use crate::plan::effect_forms::{self, RecordsLine};
-use crate::plan::json_size::json_within;
+use crate::plan::json_size::{json_within, MAX_BYTES_PER_TOKEN};
 use crate::plan::slot::{Movable, Payloads, Slot, SlotBody};
-use crate::plan::MAX_BYTES_PER_TOKEN;
 use crate::window::{IndexedRecord, KeptPayload};
 
 /// What trying to bring a slot's spilled records back did.

@@ -37,7 +37,7 @@ pub(crate) use collected::{CollectedTranscript, Collection};
 
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
-use crate::plan::json_size::json_within;
+use crate::plan::json_size::{json_within, MAX_BYTES_PER_TOKEN};
 use crate::plan::keep::{keep_payloads, keep_records, records_line, Keep};
 use crate::plan::slot::{
     spill_kept, spill_kept_payloads, FloorForm, Movable, Payloads, Slot, SlotBody, Stage,
@@ -50,11 +50,6 @@ use crate::tokens::TokenCounter;
 use crate::window::{Entry, Section};
 use std::collections::BTreeMap;
 
-/// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
-/// counting it. Real text runs at 3-5 bytes a token; a value denser than this is judged by its
-/// bytes and evicted, which is safe (it only evicts more), and the exact count of the final
-/// window still decides the budget.
-const MAX_BYTES_PER_TOKEN: usize = 16;
 /// A summary target below this is not worth a summarizer call: the field is evicted instead.
 const MIN_SUMMARY_TOKENS: usize = 8;
 
