@@ -445,6 +445,7 @@ impl CompactorBuilder {
             verbatim_first: self.verbatim_first,
             window_share: tokens(self.window_share),
             windows: Default::default(),
+            records_over: Default::default(),
             tools: self.tools.into(),
             tools_tokens,
         })

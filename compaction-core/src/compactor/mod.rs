@@ -33,7 +33,7 @@ use crate::effects::ledger::EffectLedger;
 use crate::effects::record::EffectLog;
 use crate::error::CompactionError;
 use crate::future::block_on;
-use crate::plan::{collect, Plan, PlanContext};
+use crate::plan::{collect, KeptRecordsOver, Plan, PlanContext};
 use crate::planner::effects::EffectStatuses;
 use crate::planner::memories::TranscriptPlanner;
 use crate::planner::plan::{PlannedTranscript, TranscriptPlan};
@@ -192,6 +192,8 @@ pub struct Compactor {
     transcript_planner: TranscriptPlanner,
     /// And the window each of those requests showed at its front (see `request.rs`).
     windows: Windows,
+    /// The limits its counter counted effect logs' lines over (see `plan/keep.rs`).
+    records_over: KeptRecordsOver,
     /// The keys checkpoints are sealed and verified with (none by default).
     seal_keys: SealKeys,
     /// The agent and namespace checkpoints are bound to (nobody by default).
@@ -217,6 +219,12 @@ impl std::fmt::Debug for Compactor {
 }
 
 impl Compactor {
+    /// Forgets the limits its counter counted effect logs' lines over (tests: `plan/keep.rs`).
+    #[cfg(test)]
+    pub(crate) fn forget_records_over(&self) {
+        self.records_over.forget();
+    }
+
     /// The tool definitions every request of a transcript carries
     /// ([`CompactorBuilder::tools`]).
     pub fn tools(&self) -> &[ToolDefinition] {
@@ -418,6 +426,7 @@ impl Compactor {
             counter: &*self.counter,
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
+            records_over: Some(&self.records_over),
         };
         let prepared = |plan, window_budget, form| Prepared {
             schema,

@@ -5,7 +5,8 @@
 //! length (BENCHMARKS.md, "Time per request"). A log is recognized by its records' allocation,
 //! through a weak handle that a change to the log invalidates (`EffectLog::is_log`), never by
 //! its length or its keys, so a changed log is always planned from its records. The longest
-//! limit a slot's line with every record kept was counted over is remembered the same way.
+//! limit a slot's line with every record kept was counted over is remembered the same way, by
+//! the compactor whose counter counted it ([`KeptRecordsOver`]).
 
 use crate::effects::record::{Effect, EffectLog};
 use crate::plan::slot::{spill_payloads, spill_records, Movable, Payloads};
@@ -13,7 +14,7 @@ use crate::store::Pointer;
 use crate::window::IndexedRecord;
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::Weak;
+use std::sync::{Mutex, PoisonError, Weak};
 
 /// Logs remembered per thread: a state has few effect fields, and a thread plans few states.
 const REMEMBERED: usize = 4;
@@ -78,33 +79,42 @@ pub(crate) struct RecordsLine {
 /// Lines found longer than a limit: the log, its line, and the largest limit it was over.
 type Over = VecDeque<(Weak<Vec<Effect>>, RecordsLine, usize)>;
 
-thread_local! {
-    static OVER: RefCell<Over> = const { RefCell::new(VecDeque::new()) };
-}
+/// The largest limits that slots' lines with every record kept were counted over, while their
+/// logs are unchanged. Owned by the compactor whose counter counted them: another counter may
+/// count the same line shorter, so these limits hold for one counter only.
+#[derive(Debug, Default)]
+pub(crate) struct KeptRecordsOver(Mutex<Over>);
 
-/// The largest limit that `line` with every record of `log` kept was counted over, if this
-/// thread counted it while the log was unchanged. Trying to keep the records at any limit up
-/// to it fails again: planning a long log at every request parsed, rendered and counted its
-/// records only to spill them again (BENCHMARKS.md, "Time per request").
-pub(crate) fn kept_records_over(log: &EffectLog, line: &RecordsLine) -> Option<usize> {
-    if log.len() < WORTH_REMEMBERING {
-        return None;
-    }
-    OVER.with(|over| {
-        over.borrow()
-            .iter()
+impl KeptRecordsOver {
+    /// The largest limit that `line` with every record of `log` kept was counted over while the
+    /// log was unchanged. Trying to keep the records at any limit up to it fails again:
+    /// planning a long log at every request parsed, rendered and counted its records only to
+    /// spill them again (BENCHMARKS.md, "Time per request").
+    pub(crate) fn get(&self, log: &EffectLog, line: &RecordsLine) -> Option<usize> {
+        if log.len() < WORTH_REMEMBERING {
+            return None;
+        }
+        let over = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        over.iter()
             .find(|(handle, seen, _)| seen == line && log.is_log(handle))
             .map(|(_, _, limit)| *limit)
-    })
-}
-
-/// Remembers that `line` with every record of `log` kept is longer than `limit` tokens.
-pub(crate) fn note_kept_records_over(log: &EffectLog, line: RecordsLine, limit: usize) {
-    if log.len() < WORTH_REMEMBERING {
-        return;
     }
-    OVER.with(|over| {
-        let mut over = over.borrow_mut();
+
+    /// Forgets every limit (tests: to see what the memo saves).
+    #[cfg(test)]
+    pub(crate) fn forget(&self) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Remembers that `line` with every record of `log` kept is longer than `limit` tokens.
+    pub(crate) fn note(&self, log: &EffectLog, line: RecordsLine, limit: usize) {
+        if log.len() < WORTH_REMEMBERING {
+            return;
+        }
+        let mut over = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let known = over
             .iter()
             .find(|(handle, seen, _)| *seen == line && log.is_log(handle))
@@ -113,13 +123,7 @@ pub(crate) fn note_kept_records_over(log: &EffectLog, line: RecordsLine, limit: 
         over.retain(|(handle, seen, _)| handle.strong_count() > 0 && *seen != line);
         over.push_front((log.downgrade(), line, known.max(limit)));
         over.truncate(REMEMBERED);
-    });
-}
-
-/// Forgets every line counted over a limit on this thread (the starting forms stay).
-#[cfg(test)]
-pub(crate) fn forget_kept_records_over() {
-    OVER.with(|over| over.borrow_mut().clear());
+    }
 }
 
 fn compute(effects: &[Effect], idempotent: bool) -> EffectForms {

@@ -1,10 +1,10 @@
 //! Bringing an effect slot's spilled records and payloads back into the window while planning
 //! (`Plan::all_verbatim` and the upgrade pass), and what a log's line with its records kept
 //! depends on, so a line counted over a limit once is not rendered and counted again while
-//! its log is unchanged (`effect_forms::kept_records_over`).
+//! its log is unchanged, by the same compactor (`effect_forms::KeptRecordsOver`).
 
 use crate::plan::collected::Collected;
-use crate::plan::effect_forms::{self, RecordsLine};
+use crate::plan::effect_forms::{KeptRecordsOver, RecordsLine};
 use crate::plan::json_size::{json_within, MAX_BYTES_PER_TOKEN};
 use crate::plan::slot::{Movable, Payloads, Slot, SlotBody};
 use crate::window::{IndexedRecord, KeptPayload};
@@ -20,15 +20,16 @@ pub(super) enum Keep {
 }
 
 /// Brings spilled records back unless their bytes alone rule it out, or (given the slot's
-/// collected log) the same line was counted over this limit before.
+/// collected log and the compactor's memo) the same line was counted over this limit before.
 pub(super) fn keep_records(
     slot: &mut Slot,
     collected: Option<&Collected<'_>>,
+    memo: Option<&KeptRecordsOver>,
     limit: usize,
 ) -> Keep {
-    let known_over = match collected {
-        Some(Collected::Effects { log, .. }) => {
-            records_line(slot).and_then(|line| effect_forms::kept_records_over(log, &line))
+    let known_over = match (collected, memo) {
+        (Some(Collected::Effects { log, .. }), Some(memo)) => {
+            records_line(slot).and_then(|line| memo.get(log, &line))
         }
         _ => None,
     };
@@ -107,7 +108,6 @@ pub(super) fn keep_payloads(slot: &mut Slot, collected: &Collected<'_>, limit: u
 mod tests {
     use crate::compactor::Compactor;
     use crate::effects::record::{Effect, EffectLog, EffectStatus};
-    use crate::plan::effect_forms;
     use crate::state::compactable::{Compactable, Parts, Visitor};
     use crate::state::path::RebuildError;
     use crate::state::schema::{FieldClass, Schema};
@@ -162,36 +162,44 @@ mod tests {
         }
     }
 
-    fn window(budget: usize, state: &Fleet) -> String {
-        let compactor = Compactor::builder()
+    fn compactor(budget: usize, counter: Tokenizer) -> Compactor {
+        Compactor::builder()
             .budget(budget)
-            .token_counter(Tokenizer::O200kBase)
+            .token_counter(counter)
             .store(MemoryStore::new())
             .build()
-            .expect("valid configuration");
+            .expect("valid configuration")
+    }
+
+    fn window(compactor: &Compactor, state: &Fleet) -> String {
         let compacted = compactor.compact_blocking(state).expect("compacts");
         format!("{:?}", compacted.messages())
     }
 
     /// A log too long for the window is tried once per change, not at every compaction: the
-    /// second compaction neither renders nor hashes its records again, and sends the same
-    /// window as a thread that never saw it.
+    /// compactor's later compactions neither render nor hash its records again, and send the
+    /// same window as a compactor that never saw it.
     #[test]
     fn records_counted_over_a_limit_are_not_tried_again_while_the_log_is_unchanged() {
         let mut state = fleet(300);
-        let cold = window(3_000, &state);
+        let warm = compactor(3_000, Tokenizer::O200kBase);
+        let first = window(&warm, &state);
         assert!(
-            !cold.contains("deploy-150"),
-            "the records do not fit: {cold}"
+            !first.contains("deploy-150"),
+            "the records do not fit: {first}"
         );
         take_work();
-        let warm = window(3_000, &state);
+        assert_eq!(window(&warm, &state), first);
         let (warm_hashed, _) = take_work();
-        assert_eq!(warm, cold);
-        // The log's starting forms are still remembered: what differs is the records' line.
-        effect_forms::forget_kept_records_over();
-        assert_eq!(window(3_000, &state), cold);
+        // Without what it counted (the log's starting forms are remembered on this thread all
+        // the same): it tries the records again, and plans the same.
+        warm.forget_records_over();
+        assert_eq!(window(&warm, &state), first);
         let (tried_hashed, _) = take_work();
+        assert_eq!(
+            window(&compactor(3_000, Tokenizer::O200kBase), &state),
+            first
+        );
         let records = serde_json::to_vec(&state.deploys)
             .expect("serializes")
             .len();
@@ -200,17 +208,23 @@ mod tests {
             "{warm_hashed} bytes hashed, {tried_hashed} when the records are tried again \
              ({records} B of records)"
         );
-        let elsewhere = std::thread::scope(|s| s.spawn(|| window(3_000, &state)).join());
-        assert_eq!(elsewhere.expect("no panic"), cold);
+        let elsewhere = std::thread::scope(|s| s.spawn(|| window(&warm, &state)).join());
+        assert_eq!(elsewhere.expect("no panic"), first);
+        // Another counter is never told what this one counted: it plans as it would alone.
+        let heuristic = window(&compactor(3_000, Tokenizer::Heuristic), &state);
+        let after_o200k = compactor(3_000, Tokenizer::Heuristic);
+        window(&warm, &state);
+        assert_eq!(window(&after_o200k, &state), heuristic);
         // A budget they fit: kept, whatever was counted at the smaller one.
-        assert!(window(40_000, &state).contains("deploy-150"));
-        assert!(!window(3_000, &state).contains("deploy-150"));
+        let roomy = compactor(40_000, Tokenizer::O200kBase);
+        assert!(window(&roomy, &state).contains("deploy-150"));
+        assert!(!window(&warm, &state).contains("deploy-150"));
         // Changed: the new record is planned, and kept where the room allows.
         state
             .deploys
             .record(Effect::new("deploy", "svc://fleet/host-new", "deploy-new"))
             .expect("new key");
-        assert_ne!(window(3_000, &state), cold);
-        assert!(window(40_000, &state).contains("deploy-new"));
+        assert_ne!(window(&warm, &state), first);
+        assert!(window(&roomy, &state).contains("deploy-new"));
     }
 }

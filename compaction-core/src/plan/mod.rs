@@ -34,6 +34,7 @@ mod slot;
 
 pub(crate) use collect::collect;
 pub(crate) use collected::{CollectedTranscript, Collection};
+pub(crate) use effect_forms::KeptRecordsOver;
 
 use crate::error::{CompactionError, FieldCost};
 use crate::plan::collected::{Collected, CollectedField};
@@ -58,6 +59,8 @@ pub(crate) struct PlanContext<'c> {
     pub counter: &'c dyn TokenCounter,
     pub can_summarize: bool,
     pub max_summary_tokens: usize,
+    /// The limits effect logs' lines were counted over by this counter (`None`: count again).
+    pub records_over: Option<&'c KeptRecordsOver>,
 }
 
 /// Every field's planned form, owning all it needs (nothing borrowed from the state), so the
@@ -102,7 +105,7 @@ impl Plan {
                             movable: Movable::Spilled { .. },
                             ..
                         }
-                    ) || matches!(keep_records(slot, None, budget), Keep::Kept);
+                    ) || matches!(keep_records(slot, None, None, budget), Keep::Kept);
                     let payloads = !matches!(
                         &slot.body,
                         SlotBody::Effects {
@@ -374,15 +377,17 @@ fn upgrade(
                 set_spill(slot, false);
                 true
             }
-            Step::Records => match keep_records(slot, Some(&fields[i].value), limit) {
-                Keep::Kept => true,
-                Keep::RuledOut => false,
-                Keep::KnownOver => {
-                    // What counting the line would find (below), without rendering it.
-                    slot.whole_tokens_at_least = limit + 1;
-                    false
+            Step::Records => {
+                match keep_records(slot, Some(&fields[i].value), ctx.records_over, limit) {
+                    Keep::Kept => true,
+                    Keep::RuledOut => false,
+                    Keep::KnownOver => {
+                        // What counting the line would find (below), without rendering it.
+                        slot.whole_tokens_at_least = limit + 1;
+                        false
+                    }
                 }
-            },
+            }
             Step::Payloads => keep_payloads(slot, &fields[i].value, limit),
             Step::Value => {
                 remaining = plan_value(slot, floor, &fields[i].value, ctx, remaining, summaries);
@@ -400,10 +405,10 @@ fn upgrade(
             None => {
                 slot.whole_tokens_at_least = limit + 1;
                 if matches!(step, Step::Records) {
-                    if let (Some(line), Collected::Effects { log, .. }) =
-                        (records_line(slot), &fields[i].value)
+                    if let (Some(memo), Some(line), Collected::Effects { log, .. }) =
+                        (ctx.records_over, records_line(slot), &fields[i].value)
                     {
-                        effect_forms::note_kept_records_over(log, line, limit);
+                        memo.note(log, line, limit);
                     }
                 }
                 undo(slot, step);
