@@ -189,9 +189,11 @@ impl Entry {
             .iter()
             .zip(new)
             .all(|(a, b)| a.record.idempotency_key == b.record.idempotency_key);
-        // A payload shown earlier is never rewritten (the ledger keeps the first one), so it
-        // must still be there as it was: anything else is sent whole.
-        let payloads_kept = old_payloads.iter().all(|p| payloads.contains(p));
+        // The payloads shown earlier must still lead the ledger's, as they were (a ledger only
+        // appends records, and keeps a record's first payload): anything else, such as a
+        // payload filled in for an older record, is sent whole. Compared in place, not by a
+        // search per payload: a ledger all in the window can hold many.
+        let payloads_kept = payloads.get(..old_payloads.len()) == Some(old_payloads);
         if was_idempotent != idempotent || new.len() < old.len() || !same_keys || !payloads_kept {
             return None;
         }
@@ -205,11 +207,7 @@ impl Entry {
         if unchanged == 0 || changed.is_empty() {
             return None;
         }
-        let payloads = payloads
-            .iter()
-            .filter(|p| !old_payloads.contains(p))
-            .cloned()
-            .collect();
+        let payloads = payloads[old_payloads.len()..].to_vec();
         let form = Form::Effects {
             idempotent,
             total: new.len(),

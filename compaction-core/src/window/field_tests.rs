@@ -96,6 +96,37 @@ fn anything_else_is_sent_whole() {
     assert_eq!(changed_keys(&moved, &before), None);
     let shorter = ledger(vec![record(0, "a", Committed)], vec![payload(0, "a", 1)]);
     assert_eq!(changed_keys(&shorter, &before), None);
+    // New payloads after the ones shown are sent (a new record's, or one filled in for the
+    // last record shown); one filled in before a payload shown earlier sends the ledger whole.
+    let filled = ledger(
+        grown(vec![record(2, "c", NotStarted)]),
+        vec![payload(0, "a", 1), payload(1, "b", 5)],
+    );
+    let with_c = ledger(
+        grown(vec![record(2, "c", NotStarted)]),
+        vec![payload(0, "a", 1), payload(2, "c", 3)],
+    );
+    assert!(
+        changed_keys(&with_c, &before).is_some(),
+        "a new record's payload"
+    );
+    let mut later = with_c.clone();
+    if let Form::Effects {
+        records,
+        total,
+        payloads,
+        ..
+    } = &mut later.form
+    {
+        records.push(record(3, "d", NotStarted));
+        *total += 1;
+        payloads.insert(1, payload(1, "b", 5));
+    }
+    assert_eq!(changed_keys(&later, &with_c), None);
+    assert_eq!(
+        changed_keys(&filled, &before).map(|(k, _, _)| k),
+        Some(vec!["c".into()])
+    );
     // A payload shown earlier, rewritten.
     let rewritten = ledger(
         grown(vec![record(2, "c", NotStarted)]),
