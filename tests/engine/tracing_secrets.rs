@@ -86,7 +86,10 @@ proptest! {
         let state = marker.state(&raw);
         let capture = Capture::default();
         let (summaries, compacted) =
-            tracing::subscriber::with_default(capture.clone(), || exercise(&state, budget));
+            tracing::subscriber::with_default(capture.clone(), || {
+                fresh_interest();
+                exercise(&state, budget)
+            });
         let log = capture.text();
         for needle in &marker.markers {
             prop_assert!(!log.contains(needle.as_str()), "{needle} was logged:\n{log}");
@@ -133,6 +136,7 @@ fn spans_carry_the_counts_and_cache_hits() {
     let budget = summarizing_budget(&state);
     let capture = Capture::default();
     let (first, second) = tracing::subscriber::with_default(capture.clone(), || {
+        fresh_interest();
         let compactor = Compactor::builder()
             .budget(budget)
             .summarizer(Recording::default())
@@ -219,6 +223,7 @@ fn transcript_folds_are_traced_without_their_text() {
     let summarizer = Recording::default();
     let capture = Capture::default();
     let compacted = tracing::subscriber::with_default(capture.clone(), || {
+        fresh_interest();
         Compactor::builder()
             .budget(1_500)
             .summarizer(summarizer.clone())
@@ -244,4 +249,11 @@ fn transcript_folds_are_traced_without_their_text() {
             "a summary was logged:\n{log}"
         );
     }
+}
+
+/// Every callsite asked again whether this thread's subscriber wants it: a callsite first hit
+/// while another test's subscriber was being set up can keep a stale "never" (tracing's
+/// interest cache is global), and then a test sees none of its events.
+fn fresh_interest() {
+    tracing::callsite::rebuild_interest_cache();
 }
