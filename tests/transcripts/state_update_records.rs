@@ -128,7 +128,7 @@ fn a_ledger_in_the_window_is_sent_as_its_new_and_changed_records() {
 
     // A restarted process sends the next update as the warm one does.
     let saved = serde_json::to_string(&second).unwrap();
-    let cold = compactor_cold();
+    let cold = self::compactor(DefaultRenderer); // another process: nothing remembered
     cold.resume(&serde_json::from_str::<Compacted<Agent>>(&saved).unwrap())
         .unwrap();
     write(&mut agent, "w-4");
@@ -143,10 +143,6 @@ fn a_ledger_in_the_window_is_sent_as_its_new_and_changed_records() {
         last.contains("5 records; the 4 shown earlier stand"),
         "{last}"
     );
-}
-
-fn compactor_cold() -> Compactor {
-    compactor(DefaultRenderer)
 }
 
 #[test]
