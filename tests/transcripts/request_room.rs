@@ -183,6 +183,58 @@ fn a_compaction_point_pages_read_results_down_to_the_low_water_mark() {
 }
 
 /// A process restarted from a checkpoint pages the next result exactly as the warm one.
+/// Results paged on arrival (a `Session`'s way) are read too: a compaction point pages them
+/// smaller, down to their note, oldest first, as it pages read results sent verbatim. Without
+/// it, a recent turn of such pages leaves the point just under the high-water mark and the
+/// next result passes it again: a point on almost every request (measured on the family's
+/// coding sessions with `keep_recent` 2 and 3 at 8k and 16k).
+#[test]
+fn a_compaction_point_pages_read_pages_smaller() {
+    let compactor = compactor(Some(0.25));
+    let (mut agent, _) = started(&compactor);
+    let mut first_pages = Vec::new();
+    let mut last = None;
+    for step in 0..8 {
+        let id = format!("step{step}");
+        call(&mut agent, &id, 6_000);
+        let compacted = compactor.compact_blocking(&agent).unwrap();
+        assert!(tokens(&compacted.messages()) <= BUDGET);
+        if compacted.is_compaction_point() {
+            last = Some((step, compacted));
+            break;
+        }
+        // Paged on arrival, to about its share.
+        let page = compacted.messages().last().unwrap().clone();
+        assert!(tokens(std::slice::from_ref(&page)) <= BUDGET / 4);
+        assert!(page.content.contains(&format!("{id} first line")));
+        first_pages.push(page);
+    }
+    let (step, point) = last.expect("the pages pass the high-water mark");
+    assert!(step >= 2, "a point at step {step}");
+    let messages = point.messages();
+    let low = (BUDGET as f64 * SESSION_LOW_WATER) as usize;
+    assert!(tokens(&messages) <= low, "{} > {low}", tokens(&messages));
+    // The oldest page the model read is sent smaller than it was; the newest result, not read
+    // yet, keeps its first page; the user message stays.
+    let sent = |id: &str| {
+        messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some(id))
+            .map(|m| m.content.clone())
+    };
+    let oldest = sent("step0").expect("the recent turn's result is still sent");
+    assert!(oldest.len() < first_pages[0].content.len() / 2, "{oldest}");
+    assert!(oldest.contains("resolve_pointer"), "{oldest}");
+    let newest = sent(&format!("step{step}")).unwrap();
+    assert!(
+        newest.contains(&format!("step{step} first line")),
+        "{newest}"
+    );
+    assert!(messages.iter().any(|m| m.content == "now the whole suite"));
+    let back: Agent = compactor.rehydrate_blocking(&point, &NoReacquire).unwrap();
+    assert_eq!(back, agent);
+}
+
 #[test]
 fn a_resumed_compactor_pages_as_the_warm_one() {
     let warm = compactor(Some(0.25));

@@ -40,16 +40,22 @@ impl Point<'_> {
 
     /// The last soft step, when the old turns alone cannot bring the request down to
     /// `target`: pages the recent turns' tool results the model has already read (sent in the
-    /// previous request, kept verbatim there), oldest first. Without it a recent turn with a
-    /// few large results leaves a compaction point just under the high-water mark, so the next
-    /// append passes it again: a compaction point on almost every request, each re-sending the
-    /// recent turns behind a new marker (no prompt-cache hit). A result the model has not read
-    /// yet, and an anchor, stay as they are here (the hard steps may still page them).
+    /// previous request, verbatim or as a page: a page paged on arrival is read like any
+    /// result, and goes smaller, down to its note), oldest first. Without it a recent turn with
+    /// a few large results leaves a compaction point just under the high-water mark, so the
+    /// next append passes it again: a compaction point on almost every request, each
+    /// re-sending the recent turns behind a new marker (no prompt-cache hit; measured on the
+    /// family's coding sessions with `keep_recent` 2 and 3 at 8k and 16k, where results are
+    /// paged on arrival). A result the model has not read yet, and an anchor, stay as they are
+    /// here (the hard steps may still page them).
     pub(super) fn page_read(&mut self, target: usize) {
         let from = self.zone.soft_end.max(self.fold_end);
         self.page_where(target, from, |point, index| {
             !point.zone.is_anchor(index)
-                && matches!(point.item(index).base, Some((_, _, Slot::Kept { .. })))
+                && matches!(
+                    point.item(index).base,
+                    Some((_, _, Slot::Kept { .. } | Slot::Paged { .. }))
+                )
         });
     }
 
