@@ -182,7 +182,6 @@ fn a_compaction_point_pages_read_results_down_to_the_low_water_mark() {
     assert_eq!(back, agent);
 }
 
-/// A process restarted from a checkpoint pages the next result exactly as the warm one.
 /// Results paged on arrival (a `Session`'s way) are read too: a compaction point pages them
 /// smaller, down to their note, oldest first, as it pages read results sent verbatim. Without
 /// it, a recent turn of such pages leaves the point just under the high-water mark and the
@@ -235,6 +234,7 @@ fn a_compaction_point_pages_read_pages_smaller() {
     assert_eq!(back, agent);
 }
 
+/// A process restarted from a checkpoint pages the next result exactly as the warm one.
 #[test]
 fn a_resumed_compactor_pages_as_the_warm_one() {
     let warm = compactor(Some(0.25));
