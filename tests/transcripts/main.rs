@@ -23,6 +23,7 @@ mod request_tools;
 mod run_tools;
 mod session;
 mod session_loop;
+mod session_points;
 mod session_records;
 mod session_recovery;
 mod session_recovery_twins;
