@@ -211,12 +211,13 @@ impl CompactorBuilder {
     /// less the window (the pinned state with it) and the request's overhead. Older turns make
     /// room for it at the compaction point that follows (folded, tombstoned, their read results
     /// paged), so the model reads every result that can fit whole the first time. Off by
-    /// default: it trades prompt-cache reuse for what the model reads verbatim. On seven
-    /// sessions of the family in BENCHMARKS.md (coding, support, research; 100 and 300 turns)
+    /// default: it trades prompt-cache reuse for what the model reads verbatim. On the 24
+    /// sessions of the family in BENCHMARKS.md (coding, support, research; 100 to 2,000 turns)
     /// it raised the median share of result bytes first seen verbatim (0.06 -> 0.38 at 8k,
-    /// 0.23 -> 0.82 at 16k, 0.74 -> 1.0 at 32k) and lowered the median prefix reuse (1.017 ->
-    /// 0.981 of the ceiling at 8k, 0.981 -> 0.943 at 16k, 0.990 -> 0.885 at 32k): each large
-    /// result makes compaction points of its own.
+    /// 0.23 -> 0.83 at 16k, 0.73 -> 1.0 at 32k) and lowered the pairs at 0.9 of the prefix
+    /// reuse ceiling (24 -> 16 of 24 at 16k, 23 -> 14 at 32k) and at or under the cheaper
+    /// peer's bill (Anthropic: 24 -> 16 at 8k, 21 -> 7 at 16k): each large result makes
+    /// compaction points of its own.
     ///
     /// ```
     /// use compaction::Compactor;
