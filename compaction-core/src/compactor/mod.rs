@@ -426,7 +426,7 @@ impl Compactor {
             counter: &*self.counter,
             can_summarize: self.summarizer.is_some(),
             max_summary_tokens: self.max_summary_tokens,
-            records_over: Some(&self.records_over),
+            records_over: &self.records_over,
         };
         let prepared = |plan, window_budget, form| Prepared {
             schema,

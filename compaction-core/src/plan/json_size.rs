@@ -10,13 +10,13 @@
 
 use serde::ser::{self, Serialize};
 use std::fmt;
+use std::io;
 
 /// Bytes of JSON a token may stand for, at most, when deciding a value cannot fit without
 /// counting it. Real text runs at 3-5 bytes a token; a value denser than this is judged by its
 /// bytes and evicted, which is safe (it only evicts more), and the exact count of the final
 /// window still decides the budget.
 pub(crate) const MAX_BYTES_PER_TOKEN: usize = 16;
-use std::io;
 
 /// A serializable value behind a trait object (serde's `Serialize` is not object safe).
 pub(crate) trait JsonValue {

@@ -23,12 +23,11 @@ pub(super) enum Keep {
 /// collected log and the compactor's memo) the same line was counted over this limit before.
 pub(super) fn keep_records(
     slot: &mut Slot,
-    collected: Option<&Collected<'_>>,
-    memo: Option<&KeptRecordsOver>,
+    memo: Option<(&Collected<'_>, &KeptRecordsOver)>,
     limit: usize,
 ) -> Keep {
-    let known_over = match (collected, memo) {
-        (Some(Collected::Effects { log, .. }), Some(memo)) => {
+    let known_over = match memo {
+        Some((Collected::Effects { log, .. }, memo)) => {
             records_line(slot).and_then(|line| memo.get(log, &line))
         }
         _ => None,

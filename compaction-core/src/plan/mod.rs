@@ -59,8 +59,8 @@ pub(crate) struct PlanContext<'c> {
     pub counter: &'c dyn TokenCounter,
     pub can_summarize: bool,
     pub max_summary_tokens: usize,
-    /// The limits effect logs' lines were counted over by this counter (`None`: count again).
-    pub records_over: Option<&'c KeptRecordsOver>,
+    /// The limits effect logs' lines were counted over by this counter.
+    pub records_over: &'c KeptRecordsOver,
 }
 
 /// Every field's planned form, owning all it needs (nothing borrowed from the state), so the
@@ -105,7 +105,7 @@ impl Plan {
                             movable: Movable::Spilled { .. },
                             ..
                         }
-                    ) || matches!(keep_records(slot, None, None, budget), Keep::Kept);
+                    ) || matches!(keep_records(slot, None, budget), Keep::Kept);
                     let payloads = !matches!(
                         &slot.body,
                         SlotBody::Effects {
@@ -378,7 +378,7 @@ fn upgrade(
                 true
             }
             Step::Records => {
-                match keep_records(slot, Some(&fields[i].value), ctx.records_over, limit) {
+                match keep_records(slot, Some((&fields[i].value, ctx.records_over)), limit) {
                     Keep::Kept => true,
                     Keep::RuledOut => false,
                     Keep::KnownOver => {
@@ -405,10 +405,10 @@ fn upgrade(
             None => {
                 slot.whole_tokens_at_least = limit + 1;
                 if matches!(step, Step::Records) {
-                    if let (Some(memo), Some(line), Collected::Effects { log, .. }) =
-                        (ctx.records_over, records_line(slot), &fields[i].value)
+                    if let (Some(line), Collected::Effects { log, .. }) =
+                        (records_line(slot), &fields[i].value)
                     {
-                        memo.note(log, line, limit);
+                        ctx.records_over.note(log, line, limit);
                     }
                 }
                 undo(slot, step);

@@ -427,10 +427,10 @@ impl<'a> FieldView<'a> {
         }
     }
 
-    /// The field of `entry`, a list whose first `shown` items the model was shown earlier
-    /// (`entry` holds the items after them): see [`FormView::Appended`].
-    /// An effect ledger's entry holding its new and changed records, with `shown` the records
-    /// that stand as shown: see [`FormView::EffectsChanged`].
+    /// The field of `entry` sent as a part of what the model was shown earlier: a list whose
+    /// first `shown` items were shown (`entry` holds the items after them, see
+    /// [`FormView::Appended`]), or an effect ledger whose `shown` other records stand as shown
+    /// (`entry` holds its new and changed records, see [`FormView::EffectsChanged`]).
     pub(crate) fn appended(entry: &'a Entry, shown: usize) -> Self {
         let mut view = FieldView::of(entry);
         view.form = match view.form {
@@ -523,28 +523,32 @@ pub(crate) fn render_field(out: &mut String, field: &FieldView<'_>) {
         }
         FormView::Tombstone => writeln!(out, "[EVICTED {path} recover=no]"),
         FormView::EffectsChanged { effects, unchanged } => {
-            let _ = writeln!(
-                out,
-                "{path} (idempotent={}, {} records; the {unchanged} shown earlier stand, these are new or changed):",
-                effects.idempotent, effects.total
-            );
-            render_records(out, &effects);
+            render_ledger(out, path, &effects, Some(unchanged));
             Ok(())
         }
         FormView::Effects(effects) => {
-            let _ = writeln!(
-                out,
-                "{path} (idempotent={}, {} records):",
-                effects.idempotent, effects.total
-            );
-            render_records(out, &effects);
+            render_ledger(out, path, &effects, None);
             Ok(())
         }
     };
 }
 
-/// An effect ledger's lines after its first: records, spilled records, payloads.
-fn render_records(out: &mut String, effects: &EffectsView<'_>) {
+/// An effect ledger's lines: its header (with `unchanged`, the records that stand as shown
+/// earlier, when only new and changed records follow), records, spilled records, payloads.
+fn render_ledger(
+    out: &mut String,
+    path: &str,
+    effects: &EffectsView<'_>,
+    unchanged: Option<usize>,
+) {
+    let (idempotent, total) = (effects.idempotent, effects.total);
+    let _ = match unchanged {
+        Some(unchanged) => writeln!(
+            out,
+            "{path} (idempotent={idempotent}, {total} records; the {unchanged} shown earlier stand, these are new or changed):"
+        ),
+        None => writeln!(out, "{path} (idempotent={idempotent}, {total} records):"),
+    };
     for record in effects.records() {
         let json = serde_json::to_string(record).unwrap_or_default();
         let _ = writeln!(out, "  {json}");
