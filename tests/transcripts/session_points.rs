@@ -42,6 +42,9 @@ fn points(member: &str, budget: usize) -> Vec<bool> {
     points
 }
 
+/// Measured on this session: 24% of the requests are points, at most 2 in a row; with the
+/// read pages left as they are at a point (the bug), 50% and 14 in a row. The bounds sit
+/// between, with room for planner changes that move a point by a request or two.
 #[test]
 fn compaction_points_leave_room_for_the_next_results() {
     let points = points("coding-100-s3-k3", 8_000);
@@ -51,7 +54,7 @@ fn compaction_points_leave_room_for_the_next_results() {
         .map(<[bool]>::len)
         .max()
         .unwrap_or(0);
-    assert!(longest_run <= 2, "{longest_run} compaction points in a row");
+    assert!(longest_run <= 4, "{longest_run} compaction points in a row");
     let share = points.iter().filter(|&&p| p).count() as f64 / points.len() as f64;
     assert!(
         share <= 0.35,
