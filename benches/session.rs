@@ -108,6 +108,10 @@ impl<S: SessionState> SessionPolicy<S> {
         if std::env::var("SESSION_VERBATIM_FIRST").is_ok_and(|v| v == "1") {
             builder = builder.verbatim_first(true);
         }
+        // `SESSION_KEEP_FIRST=N` keeps another number of first messages in place (0: none).
+        if let Ok(n) = std::env::var("SESSION_KEEP_FIRST") {
+            builder = builder.keep_first(n.trim().parse().expect("a number of messages"));
+        }
         // `SESSION_PAGE=SHARE` tries another share for paging new results on arrival.
         if let Ok(page) = std::env::var("SESSION_PAGE") {
             builder = builder.page_results_over(page.trim().parse().expect("a share"));

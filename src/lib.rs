@@ -28,8 +28,8 @@ pub use compaction_core::{
     CompactionReport, FieldOutcome, FieldReport, PagedResult, TranscriptReport,
 };
 pub use compaction_core::{
-    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
-    SESSION_WINDOW_SHARE,
+    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_KEEP_FIRST, SESSION_LOW_WATER,
+    SESSION_PAGE_RESULTS_OVER, SESSION_WINDOW_SHARE,
 };
 pub use compaction_core::{TokenCounter, Tokenizer};
 

@@ -50,8 +50,8 @@ pub use binding::CheckpointBinding;
 pub use checkpoint::Compacted;
 pub use checkpoint::{SealKey, SealKeyError};
 pub use compactor::{
-    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
-    SESSION_WINDOW_SHARE,
+    Compactor, CompactorBuilder, SESSION_HIGH_WATER, SESSION_KEEP_FIRST, SESSION_LOW_WATER,
+    SESSION_PAGE_RESULTS_OVER, SESSION_WINDOW_SHARE,
 };
 pub use effects::{
     history_problem, AnnotatedTransition, Effect, EffectError, EffectLedger, EffectLog,

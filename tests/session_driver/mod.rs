@@ -6,6 +6,8 @@
 // Each test binary uses a part of what is shared.
 #![allow(dead_code)]
 
+pub mod family;
+
 use compaction::session::{EffectCall, Session, SessionError, SessionRequest};
 use compaction::{
     Compactable, Compactor, Effect, EffectLog, Message, Role, SealKey, Tokenizer, ToolCall,

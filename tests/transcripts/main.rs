@@ -15,6 +15,7 @@ mod session_driver;
 mod session_faults;
 
 mod ledger_errors;
+mod opening;
 mod pointer_tool;
 mod pointer_tool_checkpoints;
 mod readback_classes;

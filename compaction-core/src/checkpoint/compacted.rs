@@ -429,8 +429,10 @@ impl<S> Compacted<S> {
     }
 
     /// How many leading [`messages`](Self::messages) the compactor keeps byte-identical across
-    /// compaction points as far as it can: the window's stable part and the compacted blocks
-    /// (they change only when the state's stable fields change or blocks are consolidated).
+    /// compaction points as far as it can: the window's stable part, the compacted blocks (they
+    /// change only when the state's stable fields change or blocks are consolidated) and the
+    /// transcript's opening still in place
+    /// ([`CompactorBuilder::keep_first`](crate::CompactorBuilder::keep_first)).
     /// Everything after them stays identical until the next compaction point. Put a cache
     /// breakpoint (Anthropic's `cache_control`) after this many messages, and another on the
     /// last message.
@@ -438,7 +440,7 @@ impl<S> Compacted<S> {
         1 + self
             .transcript
             .as_ref()
-            .map_or(0, |t| t.memory.block_slots())
+            .map_or(0, |t| t.memory.stable_slots())
     }
 
     /// How many leading [`messages`](Self::messages) are byte-identical to the previous request

@@ -19,8 +19,8 @@ mod trace;
 mod transcript;
 
 pub use builder::{
-    CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
-    SESSION_WINDOW_SHARE,
+    CompactorBuilder, SESSION_HIGH_WATER, SESSION_KEEP_FIRST, SESSION_LOW_WATER,
+    SESSION_PAGE_RESULTS_OVER, SESSION_WINDOW_SHARE,
 };
 
 use crate::checkpoint::{Compacted, FrontFields, SchemaFingerprint, WindowRecord, FORMAT};
@@ -185,6 +185,8 @@ pub struct Compactor {
     page_results_over: Option<usize>,
     /// Unless their turn fits the request (`CompactorBuilder::verbatim_first`).
     verbatim_first: bool,
+    /// The transcript's first messages kept in place (`CompactorBuilder::keep_first`).
+    keep_first: usize,
     /// The most tokens the window grows to beyond its floor.
     window_share: Option<usize>,
     /// Remembers the last request of each transcript it planned (the last `REMEMBERED`), so
@@ -274,6 +276,12 @@ impl Compactor {
     /// ([`CompactorBuilder::verbatim_first`]).
     pub fn verbatim_first(&self) -> bool {
         self.verbatim_first
+    }
+
+    /// How many of a transcript's first messages are kept in place at the start of every
+    /// request while a compaction point can ([`CompactorBuilder::keep_first`]).
+    pub fn keep_first(&self) -> usize {
+        self.keep_first
     }
 
     /// The most tokens the window takes beyond its floor (see

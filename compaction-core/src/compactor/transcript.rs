@@ -193,6 +193,7 @@ impl Compactor {
             compact,
             page_over: self.page_results_over,
             verbatim_first: self.verbatim_first,
+            keep_first: self.keep_first,
         }
     }
 

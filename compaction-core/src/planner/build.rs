@@ -89,6 +89,12 @@ fn old_slots(point: &mut Point<'_>) -> OldSlots {
         }
         i = j;
     }
+    // The opening the point keeps stays in place, its user message included.
+    for (&index, &position) in &kept {
+        if index < point.ctx.opening {
+            found.insert(index, position);
+        }
+    }
     let slots = OldSlots {
         anchors: found,
         kept,

@@ -17,7 +17,7 @@ pub(crate) struct Zone {
     pub(crate) end: usize,
     /// `anchor[i - start]`: message `i` stays in place in its current form, whatever the
     /// budget: pinned roles, units with a live effect or a call in flight, pending user
-    /// messages.
+    /// messages; and the opening's messages, while the point keeps the opening.
     pub(crate) anchor: Vec<bool>,
     /// Soft compaction (towards the low-water mark) takes only messages before this: the
     /// recent turns and the newest user message are left to the hard steps.
@@ -38,12 +38,14 @@ pub(crate) fn is_cut(messages: &[Message], i: usize) -> bool {
     i >= messages.len() || messages[i].role != Role::Tool
 }
 
-/// Reads the zone `start..` of a validated transcript.
+/// Reads the zone `start..` of a validated transcript whose opening to keep ends at input
+/// `opening` (`planner::opening`; `0` when the point does not keep one).
 pub(crate) fn zone(
     messages: &[Message],
     start: usize,
     policy: &TranscriptPolicy,
     effects: &EffectStatuses,
+    opening: usize,
 ) -> Result<Zone, TranscriptPlanError> {
     let end = messages.len();
     let range = start..end;
@@ -67,6 +69,10 @@ pub(crate) fn zone(
         if last_assistant.is_none_or(|a| user > a) {
             anchor[user - start] = true;
         }
+    }
+    // The opening ends at a cut, so it holds whole units.
+    for flag in anchor.iter_mut().take(opening.saturating_sub(start)) {
+        *flag = true;
     }
     Ok(Zone {
         start,

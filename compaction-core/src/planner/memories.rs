@@ -291,9 +291,10 @@ impl Remembered {
     }
 
     /// Tokens of the request's part that stays byte-identical across compaction points: the
-    /// blocks, and the system messages leading the request (`messages`: the transcript's).
+    /// blocks and the opening, and the system messages leading the request (`messages`: the
+    /// transcript's).
     pub(crate) fn stable_tokens(&self, messages: &[Message]) -> usize {
-        let blocks = self.block_slots();
+        let blocks = self.record.stable_slots();
         let is_system = |position: usize, meta: &SlotMeta| match (self.own(position), &meta.slot) {
             (Some(own), _) => own.role == Role::System,
             (None, Slot::Kept { index }) => {

@@ -192,6 +192,10 @@ pub(crate) struct MemoryRecord {
     pub(crate) reused: usize,
     /// Whether this request was a compaction point (else it only appended).
     pub(crate) compacted: bool,
+    /// Slots right after the blocks that stand for the opening (`planner::opening`): the
+    /// stable prefix ends after them. Absent (0) in checkpoints from before the opening.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) opening: usize,
     /// The token counter its counts come from ([`TokenCounter::name`](crate::TokenCounter::name)),
     /// followed by ` in ` and the format's name when that is not the default `openai-chat`:
     /// a planner with another counter or format plans from nothing instead.
@@ -235,6 +239,7 @@ impl TranscriptMemory {
                 handles: HandleTable::new(),
                 reused: 0,
                 compacted: false,
+                opening: 0,
                 counter: counter.to_owned(),
             },
             messages: Vec::new(),
@@ -249,11 +254,6 @@ impl TranscriptMemory {
     /// Tokens of its messages (chat formula, without the reply priming).
     pub fn tokens(&self) -> usize {
         self.record.slots.iter().map(|s| s.tokens).sum()
-    }
-
-    /// Output slots the blocks take: the part kept across compaction points.
-    pub(crate) fn block_slots(&self) -> usize {
-        self.record.block_slots()
     }
 
     /// Rebuilds a memory from a checkpoint's record and messages, checking that they agree.
@@ -278,6 +278,12 @@ impl MemoryRecord {
         self.blocks.iter().map(|b| b.slots).sum()
     }
 
+    /// Leading slots kept byte-identical across compaction points as far as the planner can:
+    /// the blocks', then the opening's.
+    pub(crate) fn stable_slots(&self) -> usize {
+        self.block_slots() + self.opening
+    }
+
     /// Checks that the record is one the planner could have written for `messages` messages:
     /// one slot per message, contiguous blocks whose manifests match their chunks and whose
     /// handles name them, every handle in the table.
@@ -288,6 +294,9 @@ impl MemoryRecord {
         }
         if record.block_slots() > messages {
             return Err("the planner record's blocks take more messages than there are".into());
+        }
+        if record.stable_slots() > messages {
+            return Err("the planner record's opening takes more messages than there are".into());
         }
         let mut next = 0;
         for block in &record.blocks {
@@ -342,7 +351,15 @@ pub(crate) struct SealedRecord<'a> {
     handles: &'a HandleTable,
     reused: usize,
     compacted: bool,
+    #[serde(skip_serializing_if = "is_zero")]
+    opening: usize,
     counter: &'a str,
+}
+
+/// Whether a count is zero: such a field is left out, so records from before it seal and
+/// serialize to the same bytes.
+fn is_zero(count: &usize) -> bool {
+    *count == 0
 }
 
 #[derive(Serialize)]
@@ -370,6 +387,7 @@ impl<'a> SealedRecord<'a> {
             handles,
             reused,
             compacted,
+            opening,
             counter,
         } = record;
         let sealed = |block: &'a Block| {
@@ -403,6 +421,7 @@ impl<'a> SealedRecord<'a> {
             handles,
             reused: *reused,
             compacted: *compacted,
+            opening: *opening,
             counter,
         }
     }

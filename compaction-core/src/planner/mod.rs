@@ -8,7 +8,7 @@
 //! append or compaction point, finish, commit), [`steps`] (a compaction point's decisions),
 //! [`build`] (writing them: blocks, chunks, markers), [`fold_rule`] (what a fold may send to
 //! a summarizer: the one rule), [`page`], [`span`], [`tally`],
-//! [`layout`] (anchors and zones), [`memory`] and [`memories`] (what is remembered between
+//! [`layout`] (anchors and zones), [`opening`] (the first messages kept in place), [`memory`] and [`memories`] (what is remembered between
 //! requests), [`arrival`] (what a new result is sent as), [`plan`] (the plan's types),
 //! [`policy`], [`effects`], [`error`], [`rehydrate`].
 //!
@@ -23,6 +23,7 @@ pub(crate) mod layout;
 pub(crate) mod memories;
 pub(crate) mod memory;
 pub(crate) mod next_request;
+pub(crate) mod opening;
 pub(crate) mod page;
 pub(crate) mod plan;
 pub(crate) mod policy;

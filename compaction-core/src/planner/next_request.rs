@@ -10,7 +10,8 @@
 //! 2. **Check the new messages** (pairing rules from the last unit on, effect keys).
 //! 3. **Append** when the request with the new messages (kept) and the state update (if any)
 //!    stays within the high-water mark: the previous request is an exact prefix of this one.
-//! 4. Else a **compaction point** (`steps.rs`, `build.rs`): soft steps towards the low-water
+//! 4. Else a **compaction point** (`next_request/point.rs`, `steps.rs`, `build.rs`; the
+//!    opening kept when its soft steps allow: rule 15): soft steps towards the low-water
 //!    mark, hard steps under the limit, written exactly; refused only when the smallest form
 //!    (pinned messages, anchors, the blocks' markers without summaries, the newest user
 //!    message, every tool result paged to its note) does not fit, which does not depend on the
@@ -25,16 +26,18 @@ use crate::conversation::transcript::{Message, Role, Transcript};
 use crate::planner::arrival::page_over_on_arrival;
 use crate::planner::effects::EffectStatuses;
 use crate::planner::error::TranscriptPlanError;
-use crate::planner::layout::zone;
 use crate::planner::memories::{RecentCount, Remembered, TranscriptPlanner};
 use crate::planner::memory::{message_digest, MemoryRecord, Slot, SlotMeta, TranscriptMemory};
+use crate::planner::opening::{kept_opening, opening_slots};
 use crate::planner::page::fit_page;
 use crate::planner::plan::{PlannedTranscript, Request, TranscriptBudget, TranscriptPlan};
 use crate::planner::policy::TranscriptPolicy;
-use crate::planner::steps::{base_message, Built, Ctx, Point};
+use crate::planner::steps::base_message;
 use crate::store::{ContentHash, Pointer};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod point;
 
 impl TranscriptPlanner {
     /// Plans the next request of `transcript` within `budget` (a `usize` is a hard limit
@@ -61,6 +64,7 @@ impl TranscriptPlanner {
                 compact: false,
                 page_over: None,
                 verbatim_first: false,
+                keep_first: 0,
             },
         )
     }
@@ -347,118 +351,16 @@ impl TranscriptPlanner {
                 memory.push(message, Slot::Update, tokens);
             }
         }
+        // The opening grows while its messages arrive (later ones only follow it).
+        let opening = kept_opening(&base.record, messages, request.keep_first);
+        let record = &mut memory.record;
+        record.opening = opening_slots(&record.slots, record.block_slots(), opening);
         Some(PlannedTranscript {
             memory,
             blobs,
             update_sent: request.update.is_some() && in_flight.is_none_or(|u| u >= planned_len),
             grew_from: base.key(),
         })
-    }
-
-    /// A compaction point: decide, write, count exactly; when an estimate was short, decide
-    /// again under a tighter limit; in the end, the smallest form or a refusal.
-    fn compaction_point(
-        &self,
-        transcript: &Transcript,
-        base: &Remembered,
-        request: &Request<'_>,
-    ) -> Result<TranscriptPlan, TranscriptPlanError> {
-        let messages = transcript.messages();
-        let budget = request.budget;
-        let zone = zone(
-            messages,
-            base.open_input(),
-            &request.policy,
-            request.effects,
-        )?;
-        let recent = self.recent_counts(transcript);
-        let (counter, format) = (&*self.counter, &*self.format);
-        let page_over = page_over_on_arrival(messages, request, budget.limit, counter, format);
-        let ctx = || Ctx {
-            messages,
-            recent: &recent,
-            counter: &*self.counter,
-            format: &*self.format,
-            policy: request.policy,
-            effects: request.effects,
-            summary_tokens: request.summary_tokens,
-            page_over,
-        };
-        let mut limit = budget.limit;
-        let mut target = budget.low_water.min(limit);
-        for _ in 0..4 {
-            let mut point = Point::new(ctx(), base, zone.clone(), limit);
-            point.decide(target);
-            if !point.fits(limit) {
-                // Every step taken and still over, by the estimates: only the smallest form
-                // can answer.
-                break;
-            }
-            let built = point.build();
-            let tokens = built.tokens();
-            if tokens <= budget.limit {
-                return Ok(self.assemble(transcript, base, built));
-            }
-            let excess = tokens - budget.limit;
-            let Some(tighter) = limit.checked_sub(excess) else {
-                break;
-            };
-            limit = tighter;
-            target = target.min(limit);
-        }
-        // The smallest form: everything compacted that may be, with the old turns folded or
-        // (when the markers would cost more than what they replace) only tombstoned.
-        let smallest = [true, false]
-            .into_iter()
-            .map(|may_fold| {
-                let mut point = Point::new(ctx(), base, zone.clone(), 0);
-                point.may_fold = may_fold;
-                point.decide(0);
-                point.build()
-            })
-            .min_by_key(|built| built.tokens())
-            .expect("two forms");
-        let tokens = smallest.tokens();
-        if tokens <= budget.limit {
-            return Ok(self.assemble(transcript, base, smallest));
-        }
-        Err(TranscriptPlanError::OverBudget {
-            required_tokens: tokens,
-            budget: budget.limit,
-        })
-    }
-
-    fn assemble(&self, transcript: &Transcript, base: &Remembered, built: Built) -> TranscriptPlan {
-        let reused = built
-            .messages
-            .iter()
-            .zip(&built.slots)
-            .enumerate()
-            .take_while(|(position, (message, meta))| base.same_at(*position, meta, message))
-            .count();
-        let len = transcript.len();
-        let memory = TranscriptMemory {
-            record: MemoryRecord {
-                len,
-                link: transcript.link(len).expect("its own length"),
-                slots: built.slots,
-                blocks: built.blocks,
-                handles: built.handles,
-                reused,
-                compacted: true,
-                counter: self.counts_key().to_owned(),
-            },
-            messages: built.messages,
-        };
-        TranscriptPlan {
-            planned: PlannedTranscript {
-                memory,
-                blobs: built.blobs,
-                update_sent: false,
-                grew_from: base.key(),
-            },
-            pending: built.pending,
-        }
     }
 
     /// Completes a plan with one summary per request, in order. A summary that would push its

@@ -105,6 +105,9 @@ pub(crate) struct Request<'a> {
     pub(crate) page_over: Option<usize>,
     /// Lift `page_over` while the newest turn fits the request (`planner::arrival`).
     pub(crate) verbatim_first: bool,
+    /// The transcript's first messages kept in place while a point can keep them softly
+    /// (`planner::opening`).
+    pub(crate) keep_first: usize,
 }
 
 /// A fold that wants a summary.
@@ -322,10 +325,11 @@ impl PlannedTranscript {
     }
 
     /// Leading messages the planner keeps byte-identical across compaction points as far as it
-    /// can: the compacted blocks (they change only when consolidated). Everything after them
-    /// stays identical until the next compaction point.
+    /// can: the compacted blocks (they change only when consolidated) and the opening still in
+    /// the open zone (`keep_first`). Everything after them stays identical until the next
+    /// compaction point.
     pub fn stable_prefix(&self) -> usize {
-        self.memory.block_slots()
+        self.memory.record.stable_slots()
     }
 
     fn count_slots(&self, wanted: impl Fn(&Slot) -> bool) -> usize {

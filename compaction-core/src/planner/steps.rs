@@ -62,6 +62,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) summary_tokens: Option<usize>,
     /// New tool results above this many tokens are paged to at most this.
     pub(crate) page_over: Option<usize>,
+    /// The opening this point keeps in place ends at this input index (`0`: none).
+    pub(crate) opening: usize,
 }
 
 /// The current or decided form of one zone message.
@@ -113,6 +115,8 @@ pub(crate) struct Point<'a> {
     blocks: usize,
     /// The base blocks' messages sent in place, computed when consolidation needs them.
     pub(crate) old_slots: Option<OldSlots>,
+    /// Whether the hard steps ran: the request did not fit its limit after the soft ones.
+    pub(crate) went_hard: bool,
     /// Tool results of anchors inside the base blocks paged again when the blocks are
     /// consolidated: input index to the page's token allowance.
     pub(crate) old_pages: HashMap<usize, usize>,
@@ -173,6 +177,7 @@ impl<'a> Point<'a> {
             tally: Tally::default(),
             blocks: 0,
             old_slots: None,
+            went_hard: false,
             old_pages: HashMap::new(),
         }
     }
@@ -331,6 +336,7 @@ impl<'a> Point<'a> {
             self.page_read(target);
         }
         if !self.fits(self.limit) {
+            self.went_hard = true;
             self.hard();
         }
         if !self.merge_all && self.block_count() > MAX_BLOCKS {

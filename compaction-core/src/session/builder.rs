@@ -3,8 +3,8 @@
 
 use crate::checkpoint::{CheckpointStore, Compacted};
 use crate::compactor::{
-    CompactorBuilder, SESSION_HIGH_WATER, SESSION_LOW_WATER, SESSION_PAGE_RESULTS_OVER,
-    SESSION_WINDOW_SHARE,
+    CompactorBuilder, SESSION_HIGH_WATER, SESSION_KEEP_FIRST, SESSION_LOW_WATER,
+    SESSION_PAGE_RESULTS_OVER, SESSION_WINDOW_SHARE,
 };
 use crate::conversation::format::ChatFormat;
 use crate::conversation::message::ToolCall;
@@ -42,6 +42,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.5) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
 /// | [`verbatim_first`](Self::verbatim_first) | off |
+/// | [`keep_first`](Self::keep_first) | [`SESSION_KEEP_FIRST`] (4) |
 /// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
 /// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
@@ -62,6 +63,7 @@ pub struct SessionBuilder<S> {
     marks: (f64, f64),
     page_results_over: f64,
     verbatim_first: bool,
+    keep_first: usize,
     window_share: f64,
     chat_format: Option<Arc<dyn ChatFormat>>,
     effect_calls: Option<EffectCalls>,
@@ -90,6 +92,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
             page_results_over: SESSION_PAGE_RESULTS_OVER,
             verbatim_first: false,
+            keep_first: SESSION_KEEP_FIRST,
             window_share: SESSION_WINDOW_SHARE,
             chat_format: None,
             effect_calls: None,
@@ -161,6 +164,14 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// default.
     pub fn verbatim_first(mut self, on: bool) -> Self {
         self.verbatim_first = on;
+        self
+    }
+
+    /// Keeps the transcript's first `n` messages in place at the start of every request while
+    /// a compaction point can (see [`CompactorBuilder::keep_first`]), so the request right
+    /// after a point reads them from the provider's prompt cache. `0` turns it off.
+    pub fn keep_first(mut self, n: usize) -> Self {
+        self.keep_first = n;
         self
     }
 
@@ -241,6 +252,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .low_water_mark(low)
             .page_results_over(self.page_results_over)
             .verbatim_first(self.verbatim_first)
+            .keep_first(self.keep_first)
             .window_share(self.window_share)
             .build()?;
         let mut resolver = self.resolver;

@@ -64,3 +64,53 @@ fn a_changed_manifest_changes_the_sealed_record() {
     let after = serde_json::to_string(&SealedRecord::of(&record)).expect("serializes");
     assert_ne!(before, after);
 }
+
+/// `count` slots, each input message kept as it is.
+fn kept_slots(count: usize) -> Vec<SlotMeta> {
+    (0..count)
+        .map(|index| SlotMeta {
+            slot: Slot::Kept { index },
+            tokens: 10,
+        })
+        .collect()
+}
+
+/// The opening's slot count (`planner::opening`) is sealed and serialized when there is one,
+/// and left out when there is none, so a record from before it keeps its bytes and seal.
+#[test]
+fn the_opening_is_sealed_and_absent_from_records_without_one() {
+    let mut record = record(1);
+    record.slots = kept_slots(6);
+    let json = |record: &MemoryRecord| {
+        (
+            serde_json::to_string(record).expect("serializes"),
+            serde_json::to_string(&SealedRecord::of(record)).expect("serializes"),
+        )
+    };
+    let (full, sealed) = json(&record);
+    assert!(
+        !full.contains("opening") && !sealed.contains("opening"),
+        "{full}"
+    );
+    let old: MemoryRecord = serde_json::from_str(&full).expect("a record without it parses");
+    assert_eq!(old.opening, 0);
+    record.opening = 4;
+    let (full, sealed) = json(&record);
+    assert!(full.contains("\"opening\":4") && sealed.contains("\"opening\":4"));
+    let read: MemoryRecord = serde_json::from_str(&full).expect("parses");
+    assert_eq!(read, record);
+    assert_eq!(record.stable_slots(), 5);
+}
+
+/// An edited record whose opening passes its messages is refused, not trusted.
+#[test]
+fn an_opening_past_the_messages_is_refused() {
+    let mut record = record(1);
+    record.slots = kept_slots(3);
+    record.len = 256;
+    record.opening = 3;
+    let refused = record
+        .check(3)
+        .expect_err("1 block slot + 3 opening slots > 3");
+    assert!(refused.contains("opening"), "{refused}");
+}

@@ -86,6 +86,7 @@ fn a_page_cap_does_not_count_the_results_a_first_plan_folds() {
         compact: false,
         page_over: Some(500),
         verbatim_first: false,
+        keep_first: 0,
     };
     let plan = planner.plan_request(&chat, &request).unwrap();
     assert!(plan.planned.tokens() <= 20_000);
