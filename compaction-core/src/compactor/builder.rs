@@ -255,8 +255,8 @@ impl CompactorBuilder {
     /// soft steps (rule 8's oldest first, after the opening) bring the request under the limit;
     /// when only a hard step would, the point is made as without an opening, and the opening's
     /// messages move on to their compacted forms like any old turn's. So the opening never
-    /// costs the recent turns their room, and a request is refused exactly when it would be
-    /// with `0`, the default.
+    /// costs the recent turns their room and never causes a refusal (only the point made without
+    /// it refuses). `0`, the default, keeps none.
     ///
     /// Why: a compaction point changes the request from its first old message on, so the
     /// request right after a point reads only the window from a provider's prompt cache. With

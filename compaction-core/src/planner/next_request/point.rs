@@ -17,8 +17,8 @@ use crate::planner::steps::{Built, Ctx, Point};
 impl TranscriptPlanner {
     /// A compaction point. It keeps the opening (`keep_first`) in place when the soft steps
     /// alone bring the request under its limit with it; else it is the point the rules give
-    /// without an opening. So the opening never costs the recent turns a hard step, and a
-    /// request is refused exactly when it would be without one.
+    /// without an opening. So the opening never costs the recent turns a hard step, and never
+    /// causes a refusal: only the point without it refuses.
     pub(super) fn compaction_point(
         &self,
         transcript: &Transcript,
