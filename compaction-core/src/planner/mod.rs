@@ -7,10 +7,10 @@
 //! Where each part lives: [`next_request`] (the order of one plan: find the memory, check,
 //! append or compaction point, finish, commit), [`steps`] (a compaction point's decisions),
 //! [`build`] (writing them: blocks, chunks, markers), [`fold_rule`] (what a fold may send to
-//! a summarizer: the one rule), [`page`], [`span`], [`tally`],
-//! [`layout`] (anchors and zones), [`opening`] (the first messages kept in place), [`memory`] and [`memories`] (what is remembered between
-//! requests), [`arrival`] (what a new result is sent as), [`plan`] (the plan's types),
-//! [`policy`], [`effects`], [`error`], [`rehydrate`].
+//! a summarizer: the one rule), [`page`], [`span`], [`tally`], [`layout`] (anchors and
+//! zones), [`opening`] (the first messages kept in place), [`memory`] and [`memories`] (what
+//! is remembered between requests), [`arrival`] (what a new result is sent as), [`plan`] (the
+//! plan's types), [`policy`], [`effects`], [`error`], [`rehydrate`].
 //!
 #![doc = include_str!("spec.md")]
 

@@ -32,12 +32,7 @@ pub(crate) fn opening_end(messages: &[Message], keep_first: usize) -> usize {
 /// as forms only move forward: what is left of it is an old turn like any other.
 pub(crate) fn kept_opening(base: &MemoryRecord, messages: &[Message], keep_first: usize) -> usize {
     let end = opening_end(messages, keep_first);
-    let in_place = base
-        .slots
-        .iter()
-        .take_while(|meta| meta.slot.index().is_some_and(|index| index < end))
-        .count();
-    if in_place == end.min(base.len) {
+    if leading_opening(&base.slots, end) == end.min(base.len) {
         end
     } else {
         0
@@ -48,7 +43,13 @@ pub(crate) fn kept_opening(base: &MemoryRecord, messages: &[Message], keep_first
 /// opening that ends at input `end`: the opening messages still in the open zone, which stay
 /// where they are until a compaction point cannot keep them.
 pub(crate) fn opening_slots(slots: &[SlotMeta], blocks: usize, end: usize) -> usize {
-    slots[blocks.min(slots.len())..]
+    leading_opening(&slots[blocks.min(slots.len())..], end)
+}
+
+/// How many of `slots`, from the first, stand each for one message of the opening that ends
+/// at input `end` (kept, paged or tombstoned in place).
+fn leading_opening(slots: &[SlotMeta], end: usize) -> usize {
+    slots
         .iter()
         .take_while(|meta| meta.slot.index().is_some_and(|index| index < end))
         .count()
