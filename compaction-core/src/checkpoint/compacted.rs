@@ -81,12 +81,13 @@ pub struct Compacted<S> {
     /// data): `None` when read back, then the default.
     #[serde(skip)]
     pub(crate) chat_format: Option<Arc<dyn ChatFormat>>,
-    /// The bytes this process sealed (`None` when read back). A checkpoint's fields never
-    /// change after sealing, so verifying one made here hashes these instead of serializing
-    /// every field again: a session verifies its checkpoint three times per request (saving,
-    /// recording its sequence, allowing its pointers).
+    /// The bytes this process sealed and their SHA-256 (`None` when read back). A
+    /// checkpoint's fields never change after sealing, so verifying one made here compares
+    /// this hash instead of serializing and hashing every field again: a session verifies its
+    /// checkpoint three times per request (saving, recording its sequence, allowing its
+    /// pointers), and the bytes grow with the state.
     #[serde(skip)]
-    pub(crate) sealed_input: Option<Arc<[u8]>>,
+    pub(crate) sealed_input: Option<SealedInput>,
     #[serde(skip)]
     pub(crate) _state: PhantomData<fn() -> S>,
 }
@@ -460,7 +461,7 @@ impl<S> Compacted<S> {
     /// process when it made the checkpoint.
     pub(crate) fn seal_input(&self) -> std::borrow::Cow<'_, [u8]> {
         match &self.sealed_input {
-            Some(input) => std::borrow::Cow::Borrowed(input),
+            Some(sealed) => std::borrow::Cow::Borrowed(&sealed.bytes),
             None => std::borrow::Cow::Owned(self.serialize_seal_input()),
         }
     }
@@ -485,7 +486,10 @@ impl<S> Compacted<S> {
     }
 
     pub(crate) fn compute_seal(&self) -> ContentHash {
-        ContentHash::of(&self.seal_input())
+        match &self.sealed_input {
+            Some(sealed) => sealed.hash,
+            None => ContentHash::of(&self.serialize_seal_input()),
+        }
     }
 
     /// Whether the checkpoint is intact (its plain seal, a SHA-256, matches its content).
@@ -516,15 +520,29 @@ impl<S> Compacted<S> {
         let input = self.serialize_seal_input();
         self.seal = ContentHash::of(&input);
         self.keyed_seal = keys.sign(&input);
-        self.sealed_input = Some(input.into());
+        self.sealed_input = Some(SealedInput {
+            bytes: input.into(),
+            hash: self.seal,
+        });
     }
 
     /// Whether both seals verify: the plain one, and the keyed one under `keys` (see
     /// `SealKeys::verify` for a missing keyed seal or an empty key set).
     pub(crate) fn seals_verify(&self, keys: &SealKeys) -> bool {
         let input = self.seal_input();
-        ContentHash::of(&input) == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
+        let plain = match &self.sealed_input {
+            Some(sealed) => sealed.hash,
+            None => ContentHash::of(&input),
+        };
+        plain == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
     }
+}
+
+/// The seal input this process serialized when it sealed a checkpoint, and its SHA-256.
+#[derive(Clone)]
+pub(crate) struct SealedInput {
+    bytes: Arc<[u8]>,
+    hash: ContentHash,
 }
 
 impl<S> Clone for Compacted<S> {
@@ -559,5 +577,50 @@ impl<S> std::fmt::Debug for Compacted<S> {
             .field("binding", &self.binding)
             .field("report", &self.report)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Compacted;
+    use crate::checkpoint::seal::{SealKey, SealKeys};
+    use crate::store::ContentHash;
+
+    /// A checkpoint as it is read back: nothing sealed in this process.
+    fn read_back() -> Compacted<()> {
+        let json = r#"{"format":3,"state_type":"T","budget":100,"entries":[],"shapes":[],
+            "window":"w","tokens":1,
+            "report":{"compaction":1,"budget":100,"tokens_after":1,"tokens_before":1,
+                "tokens_before_exact":true,"counter":"heuristic","fields":[],"fingerprints":{}},
+            "seal":"0000000000000000000000000000000000000000000000000000000000000000"}"#;
+        serde_json::from_str(json).expect("parses")
+    }
+
+    #[test]
+    fn the_remembered_seal_input_verifies_as_the_fields_do() {
+        let mut keys = SealKeys::default();
+        keys.set_signing(SealKey::new("k1", b"a key of at least sixteen bytes").expect("a key"));
+        let mut sealed = read_back();
+        assert!(!sealed.verify_seal(), "the zero seal is not this content's");
+        sealed.seal_with(&keys);
+        assert!(sealed.verify_seal() && sealed.seals_verify(&keys));
+        // The same checkpoint read back (no remembered input) verifies the same way.
+        let json = serde_json::to_string(&sealed).expect("serializes");
+        let again: Compacted<()> = serde_json::from_str(&json).expect("parses");
+        assert!(again.sealed_input.is_none());
+        assert_eq!(again.compute_seal(), sealed.compute_seal());
+        assert!(again.verify_seal() && again.seals_verify(&keys));
+        // A seal changed after sealing is caught with the remembered input as without it.
+        for mut copy in [sealed.clone(), again.clone()] {
+            copy.seal = ContentHash::of(b"another seal");
+            assert!(!copy.verify_seal() && !copy.seals_verify(&keys));
+        }
+        // So is a keyed seal that no longer matches.
+        for mut copy in [sealed, again] {
+            if let Some(keyed) = copy.keyed_seal.as_mut() {
+                keyed.hmac = "00".repeat(32);
+            }
+            assert!(copy.verify_seal() && !copy.seals_verify(&keys));
+        }
     }
 }
