@@ -5,13 +5,15 @@
 //! and sealed with the checkpoint. This module reads those records from the agents' latest
 //! checkpoints, for the calls linked to the effect's key and scope, and says which claims were
 //! refused and why. Never the answer's words: a tool's output can imitate the session's.
-//! Calls whose answer is not in the request (folded, or not answered yet) are counted as
-//! unreadable; answers without a record (written by the agent itself, or saved by a version
+//! An answer the request shows as a page is read back whole from the store (its handle names
+//! the blob). Calls whose answer is not in the request (folded, or not answered yet) are
+//! counted as unreadable; answers without a record (written by the agent itself, or saved by a version
 //! that kept none) are counted as unrecorded: whether their claim was refused is unknown.
 
-use crate::backend::Store;
+use crate::backend::{AnyCheckpoint, Store};
 use crate::output::printable;
 use crate::target::{Access, Database};
+use compaction::transcript::Handle;
 use compaction::{CompactionError, Message, Role};
 use serde_json::{json, Value};
 
@@ -24,8 +26,11 @@ pub struct RefusedCall {
     tool: String,
     /// `already_committed`, `outcome_unknown` or `refused` (`EffectAnswer::as_str`).
     reason: &'static str,
-    /// The answer, whole.
+    /// The answer, whole: read back from the store when the request shows a page of it.
     answer: String,
+    /// Whether the request shows the answer as a page (its marker) and `answer` was read back
+    /// from the blob its handle names.
+    read_back: bool,
 }
 
 /// What the conversations show of an effect's claims.
@@ -98,13 +103,15 @@ impl Refusals {
                         continue;
                     };
                     if !record.ran() {
+                        let whole = paged_answer(store, &compacted, &answer.content);
                         refused.push(RefusedCall {
                             agent_id: info.agent_id.clone(),
                             message: index,
                             call_id: call.id.clone(),
                             tool: call.name.clone(),
                             reason: record.as_str(),
-                            answer: answer.content.clone(),
+                            read_back: whole.is_some(),
+                            answer: whole.unwrap_or_else(|| answer.content.clone()),
                         });
                     }
                 }
@@ -147,6 +154,7 @@ impl Refusals {
                     "tool": r.tool,
                     "reason": r.reason,
                     "answer": r.answer,
+                    "answer_read_back": r.read_back,
                 })).collect::<Vec<_>>(),
             }),
         }
@@ -220,6 +228,20 @@ fn shortened(answer: &str) -> String {
         Some((at, _)) => format!("{}...", &answer[..at]),
         None => answer.to_string(),
     }
+}
+
+/// The whole answer behind a page the session made of it: a compaction point may page a
+/// refusal's answer like any tool result, and the request then shows its marker, whose handle
+/// names the blob in this checkpoint's table. `None` when `content` is not such a page, or its
+/// blob is missing, fails verification or is not text: the page is shown then. A refusal's
+/// answer is the session's own text (it starts `Not run:`), so a marker at its start is the
+/// session's, never a tool's imitation.
+fn paged_answer(store: &Store, compacted: &AnyCheckpoint, content: &str) -> Option<String> {
+    let rest = content.strip_prefix("⟦compaction:paged ")?;
+    let (handle, _) = rest.split_once('⟧')?;
+    let handle: Handle = handle.parse().ok()?;
+    let pointer = compacted.handles()?.pointer(handle)?;
+    String::from_utf8(store.get(&pointer.hash()).ok()?).ok()
 }
 
 /// The tool result answering `call_id` among `later` messages.

@@ -149,10 +149,15 @@ fn agents_count_folded_tombstoned_and_spilled_messages() {
 fn history_lists_the_refused_claims_from_the_conversation() {
     let (_dir, db, last) = fresh("session-history");
     let db = db.as_str();
-    // What the checkpoint's request holds: the session's answer to `d2` and `m2`.
+    // What the checkpoint's request holds: the session's answer to `d2` and `m2`. A
+    // compaction point paged `d2`'s (an old turn's read result, like any other); `history`
+    // reads it back whole from the store.
     let sent = last.messages();
     let answer = |id: &str| sent.iter().find(|m| m.tool_call_id.as_deref() == Some(id));
-    assert!(answer("d2").unwrap().content.starts_with("Not run:"));
+    assert!(answer("d2")
+        .unwrap()
+        .content
+        .starts_with("⟦compaction:paged p"));
     assert!(answer("m2").unwrap().content.starts_with("Not run:"));
 
     let (code, json) = run_json(&["history", db, DONE, "--json"]);
@@ -166,6 +171,9 @@ fn history_lists_the_refused_claims_from_the_conversation() {
     assert_eq!(claims[0]["call_id"], "d2");
     assert_eq!(claims[0]["agent_id"], AGENT);
     assert_eq!(claims[0]["reason"], "already_committed");
+    let whole = claims[0]["answer"].as_str().unwrap();
+    assert!(whole.starts_with(&refusal_of(DONE)), "{whole}");
+    assert_eq!(claims[0]["answer_read_back"], true);
     assert_eq!(json["effect"]["status"], "committed");
 
     let (code, json) = run_json(&["history", db, LOST, "--json"]);
@@ -174,6 +182,7 @@ fn history_lists_the_refused_claims_from_the_conversation() {
     assert_eq!(claims.len(), 1, "{json}");
     assert_eq!(claims[0]["call_id"], "m2");
     assert_eq!(claims[0]["reason"], "outcome_unknown");
+    assert_eq!(claims[0]["answer_read_back"], false);
 
     let (code, stdout, stderr) = run(&["history", db, DONE]);
     assert_eq!(code, 0, "{stderr}");
