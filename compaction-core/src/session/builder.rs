@@ -42,7 +42,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 /// | [`water_marks`](Self::water_marks) | [`SESSION_HIGH_WATER`], [`SESSION_LOW_WATER`] (0.9, 0.5) |
 /// | [`page_results_over`](Self::page_results_over) | [`SESSION_PAGE_RESULTS_OVER`] (0.25) |
 /// | [`verbatim_first`](Self::verbatim_first) | off |
-/// | [`keep_first`](Self::keep_first) | [`SESSION_KEEP_FIRST`] (4) |
+/// | [`keep_first`](Self::keep_first) | [`SESSION_KEEP_FIRST`] (6) |
 /// | [`window_share`](Self::window_share) | [`SESSION_WINDOW_SHARE`] (0.1) |
 /// | [`chat_format`](Self::chat_format) | the `CompactorBuilder`'s (`OpenAiChat` by default) |
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |

@@ -1,0 +1,84 @@
+"""Where the `Session`'s extra tokens go on the support members, against `trim_messages` given
+the same session (BENCHMARKS.md, "Left over the cheaper peer"): per request on average (o200k,
+content and 4 per message), the `Session`'s request less the peer's, split into the window
+against the peer's state JSON (the first two messages against the peer's system prompt), the
+state updates (of them, the effect records' lines) and the status sentences the peer reads
+instead of the updates; `other` is the rest (non-zero where a policy compacted).
+
+    python3 benches/peers/family.py --sessions support-100-s1-k1 ... --keep --out FILE
+    python3 benches/peers/state_cost.py [REQUESTS_DIR]
+"""
+import glob
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trim_messages import TARGET  # noqa: E402
+from bpe_openai import get_encoding  # noqa: E402
+
+ENCODING = get_encoding("o200k_base")
+COUNTS: dict[str, int] = {}
+
+
+def tokens(text: str) -> int:
+    if text not in COUNTS:
+        COUNTS[text] = len(ENCODING.encode(text))
+    return COUNTS[text]
+
+
+def size(message: dict) -> int:
+    calls = message.get("tool_calls") or []
+    return tokens(message.get("content") or "") + 4 + sum(tokens(json.dumps(c)) for c in calls)
+
+
+def load(path: str) -> tuple[dict, list]:
+    messages, requests = {}, []
+    for line in open(path):
+        row = json.loads(line)
+        if "message" in row:
+            messages[row["message"]] = row["value"]
+        elif "ids" in row:
+            requests.append(row["ids"])
+    return messages, requests
+
+
+def is_update(message: dict) -> bool:
+    return message["role"] == "system" and (message.get("content") or "").startswith(
+        "⟦compaction:update")
+
+
+def main() -> None:
+    folder = sys.argv[1] if len(sys.argv) > 1 else str(TARGET / "session-bench")
+    for ours_path in sorted(glob.glob(f"{folder}/compaction-support-*.jsonl")):
+        name = Path(ours_path).name.removeprefix("compaction-").removesuffix(".jsonl")
+        ours, our_requests = load(ours_path)
+        peer, peer_requests = load(ours_path.replace("compaction-", "trim_messages-"))
+        if len(our_requests) != len(peer_requests):
+            print(f"{name}: the request counts differ, skipped")
+            continue
+        parts: dict[str, list[int]] = {k: [] for k in ["extra", "window", "updates", "records",
+                                                        "status"]}
+        for mine, theirs in zip(our_requests, peer_requests):
+            updates = [ours[i]["content"] for i in mine if is_update(ours[i])]
+            parts["extra"].append(sum(size(ours[i]) for i in mine)
+                                  - sum(size(peer[i]) for i in theirs))
+            parts["window"].append(size(ours[mine[0]]) + size(ours[mine[1]])
+                                   - size(peer[theirs[0]]))
+            parts["updates"].append(sum(tokens(u) + 4 for u in updates))
+            parts["records"].append(sum(tokens(line + "\n") for u in updates
+                                        for line in u.splitlines() if line.startswith("  {")))
+            parts["status"].append(sum(
+                tokens(peer[i]["content"].split("\n\n")[0] + "\n\n") for i in theirs
+                if peer[i]["role"] == "user"
+                and (peer[i].get("content") or "").startswith("Status:")))
+        mean = {k: statistics.mean(v) for k, v in parts.items()}
+        other = mean["extra"] - mean["window"] - mean["updates"] + mean["status"]
+        print(f"{name}: extra per request {mean['extra']:.0f} = window against state "
+              f"{mean['window']:.0f} + updates {mean['updates']:.0f} (effect records "
+              f"{mean['records']:.0f}) - status sentences {mean['status']:.0f}; other {other:.0f}")
+
+
+if __name__ == "__main__":
+    main()
