@@ -60,9 +60,9 @@ pub const SESSION_PAGE_RESULTS_OVER: f64 = 0.25;
 /// Anthropic's pricing (per unseen pair against 4: 24 pairs 2% or more cheaper, 9 dearer);
 /// 8 put one more unseen pair over the cheaper peer's bill. Against no opening, the request
 /// right after a compaction point reads its opening from the prompt cache (on the two
-/// 60-turn coding sessions at 16k, 0.22 of it read from Anthropic's cache without one, 0.66
-/// with six messages); 2 (the system prompt and the task) is about Anthropic's 1,024-token
-/// minimum and small beside a request.
+/// 60-turn coding sessions at 16k, that request read 0.22 of its input from Anthropic's cache
+/// without one, 0.66 with six messages); 2 (the system prompt and the task) is about
+/// Anthropic's 1,024-token minimum and small beside a request.
 pub const SESSION_KEEP_FIRST: usize = 6;
 /// The share of the budget a `Session`'s window may grow to beyond its floor (see
 /// [`CompactorBuilder::window_share`]).
