@@ -5,8 +5,8 @@
 //! and sealed with the checkpoint. This module reads those records from the agents' latest
 //! checkpoints, for the calls linked to the effect's key and scope, and says which claims were
 //! refused and why. Never the answer's words: a tool's output can imitate the session's.
-//! An answer the request shows as a page is read back whole from the store (its handle names
-//! the blob). Calls whose answer is not in the request (folded, or not answered yet) are
+//! An answer the request shows as a marker (paged or tombstoned in place) is read back whole
+//! from the store (its handle names the blob). Calls whose answer is not in the request (folded, or not answered yet) are
 //! counted as unreadable; answers without a record (written by the agent itself, or saved by
 //! a version that kept none) are counted as unrecorded: whether their claim was refused is
 //! unknown.
@@ -14,7 +14,7 @@
 use crate::backend::{AnyCheckpoint, Store};
 use crate::output::printable;
 use crate::target::{Access, Database};
-use compaction::transcript::Handle;
+use compaction::transcript::Marker;
 use compaction::{CompactionError, Message, Role};
 use serde_json::{json, Value};
 
@@ -27,10 +27,10 @@ pub struct RefusedCall {
     tool: String,
     /// `already_committed`, `outcome_unknown` or `refused` (`EffectAnswer::as_str`).
     reason: &'static str,
-    /// The answer, whole: read back from the store when the request shows a page of it.
+    /// The answer, whole: read back from the store when the request shows a marker for it.
     answer: String,
-    /// Whether the request shows the answer as a page (its marker) and `answer` was read back
-    /// from the blob its handle names.
+    /// Whether the request shows a marker in the answer's place (a page or a tombstone) and
+    /// `answer` was read back from the blob its handle names.
     read_back: bool,
 }
 
@@ -104,7 +104,7 @@ impl Refusals {
                         continue;
                     };
                     if !record.ran() {
-                        let whole = paged_answer(store, &compacted, &answer.content);
+                        let whole = answer_behind_marker(store, &compacted, &answer.content);
                         refused.push(RefusedCall {
                             agent_id: info.agent_id.clone(),
                             message: index,
@@ -231,18 +231,23 @@ fn shortened(answer: &str) -> String {
     }
 }
 
-/// The whole answer behind a page the session made of it: a compaction point may page a
-/// refusal's answer like any tool result, and the request then shows its marker, whose handle
-/// names the blob in this checkpoint's table. `None` when `content` is not such a page, or its
-/// blob is missing, fails verification or is not text: the page is shown then. A refusal's
-/// answer is the session's own text (it starts `Not run:`), so a marker at its start is the
-/// session's, never a tool's imitation.
-fn paged_answer(store: &Store, compacted: &AnyCheckpoint, content: &str) -> Option<String> {
-    let rest = content.strip_prefix("⟦compaction:paged ")?;
-    let (handle, _) = rest.split_once('⟧')?;
-    let handle: Handle = handle.parse().ok()?;
+/// The whole answer behind a marker compaction put in its place: a compaction point may page
+/// (or tombstone) a refusal's answer like any tool result, and the request then shows the
+/// marker, whose handle names the blob in this checkpoint's table. `None` when `content` is no
+/// such marker (`Marker::of`, which never reads an escaped imitation as one), or its blob is
+/// missing, fails verification, is not text or not the size the marker gives: the request's
+/// text is shown then.
+fn answer_behind_marker(store: &Store, compacted: &AnyCheckpoint, content: &str) -> Option<String> {
+    let (handle, bytes) = match Marker::of(content)? {
+        Marker::Paged { handle, bytes, .. } | Marker::Tombstone { handle, bytes } => {
+            (handle, bytes)
+        }
+        _ => return None,
+    };
     let pointer = compacted.handles()?.pointer(handle)?;
-    String::from_utf8(store.get(&pointer.hash()).ok()?).ok()
+    let whole = store.get(&pointer.hash()).ok()?;
+    (whole.len() == bytes).then_some(())?;
+    String::from_utf8(whole).ok()
 }
 
 /// The tool result answering `call_id` among `later` messages.
