@@ -215,10 +215,11 @@ fn a_failed_effect_may_run_again_and_an_unknown_one_never() {
         .messages()
         .iter()
         .rev()
-        .find(|m| m.content.contains("## effects"))
+        .find(|m| m.content.contains("deploys ("))
         .expect("the effect's status is in the request");
     assert!(
-        update.content.contains(r#""status":"unknown""#),
+        update.content.starts_with("⟦compaction:update⟧")
+            && update.content.contains(r#""status":"unknown""#),
         "{}",
         update.content
     );

@@ -1,6 +1,6 @@
 //! An effect ledger whose records are all in the window is sent in an append's state update as
-//! its new and changed records (`writes (idempotent=false, N records; the M shown earlier
-//! stand, these are new or changed):`), not whole: every earlier update is still in the
+//! its new and changed records (`writes (N records; the M shown earlier stand, these are new
+//! or changed):`), not whole: every earlier update is still in the
 //! request, so a long session does not carry a copy of its whole ledger per effect. Each record
 //! is whole and its status exact; a key imitating the line cannot forge one (records are JSON);
 //! a custom renderer that does not say it shows the form gets the ledger whole; a restarted
@@ -93,9 +93,8 @@ fn a_ledger_in_the_window_is_sent_as_its_new_and_changed_records() {
     let sent = updates(&first);
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert!(
-        sent[0].contains(
-            "writes (idempotent=false, 4 records; the 3 shown earlier stand, these are new or changed):"
-        ),
+        sent[0]
+            .contains("writes (4 records; the 3 shown earlier stand, these are new or changed):"),
         "{}",
         sent[0]
     );
@@ -120,6 +119,21 @@ fn a_ledger_in_the_window_is_sent_as_its_new_and_changed_records() {
         [("w-3".to_owned(), "committed".to_owned())]
     );
     assert!(sent[1].contains("plan_step = 1"), "{}", sent[1]);
+    // The update is its marker line and the changed fields' lines, nothing else: no header,
+    // section titles or end marker, which every later request would pay for again.
+    let lines: Vec<&str> = sent[1].lines().collect();
+    assert_eq!(lines.len(), 4, "{}", sent[1]);
+    assert_eq!(lines[0], "⟦compaction:update⟧ changed fields:");
+    assert_eq!(lines[1], "plan_step = 1");
+    assert_eq!(
+        lines[2],
+        "writes (4 records; the 3 shown earlier stand, these are new or changed):"
+    );
+    assert!(
+        lines[3].starts_with("  {") && lines[3].ends_with('}'),
+        "{}",
+        lines[3]
+    );
 
     // Rehydration reads the state, not the updates: the whole ledger comes back.
     let back: Agent = compactor.rehydrate_blocking(&second, &NoReacquire).unwrap();

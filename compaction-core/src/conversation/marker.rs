@@ -201,13 +201,14 @@ pub(crate) fn fold_base(header: &FoldHeader<'_>) -> String {
     out
 }
 
-/// The first line of a state update (the volatile part of the window, re-rendered when it
-/// changes).
+/// A state update: the marker line, then the changed fields as the renderer wrote them (the
+/// volatile part of the window, re-rendered when it changes). Each field line says how its
+/// field changed (`=` its value now, `+=` items appended, a ledger's new or changed records),
+/// so the marker line only says what follows. It is all the framing an update gets: the
+/// request keeps every update until the next compaction point, so each token of it is paid
+/// again at every request after it.
 pub(crate) fn update_text(rendered: &str) -> String {
-    format!(
-        "{MARKER_PREFIX}{UPDATE}⟧ the state changed; these values replace the ones shown \
-         earlier:\n{rendered}"
-    )
+    format!("{MARKER_PREFIX}{UPDATE}⟧ changed fields:\n{rendered}")
 }
 
 /// What a message content is, decided by its first characters.

@@ -543,9 +543,11 @@ fn render_ledger(
 ) {
     let (idempotent, total) = (effects.idempotent, effects.total);
     let _ = match unchanged {
+        // Only in an update: the window's line for the ledger gave `idempotent=`, which never
+        // changes, so the update does not repeat it.
         Some(unchanged) => writeln!(
             out,
-            "{path} (idempotent={idempotent}, {total} records; the {unchanged} shown earlier stand, these are new or changed):"
+            "{path} ({total} records; the {unchanged} shown earlier stand, these are new or changed):"
         ),
         None => writeln!(out, "{path} (idempotent={idempotent}, {total} records):"),
     };

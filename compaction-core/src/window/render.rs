@@ -56,12 +56,14 @@
 //! exact prefix of the next (see `Compacted::messages`):
 //!
 //! ```text
-//! ⟦compaction:update⟧ the state changed; these values replace the ones shown earlier:
-//! <<< STATE UPDATE of MigrationState >>>
-//! ## protected (verbatim)
+//! ⟦compaction:update⟧ changed fields:
 //! plan_step = 7
-//! <<< END STATE UPDATE >>>
 //! ```
+//!
+//! An update is the changed fields' lines alone, in the window's order: no header, section
+//! titles or end marker. The window above already named the state and gave each field its
+//! section, and an update stays in every request until the next compaction point, so each
+//! line of framing would be paid again at every one of them.
 //!
 //! In an append, where every earlier update is still in the request, a list that only grew
 //! since it was shown is rendered as its new items ([`FormView::Appended`]):
@@ -70,7 +72,7 @@
 //! ([`FormView::EffectsChanged`]):
 //!
 //! ```text
-//! writes (idempotent=false, 27 records; the 26 shown earlier stand, these are new or changed):
+//! writes (27 records; the 26 shown earlier stand, these are new or changed):
 //!   {"action":"refund","target":"shop","idempotency_key":"refund:81DEFD#28","status":"committed"}
 //! ```
 
@@ -225,11 +227,17 @@ impl Renderer for DefaultRenderer {
     fn render(&self, view: &WindowView<'_>) -> String {
         let mut out = String::new();
         if view.update {
-            // The update's marker line (`conversation::marker::update_text`) already says that
-            // these values replace the ones shown earlier: saying it twice costs every update.
-            let _ = writeln!(out, "<<< STATE UPDATE of {} >>>", view.state_type);
-            render_sections(&mut out, view);
-            out.push_str("<<< END STATE UPDATE >>>");
+            // The field lines alone. The update's marker line
+            // (`conversation::marker::update_text`) says what they are; the window above
+            // already named the state, gave each field its section and opened and closed the
+            // block. An update stays in every request until the next compaction point, so any
+            // framing here is paid again at each of them. Every line still names its field and
+            // every value is compact JSON, so no value can pass for a line.
+            render_fields(&mut out, view, false);
+            // No newline after the last line, like the window's end marker.
+            if out.ends_with('\n') {
+                out.pop();
+            }
             return out;
         }
         let _ = writeln!(out, "<<< COMPACTED STATE of {} >>>", view.state_type);
@@ -250,14 +258,15 @@ impl Renderer for DefaultRenderer {
             out.push_str(REVERIFY_NOTICE);
             out.push('\n');
         }
-        render_sections(&mut out, view);
+        render_fields(&mut out, view, true);
         out.push_str("<<< END COMPACTED STATE >>>");
         out
     }
 }
 
-/// The sections of the default format, each with its fields (pinned ones first).
-fn render_sections(out: &mut String, view: &WindowView<'_>) {
+/// The fields of the default format by section (pinned ones first), each section under its
+/// title when `titled` (the window; an update's fields go without).
+fn render_fields(out: &mut String, view: &WindowView<'_>, titled: bool) {
     {
         let sections = [
             (Section::Protected, "## protected (verbatim)"),
@@ -273,8 +282,10 @@ fn render_sections(out: &mut String, view: &WindowView<'_>) {
             }
             // Pinned protected fields first: they are the ones the author said must never move.
             fields.sort_by_key(|f| !matches!(f.form, FormView::Verbatim { pinned: true, .. }));
-            out.push_str(title);
-            out.push('\n');
+            if titled {
+                out.push_str(title);
+                out.push('\n');
+            }
             for field in fields {
                 render_field(out, &field);
             }
