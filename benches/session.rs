@@ -22,7 +22,9 @@
 use compaction::session::Session;
 use compaction::transcript::chat_tokens;
 use compaction::{block_on, EffectLedger, MemoryLedger};
-use compaction::{Compactor, ContentHash, Extractive, Message, Role, Store, StoreError, Tokenizer};
+use compaction::{
+    Compactor, ContentHash, Extractive, Message, Role, SealKey, Store, StoreError, Tokenizer,
+};
 use compaction_fixtures::chat::openai_message;
 use compaction_fixtures::family::{Member, SessionKeep2, SessionKeep3};
 use compaction_fixtures::session::{self, apply, CodingSession, Event, SessionState};
@@ -88,10 +90,16 @@ struct SessionPolicy<S> {
 
 impl<S: SessionState> SessionPolicy<S> {
     fn new(state: S, budget: usize) -> Self {
-        let compactor = Compactor::builder()
+        let mut compactor = Compactor::builder()
             .budget(budget)
             .token_counter(Tokenizer::O200kBase)
             .summarizer(Extractive);
+        // `SESSION_SEAL_KEY=1` signs every checkpoint with a keyed seal (HMAC-SHA-256), as a
+        // deployment that sets `CompactorBuilder::seal_key` would: its cost per request.
+        if std::env::var("SESSION_SEAL_KEY").is_ok_and(|v| v == "1") {
+            let key = SealKey::new("bench-key", [7u8; 32]).expect("a 32-byte key");
+            compactor = compactor.seal_key(key);
+        }
         let ledger = MemoryLedger::new();
         let mut builder = Session::builder("bench-agent");
         // `SESSION_MARKS=HIGH,LOW` tries other hysteresis marks (shares of the budget).

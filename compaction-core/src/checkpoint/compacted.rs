@@ -3,7 +3,7 @@
 
 use crate::binding::CheckpointBinding;
 use crate::checkpoint::fingerprint::SchemaFingerprint;
-use crate::checkpoint::seal::{KeyedSeal, SealKeys};
+use crate::checkpoint::seal::{KeyedSeal, SealKeys, SignedHere};
 use crate::conversation::format::{default_request_messages, ChatFormat};
 use crate::conversation::handle::HandleTable;
 use crate::conversation::transcript::{validate_messages, Message, TranscriptError};
@@ -519,10 +519,12 @@ impl<S> Compacted<S> {
     pub(crate) fn seal_with(&mut self, keys: &SealKeys) {
         let input = self.serialize_seal_input();
         self.seal = ContentHash::of(&input);
-        self.keyed_seal = keys.sign(&input);
+        let signed = keys.sign(&input);
+        self.keyed_seal = signed.as_ref().map(|signed| signed.seal.clone());
         self.sealed_input = Some(SealedInput {
             bytes: input.into(),
             hash: self.seal,
+            signed,
         });
     }
 
@@ -534,15 +536,24 @@ impl<S> Compacted<S> {
             Some(sealed) => sealed.hash,
             None => ContentHash::of(&input),
         };
-        plain == self.seal && keys.verify(&input, self.keyed_seal.as_ref())
+        // A keyed seal made here, by one of `keys`, over the remembered input: its HMAC is
+        // the one remembered (a session verifies each checkpoint three times per request).
+        let made_here = self
+            .sealed_input
+            .as_ref()
+            .and_then(|sealed| sealed.signed.as_ref())
+            .is_some_and(|signed| keys.made(self.keyed_seal.as_ref(), signed));
+        plain == self.seal && (made_here || keys.verify(&input, self.keyed_seal.as_ref()))
     }
 }
 
-/// The seal input this process serialized when it sealed a checkpoint, and its SHA-256.
+/// The seal input this process serialized when it sealed a checkpoint, its SHA-256, and the
+/// keyed seal made over it (with the fingerprint of the key that made it), if any.
 #[derive(Clone)]
 pub(crate) struct SealedInput {
     bytes: Arc<[u8]>,
     hash: ContentHash,
+    signed: Option<SignedHere>,
 }
 
 impl<S> Clone for Compacted<S> {
@@ -622,5 +633,45 @@ mod tests {
             }
             assert!(copy.verify_seal() && !copy.seals_verify(&keys));
         }
+    }
+
+    #[test]
+    fn a_keyed_seal_made_here_verifies_only_under_the_key_that_made_it() {
+        let key = |secret: &[u8]| SealKey::new("k1", secret).expect("a key");
+        let signing = |key: SealKey| {
+            let mut keys = SealKeys::default();
+            keys.set_signing(key);
+            keys
+        };
+        let keys = signing(key(b"a key of at least sixteen bytes"));
+        let mut sealed = read_back();
+        sealed.seal_with(&keys);
+        assert!(sealed
+            .sealed_input
+            .as_ref()
+            .is_some_and(|s| s.signed.is_some()));
+        let json = serde_json::to_string(&sealed).expect("serializes");
+        let again: Compacted<()> = serde_json::from_str(&json).expect("parses");
+        // Another secret under the same id: refused with the remembered seal as without it.
+        let impostor = signing(key(b"another key, sixteen bytes or more"));
+        assert!(!sealed.seals_verify(&impostor) && !again.seals_verify(&impostor));
+        // A compactor that rotated the key out (it still verifies): accepted either way.
+        let mut rotated = signing(SealKey::new("k2", b"the next key, sixteen bytes").unwrap());
+        rotated.add_retired(key(b"a key of at least sixteen bytes"));
+        assert!(sealed.seals_verify(&rotated) && again.seals_verify(&rotated));
+        // A rotated set that kept the id but not the secret: refused either way.
+        let mut wrong = signing(SealKey::new("k2", b"the next key, sixteen bytes").unwrap());
+        wrong.add_retired(key(b"not the secret that sealed it"));
+        assert!(!sealed.seals_verify(&wrong) && !again.seals_verify(&wrong));
+        // A keyed seal swapped for another key's over the same input: refused either way.
+        let mut swapped = sealed.clone();
+        let mut other = read_back();
+        other.seal_with(&impostor);
+        swapped.keyed_seal = other.keyed_seal.clone();
+        assert!(!swapped.seals_verify(&keys));
+        assert!(
+            swapped.seals_verify(&impostor),
+            "the swapped seal is the impostor's"
+        );
     }
 }

@@ -47,7 +47,14 @@ const DOMAIN: &[u8] = b"compaction keyed checkpoint seal v1\0";
 pub struct SealKey {
     id: String,
     mac: Hmac<Sha256>,
+    /// The key's MAC of [`FINGERPRINT_PROBE`]: tells two keys of one id apart (a different
+    /// secret gives a different fingerprint) without keeping the secret. Never stored.
+    fingerprint: [u8; 32],
 }
+
+/// What a key's fingerprint is the MAC of. It cannot be a seal input (those are JSON objects),
+/// so a fingerprint is never a valid seal.
+const FINGERPRINT_PROBE: &[u8] = b"\0compaction: seal key fingerprint v1";
 
 impl SealKey {
     /// A key named `id` (1 to 64 printable characters, stored in every checkpoint it seals)
@@ -71,7 +78,15 @@ impl SealKey {
         }
         let mac = Hmac::<Sha256>::new_from_slice(secret)
             .map_err(|_| SealKeyError(format!("seal key `{id}` is unusable")))?;
-        Ok(SealKey { id, mac })
+        let mut fingerprint = [0u8; 32];
+        let mut probe = mac.clone();
+        probe.update(FINGERPRINT_PROBE);
+        fingerprint.copy_from_slice(&probe.finalize().into_bytes());
+        Ok(SealKey {
+            id,
+            mac,
+            fingerprint,
+        })
     }
 
     /// A key whose secret is given as hex (as secret managers and environment variables
@@ -130,6 +145,14 @@ fn decode_hex(hex: &str) -> Option<Vec<u8>> {
 pub(crate) struct KeyedSeal {
     pub(crate) key: String,
     pub(crate) hmac: String,
+}
+
+/// A keyed seal this process made, and the fingerprint of the key that made it (kept beside a
+/// checkpoint's remembered seal input, never stored).
+#[derive(Clone)]
+pub(crate) struct SignedHere {
+    pub(crate) seal: KeyedSeal,
+    fingerprint: [u8; 32],
 }
 
 /// The keys a compactor seals and verifies with: at most one signs, every one verifies.
@@ -195,13 +218,28 @@ impl SealKeys {
     }
 
     /// The keyed seal of `input` under the signing key; `None` without one.
-    pub(crate) fn sign(&self, input: &[u8]) -> Option<KeyedSeal> {
+    pub(crate) fn sign(&self, input: &[u8]) -> Option<SignedHere> {
         let key = self.signing.as_ref()?;
         let tag = key.mac_of(input).finalize().into_bytes();
-        Some(KeyedSeal {
-            key: key.id.clone(),
-            hmac: tag.iter().map(|b| format!("{b:02x}")).collect(),
+        Some(SignedHere {
+            seal: KeyedSeal {
+                key: key.id.clone(),
+                hmac: tag.iter().map(|b| format!("{b:02x}")).collect(),
+            },
+            fingerprint: key.fingerprint,
         })
+    }
+
+    /// Whether `seal` is the keyed seal `signed` says a key of these made in this process, over
+    /// the input the checkpoint remembers: HMAC is deterministic, so the same key (its id and
+    /// fingerprint) over the same bytes gives the same seal, and [`verify`](Self::verify) would
+    /// say yes without computing it again. `false` sends the caller to `verify`.
+    pub(crate) fn made(&self, seal: Option<&KeyedSeal>, signed: &SignedHere) -> bool {
+        self.signing.is_some()
+            && seal == Some(&signed.seal)
+            && self
+                .all()
+                .any(|k| k.id == signed.seal.key && k.fingerprint == signed.fingerprint)
     }
 
     /// Whether `seal` is a valid keyed seal of `input` under one of these keys. Without keys,
