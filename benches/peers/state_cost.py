@@ -2,14 +2,18 @@
 the same session (BENCHMARKS.md, "Left over the cheaper peer"): per request on average (o200k,
 content and 4 per message), the `Session`'s request less the peer's, split into the window
 against the peer's state JSON (the first two messages against the peer's system prompt), the
-state updates (of them, the effect records' lines) and the status sentences the peer reads
-instead of the updates; `other` is the rest (non-zero where a policy compacted).
+state updates and the status sentences the peer reads instead of the updates; `other` is the
+rest (non-zero where a policy compacted). The updates are split further: the effect records'
+lines (which the peer does not carry), the other field lines (plan step, decisions: what the
+status sentences say) and the framing (each update's marker line, its ledger lines' headers
+and its 4 tokens as a message).
 
     python3 benches/peers/family.py --sessions support-100-s1-k1 ... --keep --out FILE
     python3 benches/peers/state_cost.py [REQUESTS_DIR]
 """
 import glob
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -20,6 +24,9 @@ from bpe_openai import get_encoding  # noqa: E402
 
 ENCODING = get_encoding("o200k_base")
 COUNTS: dict[str, int] = {}
+# A ledger's line in an update: `writes (idempotent=false, 3 records):` or, with only its new
+# and changed records, `writes (3 records; the 2 shown earlier stand, ...):`.
+LEDGER_HEADER = re.compile(r"^\S+ \((idempotent=\w+, )?\d+ records[;)]")
 
 
 def tokens(text: str) -> int:
@@ -59,7 +66,7 @@ def main() -> None:
             print(f"{name}: the request counts differ, skipped")
             continue
         parts: dict[str, list[int]] = {k: [] for k in ["extra", "window", "updates", "records",
-                                                        "status"]}
+                                                        "fields", "framing", "status"]}
         for mine, theirs in zip(our_requests, peer_requests):
             updates = [ours[i]["content"] for i in mine if is_update(ours[i])]
             parts["extra"].append(sum(size(ours[i]) for i in mine)
@@ -67,8 +74,15 @@ def main() -> None:
             parts["window"].append(size(ours[mine[0]]) + size(ours[mine[1]])
                                    - size(peer[theirs[0]]))
             parts["updates"].append(sum(tokens(u) + 4 for u in updates))
-            parts["records"].append(sum(tokens(line + "\n") for u in updates
-                                        for line in u.splitlines() if line.startswith("  {")))
+            lines = [(i, line) for u in updates for i, line in enumerate(u.splitlines())]
+            parts["records"].append(sum(tokens(line + "\n") for _, line in lines
+                                        if line.startswith("  {")))
+            parts["fields"].append(sum(tokens(line + "\n") for i, line in lines
+                                       if i > 0 and not line.startswith("  {")
+                                       and not LEDGER_HEADER.match(line)))
+            parts["framing"].append(sum(tokens(line + "\n") for i, line in lines
+                                        if i == 0 or LEDGER_HEADER.match(line))
+                                    + 4 * len(updates))
             parts["status"].append(sum(
                 tokens(peer[i]["content"].split("\n\n")[0] + "\n\n") for i in theirs
                 if peer[i]["role"] == "user"
@@ -77,7 +91,9 @@ def main() -> None:
         other = mean["extra"] - mean["window"] - mean["updates"] + mean["status"]
         print(f"{name}: extra per request {mean['extra']:.0f} = window against state "
               f"{mean['window']:.0f} + updates {mean['updates']:.0f} (effect records "
-              f"{mean['records']:.0f}) - status sentences {mean['status']:.0f}; other {other:.0f}")
+              f"{mean['records']:.0f}, other field lines {mean['fields']:.0f}, framing "
+              f"{mean['framing']:.0f}) - status sentences {mean['status']:.0f}; "
+              f"other {other:.0f}")
 
 
 if __name__ == "__main__":
