@@ -52,8 +52,8 @@ pub struct SealKey {
     fingerprint: [u8; 32],
 }
 
-/// What a key's fingerprint is the MAC of. It cannot be a seal input (those are JSON objects),
-/// so a fingerprint is never a valid seal.
+/// What a key's fingerprint is the MAC of. A seal is the MAC of [`DOMAIN`] and more, which
+/// never starts with a NUL byte, so a fingerprint is never a valid seal.
 const FINGERPRINT_PROBE: &[u8] = b"\0compaction: seal key fingerprint v1";
 
 impl SealKey {

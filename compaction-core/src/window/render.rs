@@ -231,8 +231,9 @@ impl Renderer for DefaultRenderer {
             // (`conversation::marker::update_text`) says what they are; the window above
             // already named the state, gave each field its section and opened and closed the
             // block. An update stays in every request until the next compaction point, so any
-            // framing here is paid again at each of them. Every line still names its field and
-            // every value is compact JSON, so no value can pass for a line.
+            // framing here is paid again at each of them. Every line still names its field (a
+            // record's line is indented under the ledger line that does) and every value is
+            // compact JSON, so no value can pass for a line.
             render_fields(&mut out, view, false);
             // No newline after the last line, like the window's end marker.
             if out.ends_with('\n') {
