@@ -6,10 +6,10 @@
 //! checkpoints, for the calls linked to the effect's key and scope, and says which claims were
 //! refused and why. Never the answer's words: a tool's output can imitate the session's.
 //! An answer the request shows as a marker (paged or tombstoned in place) is read back whole
-//! from the store (its handle names the blob). Calls whose answer is not in the request (folded, or not answered yet) are
-//! counted as unreadable; answers without a record (written by the agent itself, or saved by
-//! a version that kept none) are counted as unrecorded: whether their claim was refused is
-//! unknown.
+//! from the store (its handle names the blob). Calls whose answer is not in the request
+//! (folded, or not answered yet) are counted as unreadable; answers without a record (written
+//! by the agent itself, or saved by a version that kept none) are counted as unrecorded:
+//! whether their claim was refused is unknown.
 
 use crate::backend::{AnyCheckpoint, Store};
 use crate::output::printable;
