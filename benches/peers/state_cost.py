@@ -1,12 +1,13 @@
 """Where the `Session`'s extra tokens go on the support members, against `trim_messages` given
-the same session (BENCHMARKS.md, "Left over the cheaper peer"): per request on average (o200k,
-content and 4 per message), the `Session`'s request less the peer's, split into the window
+the same session (BENCHMARKS.md, "Left over the cheaper peer"): per request on average (each
+message counted by the scorer's chat formula, `session.Tokens`), the `Session`'s request less
+the peer's, split into the window
 against the peer's state JSON (the first two messages against the peer's system prompt), the
 state updates and the status sentences the peer reads instead of the updates; `other` is the
 rest (non-zero where a policy compacted). The updates are split further: the effect records'
 lines (which the peer does not carry), the other field lines (plan step, decisions: what the
-status sentences say) and the framing (each update's marker line, its ledger lines' headers
-and its 4 tokens as a message).
+status sentences say) and the framing: the rest of each update (its marker line, its ledger
+lines' headers, its overhead as a message), so the three parts add up to the updates.
 
     python3 benches/peers/family.py --sessions support-100-s1-k1 ... --keep --out FILE
     python3 benches/peers/state_cost.py [REQUESTS_DIR]
@@ -19,10 +20,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from session import Tokens, key_of  # noqa: E402
 from trim_messages import TARGET  # noqa: E402
-from bpe_openai import get_encoding  # noqa: E402
 
-ENCODING = get_encoding("o200k_base")
+TOKENS = Tokens()
 COUNTS: dict[str, int] = {}
 # A ledger's line in an update: `writes (idempotent=false, 3 records):` or, with only its new
 # and changed records, `writes (3 records; the 2 shown earlier stand, ...):`.
@@ -30,14 +31,15 @@ LEDGER_HEADER = re.compile(r"^\S+ \((idempotent=\w+, )?\d+ records[;)]")
 
 
 def tokens(text: str) -> int:
+    """The o200k tokens of a piece of a message's content (a line, a sentence)."""
     if text not in COUNTS:
-        COUNTS[text] = len(ENCODING.encode(text))
+        COUNTS[text] = len(TOKENS.enc.encode_ordinary(text))
     return COUNTS[text]
 
 
 def size(message: dict) -> int:
-    calls = message.get("tool_calls") or []
-    return tokens(message.get("content") or "") + 4 + sum(tokens(json.dumps(c)) for c in calls)
+    """A whole message's tokens, as the scorer counts them."""
+    return len(TOKENS.of(key_of(message)))
 
 
 def load(path: str) -> tuple[dict, list]:
@@ -73,16 +75,15 @@ def main() -> None:
                                   - sum(size(peer[i]) for i in theirs))
             parts["window"].append(size(ours[mine[0]]) + size(ours[mine[1]])
                                    - size(peer[theirs[0]]))
-            parts["updates"].append(sum(tokens(u) + 4 for u in updates))
+            sizes = sum(size(ours[i]) for i in mine if is_update(ours[i]))
             lines = [(i, line) for u in updates for i, line in enumerate(u.splitlines())]
-            parts["records"].append(sum(tokens(line + "\n") for _, line in lines
-                                        if line.startswith("  {")))
-            parts["fields"].append(sum(tokens(line + "\n") for i, line in lines
-                                       if i > 0 and not line.startswith("  {")
-                                       and not LEDGER_HEADER.match(line)))
-            parts["framing"].append(sum(tokens(line + "\n") for i, line in lines
-                                        if i == 0 or LEDGER_HEADER.match(line))
-                                    + 4 * len(updates))
+            records = sum(tokens(line + "\n") for _, line in lines if line.startswith("  {"))
+            fields = sum(tokens(line + "\n") for i, line in lines
+                         if i > 0 and not line.startswith("  {") and not LEDGER_HEADER.match(line))
+            parts["updates"].append(sizes)
+            parts["records"].append(records)
+            parts["fields"].append(fields)
+            parts["framing"].append(sizes - records - fields)
             parts["status"].append(sum(
                 tokens(peer[i]["content"].split("\n\n")[0] + "\n\n") for i in theirs
                 if peer[i]["role"] == "user"
