@@ -167,9 +167,12 @@ struct Run {
     success: bool,
 }
 
-/// Runs `command`, SIGKILLing it after `kill_at` lines when given (on its own thread, so two
-/// run side by side).
-fn run_in_thread(mut command: Command, kill_at: Option<usize>) -> std::thread::JoinHandle<Run> {
+/// Runs `command`, SIGKILLing it as soon as the lines it printed so far satisfy `kill` (on its
+/// own thread, so two run side by side).
+fn run_in_thread(
+    mut command: Command,
+    kill: impl Fn(&[String]) -> bool + Send + 'static,
+) -> std::thread::JoinHandle<Run> {
     std::thread::spawn(move || {
         let mut child = command
             .stdout(Stdio::piped())
@@ -181,7 +184,7 @@ fn run_in_thread(mut command: Command, kill_at: Option<usize>) -> std::thread::J
         let mut killed = false;
         for line in stdout.lines() {
             lines.push(line.unwrap());
-            if Some(lines.len()) == kill_at {
+            if kill(&lines) {
                 child.kill().unwrap();
                 killed = true;
                 break;
@@ -195,6 +198,47 @@ fn run_in_thread(mut command: Command, kill_at: Option<usize>) -> std::thread::J
             success: out.status.success(),
         }
     })
+}
+
+/// The first round makes the race certain, not likely (a seed once let one process finish
+/// every task while the other was killed before its first deploy): `a` is held inside its
+/// first deploy, `billing` (claimed, and the deploy takes a minute), `b` starts only then and
+/// must meet that claim, never settled while it runs; `b` is killed a random number of lines
+/// after it says what became of `billing` (or ends), and `a` after `b` ends.
+fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut Rng) -> [Run; 2] {
+    let mut a = command(60_000)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut a_lines = Vec::new();
+    for line in BufReader::new(a.stdout.take().unwrap()).lines() {
+        a_lines.push(line.unwrap());
+        if a_lines.last().unwrap() == "deploying billing ..." {
+            break;
+        }
+    }
+    assert_eq!(
+        a_lines.last().map(String::as_str),
+        Some("deploying billing ..."),
+        "the first process ended before its first deploy"
+    );
+    let after = rng.below(8) as usize;
+    let b = run_in_thread(command(150), move |lines| {
+        let said = lines.iter().position(|l| l.starts_with("deploy billing: "));
+        said.is_some_and(|at| lines.len() > at + after)
+    })
+    .join()
+    .unwrap();
+    a.kill().unwrap();
+    let out = a.wait_with_output().unwrap();
+    let a = Run {
+        lines: a_lines,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        killed: true,
+        success: false,
+    };
+    [a, b]
 }
 
 /// Two sessions of the same agent in two processes on one database, side by side, rounds of
@@ -226,10 +270,23 @@ fn two_sessions_race<L: EffectLedger>(
             .env_remove("ANTHROPIC_BASE_URL");
         command
     };
-    let mut runs = Vec::new();
-    for round in 0..6 {
+    let mut runs = Vec::from(held_claim_round(command, &mut rng));
+    assert!(
+        runs[1]
+            .lines
+            .iter()
+            .any(|l| l == "deploy billing: OutcomeUnknown"),
+        "seed {seed}: the second session must meet the first's claim on billing and not run it: \
+         {:?} {}",
+        runs[1].lines,
+        runs[1].stderr
+    );
+    for round in 1..6 {
         // The last round runs both to the end; before it, each is killed at a random line.
-        let kill = |rng: &mut Rng| (round < 5).then(|| 3 + rng.below(40) as usize);
+        let kill = |rng: &mut Rng| {
+            let at = (round < 5).then(|| 3 + rng.below(40) as usize);
+            move |lines: &[String]| Some(lines.len()) == at
+        };
         let a = run_in_thread(command(150), kill(&mut rng));
         let b = run_in_thread(command(150), kill(&mut rng));
         runs.push(a.join().unwrap());
@@ -263,7 +320,9 @@ fn two_sessions_race<L: EffectLedger>(
             );
         }
     }
-    // The race happened: some session was refused a deploy the other had claimed...
+    // What the random rounds added: deploys refused because the other had claimed them, and
+    // sessions that lost at their checkpoint (the other saved a newer one first:
+    // `CheckpointRollback`) and stopped saying so.
     let refused = runs
         .iter()
         .flat_map(|r| &r.lines)
@@ -279,15 +338,9 @@ fn two_sessions_race<L: EffectLedger>(
         };
         println!("{} lines, {end}", run.lines.len());
     }
-    // Or a session lost at its checkpoint: the other saved a newer one first
-    // (`CheckpointRollback`), and it stopped saying so.
     let failed = runs.iter().filter(|r| !r.killed && !r.success).count();
     let kills = runs.iter().filter(|r| r.killed).count();
     println!("{kills} kills, {refused} deploys refused, {failed} sessions stopped");
-    assert!(
-        refused + failed > 0,
-        "seed {seed}: the sessions never raced"
-    );
     let ledger = open_ledger();
     let world = world_deploys(&dir.db("world.log"));
     for (service, ran) in SERVICES.iter().zip(world) {
