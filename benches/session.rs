@@ -14,10 +14,10 @@
 //! (NAME: TURNS or MEMBER); with `--export`, also the session itself as OpenAI chat messages
 //! (`OUT_DIR/session-NAME.json`) for the Python policies. The file format (one JSON object a
 //! line): `{"message": ID, "value": MESSAGE}` defines a message the first time a request uses
-//! it; `{"request": N, "ids": [ID, ...], "stable": S, "ms": T}` is a request (its messages in
-//! order, how many of them are its stable prefix when the policy says, and the policy's own
-//! time to produce it); `{"request": N, "refused": "why", "ms": T}` a request the policy could
-//! not produce.
+//! it; `{"request": N, "turn": U, "ids": [ID, ...], "stable": S, "ms": T}` is a request (the
+//! user turns pushed before it, its messages in order, how many of them are its stable prefix
+//! when the policy says, and the policy's own time to produce it); `{"request": N, "turn": U,
+//! "refused": "why", "ms": T}` a request the policy could not produce.
 
 use compaction::session::Session;
 use compaction::transcript::chat_tokens;
@@ -247,7 +247,9 @@ impl Requests {
         self.out.write_all(b"\n").expect("writes");
     }
 
-    fn sent(&mut self, index: usize, messages: &[Message], stable: Option<usize>, ms: f64) {
+    /// A request as sent: its messages by id, at user turn `turn` (those pushed so far).
+    fn sent(&mut self, at: At, messages: &[Message], stable: Option<usize>, ms: f64) {
+        let At { index, turn } = at;
         let mut ids = Vec::with_capacity(messages.len());
         for message in messages {
             let value = openai_message(message);
@@ -261,15 +263,25 @@ impl Requests {
         }
         match stable {
             Some(stable) => {
-                self.line(json!({ "request": index, "ids": ids, "stable": stable, "ms": ms }))
+                let row = json!({ "request": index, "turn": turn, "ids": ids, "stable": stable, "ms": ms });
+                self.line(row)
             }
-            None => self.line(json!({ "request": index, "ids": ids, "ms": ms })),
+            None => self.line(json!({ "request": index, "turn": turn, "ids": ids, "ms": ms })),
         }
     }
 
-    fn refused(&mut self, index: usize, why: &str, ms: f64) {
-        self.line(json!({ "request": index, "refused": why, "ms": ms }));
+    fn refused(&mut self, at: At, why: &str, ms: f64) {
+        let At { index, turn } = at;
+        self.line(json!({ "request": index, "turn": turn, "refused": why, "ms": ms }));
     }
+}
+
+/// Where a request falls: its index, and the user turns pushed before it (`request_times.py
+/// flat` compares one session's requests at its start and at its end by turn).
+#[derive(Clone, Copy)]
+struct At {
+    index: usize,
+    turn: usize,
 }
 
 /// The session as the Python policies replay it: the initial conversation, the agent's state
@@ -368,12 +380,16 @@ impl Run<'_> {
         };
         let path = dir.join(format!("compaction-{name}-{budget}.jsonl"));
         let mut requests = Requests::create(&path);
-        let (mut index, mut refused, mut total_ms) = (0, 0, 0.0);
+        let (mut index, mut turn, mut refused, mut total_ms) = (0, 0, 0, 0.0);
         for event in events {
             if *event != Event::Request {
+                if matches!(event, Event::Push(m) if m.role == Role::User) {
+                    turn += 1;
+                }
                 policy.event(event);
                 continue;
             }
+            let at = At { index, turn };
             let start = Instant::now();
             let request = policy.request();
             let ms = start.elapsed().as_secs_f64() * 1e3;
@@ -385,11 +401,11 @@ impl Run<'_> {
                         tokens <= budget,
                         "request {index}: {tokens} tokens > {budget}"
                     );
-                    requests.sent(index, &messages, stable, ms);
+                    requests.sent(at, &messages, stable, ms);
                 }
                 Err(why) => {
                     refused += 1;
-                    requests.refused(index, &why, ms);
+                    requests.refused(at, &why, ms);
                 }
             }
             index += 1;

@@ -6,11 +6,16 @@ and the min / median / max of those medians. BENCHMARKS.md, "Time per request, i
     cargo build --release -p compaction-benches --example session
     python3 benches/peers/request_times.py [BUDGET] [family|unseen|flat] [SESSION_BINARY]
 
-`flat`: the same coding sessions (seed and `keep_recent` of the family's 300- and 2,000-turn
-coding members) generated at 300 and at 2,000 turns, and each one's ratio of medians: how the
-time per request grows with a session's length alone. Each length runs three times and keeps
-its lowest median: a shared VM's noise (up to a quarter of a median between two runs of one
-binary) only ever adds time.
+`flat`: how the time per request grows with a session's length, two ways, per shape (seed
+and `keep_recent` of the family's 300- and 2,000-turn coding members):
+- across sessions: the session generated at 300 turns against the one generated at 2,000, the
+  ratio of their medians. The two differ in more than their length: the generator gives the
+  longer session a longer plan from its first turn (a step per 25 turns: 13 against 81), and
+  the plan is state the window sends at every request;
+- within one session: the 2,000-turn session's requests during its last 300 turns against those
+  during its first 300 (each request's `turn`), the same agent state scale, 1,700 turns later.
+Each run of a session is made three times and keeps its lowest median(s): a shared VM's noise
+(up to a quarter of a median between two runs of one binary) only ever adds time.
 """
 import json
 import statistics
@@ -45,26 +50,37 @@ def main() -> None:
           f"{statistics.median(values):.2f} / {values[-1]:.2f} ms")
 
 
-def median_ms(binary: str, member: str, budget: int, out: str) -> float:
+def request_ms(binary: str, member: str, budget: int, out: str) -> list[tuple[int, float]]:
+    """Each request's user turn and time, from one run of `member`."""
     subprocess.run([binary, member, str(budget), out], capture_output=True, check=True)
     path = Path(out) / f"compaction-{member}-{budget}.jsonl"
-    return statistics.median(r["ms"] for r in map(json.loads, path.read_text().splitlines())
-                             if "request" in r and "ms" in r)
+    return [(r["turn"], r["ms"]) for r in map(json.loads, path.read_text().splitlines())
+            if "request" in r and "ms" in r]
 
 
 def flat(budget: int, binary: str) -> None:
-    ratios = []
+    across, within = [], []
     with tempfile.TemporaryDirectory() as out:
         for shape in ["s1-k2", "s2-k3", "s3-k1", "s1-k1"]:
-            short, long = (min(median_ms(binary, f"coding-{turns}-{shape}", budget, out)
-                               for _ in range(3))
-                           for turns in (300, 2000))
-            ratios.append(long / short)
-            print(f"coding {shape}: 300 turns {short:.2f} ms, 2,000 turns {long:.2f} ms: "
-                  f"{long / short:.2f}x", flush=True)
-    ratios.sort()
-    print(f"min / median / max of the ratios: {ratios[0]:.2f} / "
-          f"{statistics.median(ratios):.2f} / {ratios[-1]:.2f}x")
+            short = min(statistics.median(ms for _, ms in request_ms(
+                binary, f"coding-300-{shape}", budget, out)) for _ in range(3))
+            whole, first, last = [], [], []
+            for _ in range(3):
+                rows = request_ms(binary, f"coding-2000-{shape}", budget, out)
+                whole.append(statistics.median(ms for _, ms in rows))
+                first.append(statistics.median(ms for turn, ms in rows if turn <= 300))
+                last.append(statistics.median(ms for turn, ms in rows if turn > 1700))
+            long = min(whole)
+            across.append(long / short)
+            within.append(min(last) / min(first))
+            print(f"coding {shape}: across, 300 turns {short:.2f} ms, 2,000 turns {long:.2f} ms: "
+                  f"{long / short:.2f}x; within the 2,000-turn session, its first 300 turns "
+                  f"{min(first):.2f} ms, its last 300 {min(last):.2f} ms: "
+                  f"{min(last) / min(first):.2f}x", flush=True)
+    for name, ratios in [("across sessions", across), ("within a session", within)]:
+        ratios.sort()
+        print(f"min / median / max of the ratios, {name}: {ratios[0]:.2f} / "
+              f"{statistics.median(ratios):.2f} / {ratios[-1]:.2f}x")
 
 
 if __name__ == "__main__":
