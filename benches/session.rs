@@ -16,8 +16,10 @@
 //! line): `{"message": ID, "value": MESSAGE}` defines a message the first time a request uses
 //! it; `{"request": N, "turn": U, "ids": [ID, ...], "stable": S, "ms": T}` is a request (the
 //! user turns pushed before it, its messages in order, how many of them are its stable prefix
-//! when the policy says, and the policy's own time to produce it); `{"request": N, "turn": U,
-//! "refused": "why", "ms": T}` a request the policy could not produce.
+//! when the policy says, and the policy's own time to produce it; with
+//! `SESSION_CHECKPOINT_BYTES=1`, also `"checkpoint_bytes"`: the sizes of the checkpoint it
+//! saved); `{"request": N, "turn": U, "refused": "why", "ms": T}` a request the policy could
+//! not produce.
 
 use compaction::session::Session;
 use compaction::transcript::chat_tokens;
@@ -47,6 +49,10 @@ trait Policy {
     /// The messages of the next request and how many of them are its stable prefix, or why
     /// there is none.
     fn request(&mut self) -> Result<(Vec<Message>, Option<usize>), String>;
+    /// The sizes of the checkpoint the last request saved, when the run measures them.
+    fn checkpoint_bytes(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// Compacts the whole state before every request with no hysteresis marks: the 0.2 agent loop,
@@ -180,6 +186,23 @@ impl<S: SessionState> Policy for SessionPolicy<S> {
             })
             .map_err(|e| e.to_string())
     }
+    /// `SESSION_CHECKPOINT_BYTES=1`: the JSON bytes of the checkpoint the request saved, whole
+    /// and in the parts that can grow with a session (the state's fields, the transcript's
+    /// messages, the planner's memory). Measured after the request's time is taken, and a
+    /// count of bytes does not vary between runs as a VM's time does.
+    fn checkpoint_bytes(&self) -> Option<Value> {
+        if !std::env::var("SESSION_CHECKPOINT_BYTES").is_ok_and(|v| v == "1") {
+            return None;
+        }
+        let checkpoint = serde_json::to_value(self.session.last_checkpoint()?).expect("JSON");
+        let bytes = |part: &str| checkpoint.pointer(part).map_or(0, |v| v.to_string().len());
+        Some(json!({
+            "whole": bytes(""),
+            "state": bytes("/entries"),
+            "messages": bytes("/transcript/messages"),
+            "planner_memory": bytes("/transcript/memory"),
+        }))
+    }
 }
 
 /// The compactor of [`CompactEveryRequest`]: the request budget, exact o200k counts,
@@ -248,7 +271,14 @@ impl Requests {
     }
 
     /// A request as sent: its messages by id, at user turn `turn` (those pushed so far).
-    fn sent(&mut self, at: At, messages: &[Message], stable: Option<usize>, ms: f64) {
+    fn sent(
+        &mut self,
+        at: At,
+        messages: &[Message],
+        stable: Option<usize>,
+        ms: f64,
+        checkpoint: Option<Value>,
+    ) {
         let At { index, turn } = at;
         let mut ids = Vec::with_capacity(messages.len());
         for message in messages {
@@ -261,13 +291,14 @@ impl Requests {
             }
             ids.push(id);
         }
-        match stable {
-            Some(stable) => {
-                let row = json!({ "request": index, "turn": turn, "ids": ids, "stable": stable, "ms": ms });
-                self.line(row)
-            }
-            None => self.line(json!({ "request": index, "turn": turn, "ids": ids, "ms": ms })),
+        let mut row = json!({ "request": index, "turn": turn, "ids": ids, "ms": ms });
+        if let Some(stable) = stable {
+            row["stable"] = json!(stable);
         }
+        if let Some(checkpoint) = checkpoint {
+            row["checkpoint_bytes"] = checkpoint;
+        }
+        self.line(row)
     }
 
     fn refused(&mut self, at: At, why: &str, ms: f64) {
@@ -401,7 +432,7 @@ impl Run<'_> {
                         tokens <= budget,
                         "request {index}: {tokens} tokens > {budget}"
                     );
-                    requests.sent(at, &messages, stable, ms);
+                    requests.sent(at, &messages, stable, ms, policy.checkpoint_bytes());
                 }
                 Err(why) => {
                     refused += 1;

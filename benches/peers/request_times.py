@@ -15,9 +15,13 @@ and `keep_recent` of the family's 300- and 2,000-turn coding members):
 - within one session: the 2,000-turn session's requests during its last 300 turns against those
   during its first 300 (each request's `turn`), the same agent state scale, 1,700 turns later.
 Each run of a session is made three times and keeps its lowest median(s): a shared VM's noise
-(up to a quarter of a median between two runs of one binary) only ever adds time.
+(up to a quarter of a median between two runs of one binary) only ever adds time. A fourth run
+of the 2,000-turn session (`SESSION_CHECKPOINT_BYTES=1`) gives what does not vary between runs:
+the mean size of the checkpoint each request saves, in its first 300 turns and its last 300,
+whole and its planner memory (the part that grows with the history).
 """
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -50,12 +54,31 @@ def main() -> None:
           f"{statistics.median(values):.2f} / {values[-1]:.2f} ms")
 
 
+def request_rows(binary: str, member: str, budget: int, out: str, env=None) -> list[dict]:
+    """The rows of the requests of one run of `member`."""
+    subprocess.run([binary, member, str(budget), out], capture_output=True, check=True,
+                   env=None if env is None else {**os.environ, **env})
+    path = Path(out) / f"compaction-{member}-{budget}.jsonl"
+    return [r for r in map(json.loads, path.read_text().splitlines())
+            if "request" in r and "ms" in r]
+
+
 def request_ms(binary: str, member: str, budget: int, out: str) -> list[tuple[int, float]]:
     """Each request's user turn and time, from one run of `member`."""
-    subprocess.run([binary, member, str(budget), out], capture_output=True, check=True)
-    path = Path(out) / f"compaction-{member}-{budget}.jsonl"
-    return [(r["turn"], r["ms"]) for r in map(json.loads, path.read_text().splitlines())
-            if "request" in r and "ms" in r]
+    return [(r["turn"], r["ms"]) for r in request_rows(binary, member, budget, out)]
+
+
+def checkpoint_growth(binary: str, member: str, budget: int, out: str) -> str:
+    """The mean checkpoint bytes of `member`'s requests in its first and last 300 turns."""
+    rows = request_rows(binary, member, budget, out, {"SESSION_CHECKPOINT_BYTES": "1"})
+    last_turn = max(r["turn"] for r in rows)
+    parts = []
+    for part in ["whole", "planner_memory"]:
+        first = statistics.mean(r["checkpoint_bytes"][part] for r in rows if r["turn"] <= 300)
+        last = statistics.mean(r["checkpoint_bytes"][part] for r in rows
+                               if r["turn"] > last_turn - 300)
+        parts.append(f"{part} {first:,.0f} -> {last:,.0f} bytes ({last / first:.2f}x)")
+    return ", ".join(parts)
 
 
 def flat(budget: int, binary: str) -> None:
@@ -76,7 +99,9 @@ def flat(budget: int, binary: str) -> None:
             print(f"coding {shape}: across, 300 turns {short:.2f} ms, 2,000 turns {long:.2f} ms: "
                   f"{long / short:.2f}x; within the 2,000-turn session, its first 300 turns "
                   f"{min(first):.2f} ms, its last 300 {min(last):.2f} ms: "
-                  f"{min(last) / min(first):.2f}x", flush=True)
+                  f"{min(last) / min(first):.2f}x; its checkpoints, "
+                  f"{checkpoint_growth(binary, f'coding-2000-{shape}', budget, out)}",
+                  flush=True)
     for name, ratios in [("across sessions", across), ("within a session", within)]:
         ratios.sort()
         print(f"min / median / max of the ratios, {name}: {ratios[0]:.2f} / "
