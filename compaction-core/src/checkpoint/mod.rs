@@ -13,18 +13,20 @@ mod memory;
 mod owner;
 mod row;
 mod seal;
+mod transcript_record;
 mod typed;
 mod verify;
 
 pub(crate) use backend::check_agent_id;
 pub use backend::{CheckpointError, CheckpointStore};
 pub use compacted::Compacted;
-pub(crate) use compacted::{
-    CompactedTranscript, FrontFields, MessageDigests, WindowRecord, FORMAT,
-};
+pub(crate) use compacted::FORMAT;
 pub(crate) use fingerprint::SchemaFingerprint;
 pub(crate) use owner::Owner;
 pub use row::{CheckpointInfo, CheckpointRow};
 pub(crate) use seal::SealKeys;
 pub use seal::{SealKey, SealKeyError};
+pub(crate) use transcript_record::{
+    CompactedTranscript, FrontFields, MessageDigests, WindowRecord,
+};
 pub(crate) use verify::{check_checkpoint, check_restorable};
