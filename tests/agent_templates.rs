@@ -241,8 +241,9 @@ fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut Rng) -> [Run; 2]
     [a, b]
 }
 
-/// Two sessions of the same agent in two processes on one database, side by side, rounds of
-/// them killed at random points, then both run to the end: each deploy is claimed by exactly
+/// Two sessions of the same agent in two processes on one database, side by side: first one
+/// held inside a deploy while the other runs (`held_claim_round`), then rounds of both killed
+/// at random points, then both run to the end: each deploy is claimed by exactly
 /// one of them (one `begin` in the ledger's history) and ran at most once (the world's log),
 /// and every time a session does not run a deploy, what it printed says why (the ledger shows
 /// it committed, or claimed and never settled); a process that fails says why on stderr.
