@@ -13,12 +13,13 @@ and `keep_recent` of the family's 300- and 2,000-turn coding members):
   longer session a longer plan from its first turn (a step per 25 turns: 13 against 81), and
   the plan is state the window sends at every request;
 - within one session: the 2,000-turn session's requests during its last 300 turns against those
-  during its first 300 (each request's `turn`), the same agent state scale, 1,700 turns later.
-Each run of a session is made three times and keeps its lowest median(s): a shared VM's noise
-(up to a quarter of a median between two runs of one binary) only ever adds time. A fourth run
-of the 2,000-turn session (`SESSION_CHECKPOINT_BYTES=1`) gives what does not vary between runs:
-the mean size of the checkpoint each request saves, in its first 300 turns and its last 300,
-whole and its planner memory (the part that grows with the history).
+  during its first 300 (each request's `turn`): the same plan, 1,700 turns of history later
+  (and a decision more per 25 turns).
+Each session runs `RUNS` (5) times and each part keeps its lowest median: a shared VM's noise
+only ever adds time. The 2,000-turn session's lowest median per 200 turns is printed too. One
+more run of the 2,000-turn session (`SESSION_CHECKPOINT_BYTES=1`) gives what does not vary
+between runs: the mean size of the checkpoint each request saves, in its first 300 turns and
+its last 300, whole and its planner memory (the part that grows with the history).
 """
 import json
 import os
@@ -81,25 +82,35 @@ def checkpoint_growth(binary: str, member: str, budget: int, out: str) -> str:
     return ", ".join(parts)
 
 
+# Runs of each session in `flat`. This VM switches between a fast and a slow speed every few
+# tens of seconds (one binary's 200-turn buckets measured 1.1-1.4 or 1.7-2.4 ms by the
+# moment), so a part of a session is taken at its lowest over several runs.
+RUNS = 5
+
+
 def flat(budget: int, binary: str) -> None:
     across, within = [], []
     with tempfile.TemporaryDirectory() as out:
         for shape in ["s1-k2", "s2-k3", "s3-k1", "s1-k1"]:
             short = min(statistics.median(ms for _, ms in request_ms(
-                binary, f"coding-300-{shape}", budget, out)) for _ in range(3))
-            whole, first, last = [], [], []
-            for _ in range(3):
+                binary, f"coding-300-{shape}", budget, out)) for _ in range(RUNS))
+            whole, first, last, buckets = [], [], [], []
+            for _ in range(RUNS):
                 rows = request_ms(binary, f"coding-2000-{shape}", budget, out)
                 whole.append(statistics.median(ms for _, ms in rows))
                 first.append(statistics.median(ms for turn, ms in rows if turn <= 300))
                 last.append(statistics.median(ms for turn, ms in rows if turn > 1700))
+                buckets.append([statistics.median(ms for turn, ms in rows
+                                                  if b * 200 < max(turn, 1) <= (b + 1) * 200)
+                                for b in range(10)])
             long = min(whole)
             across.append(long / short)
             within.append(min(last) / min(first))
+            lowest = " ".join(f"{min(run[b] for run in buckets):.2f}" for b in range(10))
             print(f"coding {shape}: across, 300 turns {short:.2f} ms, 2,000 turns {long:.2f} ms: "
                   f"{long / short:.2f}x; within the 2,000-turn session, its first 300 turns "
                   f"{min(first):.2f} ms, its last 300 {min(last):.2f} ms: "
-                  f"{min(last) / min(first):.2f}x; its checkpoints, "
+                  f"{min(last) / min(first):.2f}x (by 200 turns: {lowest} ms); its checkpoints, "
                   f"{checkpoint_growth(binary, f'coding-2000-{shape}', budget, out)}",
                   flush=True)
     for name, ratios in [("across sessions", across), ("within a session", within)]:
