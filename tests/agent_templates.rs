@@ -321,9 +321,9 @@ fn two_sessions_race<L: EffectLedger>(
             );
         }
     }
-    // What the random rounds added: deploys refused because the other had claimed them, and
-    // sessions that lost at their checkpoint (the other saved a newer one first:
-    // `CheckpointRollback`) and stopped saying so.
+    // What every round together saw (printed for a rerun): deploys refused because the other
+    // had claimed them, and sessions that lost at their checkpoint (the other saved a newer one
+    // first: `CheckpointRollback`) and stopped saying so.
     let refused = runs
         .iter()
         .flat_map(|r| &r.lines)
