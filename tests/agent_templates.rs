@@ -202,11 +202,12 @@ fn run_in_thread(
 
 /// The first round makes the race certain, not likely (a seed once let one process finish
 /// every task while the other was killed before its first deploy): `a` is held inside its
-/// first deploy, `billing` (claimed, and the deploy takes a minute), `b` starts only then and
-/// must meet that claim, never settled while it runs; `b` is killed a random number of lines
-/// after it says what became of `billing` (or ends), and `a` after `b` ends.
+/// first deploy, `billing` (claimed; the deploy takes ten minutes, far longer than `b` needs),
+/// `b` starts only then and must meet that claim, never settled while it runs; `b` is killed a
+/// random number of lines after it says what became of `billing` (or ends), and `a` after `b`
+/// ends.
 fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut Rng) -> [Run; 2] {
-    let mut a = command(60_000)
+    let mut a = command(600_000)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
