@@ -92,6 +92,8 @@ struct SessionPolicy<S> {
     ledger: MemoryLedger,
     /// A state change was applied and the next user message still announces it.
     announced: bool,
+    /// `SESSION_CHECKPOINT_BYTES=1`: each request's row gets its checkpoint's sizes.
+    measure_checkpoint: bool,
 }
 
 impl<S: SessionState> SessionPolicy<S> {
@@ -139,6 +141,7 @@ impl<S: SessionState> SessionPolicy<S> {
             session,
             ledger,
             announced: false,
+            measure_checkpoint: std::env::var("SESSION_CHECKPOINT_BYTES").is_ok_and(|v| v == "1"),
         }
     }
 }
@@ -191,7 +194,7 @@ impl<S: SessionState> Policy for SessionPolicy<S> {
     /// messages, the planner's memory). Measured after the request's time is taken, and a
     /// count of bytes does not vary between runs as a VM's time does.
     fn checkpoint_bytes(&self) -> Option<Value> {
-        if !std::env::var("SESSION_CHECKPOINT_BYTES").is_ok_and(|v| v == "1") {
+        if !self.measure_checkpoint {
             return None;
         }
         let checkpoint = serde_json::to_value(self.session.last_checkpoint()?).expect("JSON");

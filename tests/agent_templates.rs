@@ -229,9 +229,10 @@ fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut Rng) -> [Run; 2]
         let said = lines.iter().position(|l| l.starts_with("deploy billing: "));
         said.is_some_and(|at| lines.len() > at + after)
     })
-    .join()
-    .unwrap();
+    .join();
+    // Killed before `b`'s outcome is unwrapped, so a failing `b` leaves no process behind.
     a.kill().unwrap();
+    let b = b.unwrap();
     let out = a.wait_with_output().unwrap();
     let a = Run {
         lines: a_lines,

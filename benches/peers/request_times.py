@@ -69,22 +69,26 @@ def request_ms(binary: str, member: str, budget: int, out: str) -> list[tuple[in
     return [(r["turn"], r["ms"]) for r in request_rows(binary, member, budget, out)]
 
 
+def first_and_last(rows: list, turn) -> tuple[list, list]:
+    """The rows of a 2,000-turn session's first 300 turns and of its last 300 (`turn(row)`)."""
+    return ([r for r in rows if turn(r) <= 300], [r for r in rows if turn(r) > 2000 - 300])
+
+
 def checkpoint_growth(binary: str, member: str, budget: int, out: str) -> str:
     """The mean checkpoint bytes of `member`'s requests in its first and last 300 turns."""
     rows = request_rows(binary, member, budget, out, {"SESSION_CHECKPOINT_BYTES": "1"})
-    last_turn = max(r["turn"] for r in rows)
+    first, last = first_and_last(rows, lambda r: r["turn"])
     parts = []
     for part in ["whole", "planner_memory"]:
-        first = statistics.mean(r["checkpoint_bytes"][part] for r in rows if r["turn"] <= 300)
-        last = statistics.mean(r["checkpoint_bytes"][part] for r in rows
-                               if r["turn"] > last_turn - 300)
-        parts.append(f"{part} {first:,.0f} -> {last:,.0f} bytes ({last / first:.2f}x)")
+        before, after = (statistics.mean(r["checkpoint_bytes"][part] for r in rs)
+                         for rs in (first, last))
+        parts.append(f"{part} {before:,.0f} -> {after:,.0f} bytes ({after / before:.2f}x)")
     return ", ".join(parts)
 
 
-# Runs of each session in `flat`. This VM switches between a fast and a slow speed every few
-# tens of seconds (one binary's 200-turn buckets measured 1.1-1.4 or 1.7-2.4 ms by the
-# moment), so a part of a session is taken at its lowest over several runs.
+# Runs of each session in `flat`. This VM's speed drifts over tens of seconds (five runs of one
+# binary on coding-2000-s2-k3, 2026-12-04: its turns 201-400 took a median 1.18 ms in one run
+# and 1.97 ms in another), so a part of a session is taken at its lowest over several runs.
 RUNS = 5
 
 
@@ -98,8 +102,9 @@ def flat(budget: int, binary: str) -> None:
             for _ in range(RUNS):
                 rows = request_ms(binary, f"coding-2000-{shape}", budget, out)
                 whole.append(statistics.median(ms for _, ms in rows))
-                first.append(statistics.median(ms for turn, ms in rows if turn <= 300))
-                last.append(statistics.median(ms for turn, ms in rows if turn > 1700))
+                start, end = first_and_last(rows, lambda r: r[0])
+                first.append(statistics.median(ms for _, ms in start))
+                last.append(statistics.median(ms for _, ms in end))
                 buckets.append([statistics.median(ms for turn, ms in rows
                                                   if b * 200 < max(turn, 1) <= (b + 1) * 200)
                                 for b in range(10)])
