@@ -414,6 +414,10 @@ impl Run<'_> {
         };
         let path = dir.join(format!("compaction-{name}-{budget}.jsonl"));
         let mut requests = Requests::create(&path);
+        let turns = events
+            .iter()
+            .filter(|e| matches!(e, Event::Push(m) if m.role == Role::User))
+            .count();
         let (mut index, mut turn, mut refused, mut total_ms) = (0, 0, 0, 0.0);
         for event in events {
             if *event != Event::Request {
@@ -425,7 +429,13 @@ impl Run<'_> {
             }
             let at = At { index, turn };
             let start = Instant::now();
-            let request = policy.request();
+            let request = if turn <= 300 {
+                request_in_first_300_turns(&mut *policy)
+            } else if turn > turns.saturating_sub(300) {
+                request_in_last_300_turns(&mut *policy)
+            } else {
+                request_in_middle_turns(&mut *policy)
+            };
             let ms = start.elapsed().as_secs_f64() * 1e3;
             total_ms += ms;
             match request {
@@ -457,4 +467,30 @@ impl Run<'_> {
             path.display()
         );
     }
+}
+
+// Instruction counts (`request_times.py 64000 instructions`): each request is made through the
+// function named after the part of the session its turn is in (the first 300 user turns, the
+// last 300, the rest), so callgrind's inclusive count of each function is the instructions
+// spent on that part's requests: a measure of the work per request that, unlike a VM's time,
+// is the same in every run. Each passes its own constant so that the compiler cannot fold the
+// three into one symbol.
+macro_rules! counted_part {
+    ($(#[doc = $doc:literal] $name:ident = $tag:literal;)*) => {$(
+        #[doc = $doc]
+        #[inline(never)]
+        fn $name(policy: &mut dyn Policy) -> Result<(Vec<Message>, Option<usize>), String> {
+            std::hint::black_box($tag);
+            policy.request()
+        }
+    )*};
+}
+
+counted_part! {
+    /// A request during the session's first 300 user turns.
+    request_in_first_300_turns = 1u8;
+    /// A request during the session's last 300 user turns (after the first 300).
+    request_in_last_300_turns = 2u8;
+    /// A request between the first 300 user turns and the last 300.
+    request_in_middle_turns = 3u8;
 }
