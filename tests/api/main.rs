@@ -20,6 +20,7 @@ mod derive_pass;
 mod derive_roundtrip;
 mod effect_log_serde;
 mod error_values;
+mod error_wording;
 mod handwritten;
 mod instance_bounds;
 mod message_model;

@@ -103,7 +103,9 @@ pub enum SummarizerError {
     /// The summarizer would send its API key over plain `http://` to a host that is not
     /// loopback and was not opted in by name; nothing was sent, no connection was made.
     #[error(
-        "refusing to send the API key for `{field}` over plain http to `{host}`: write the base          URL as `https://{host}...`, or, if the network to that host is trusted, build the          summarizer with `.allow_insecure_http_to(\"{host}\")`"
+        "refusing to send the API key for `{field}` over plain http to `{host}`: write the base \
+         URL as `https://{host}...`, or, if the network to that host is trusted, build the \
+         summarizer with `.allow_insecure_http_to(\"{host}\")`"
     )]
     InsecureTransport {
         /// The field being summarized.

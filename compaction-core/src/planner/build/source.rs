@@ -1,6 +1,7 @@
 //! A fold's summary source, bounded: its messages as JSON lines, newest first, within
-//! [`SUMMARY_SOURCE_BYTES`]; a message larger than the room left is cut (at a char boundary)
-//! and older ones left out, each with a note naming the fold's handle, which reads them whole.
+//! [`SUMMARY_SOURCE_BYTES`]; a message larger than the room left is cut (at a char boundary) to
+//! fill it and older ones left out, each with a note naming the fold's handle, which reads
+//! them whole.
 //!
 //! A note stands on a line of its own, and every message line starts with `{` (a JSON object;
 //! its text's newlines are escaped), so nothing a message says can pass for a note.
@@ -14,6 +15,9 @@ pub(crate) const SUMMARY_SOURCE_BYTES: usize = 256 * 1024;
 
 /// Bytes kept for the notes, whatever the messages take.
 const NOTE_ROOM: usize = 512;
+
+/// The least room left worth filling with the start of a message that does not fit whole.
+const MIN_CUT: usize = 1024;
 
 /// The lines of one source, gathered newest first.
 pub(crate) struct Source {
@@ -42,29 +46,33 @@ impl Source {
     }
 
     /// Adds input message `index` (older than every one added before) as `line`; `false` when
-    /// the source is full, so the older messages are left out (the note says so).
+    /// the source is full, so this message and the older ones are left out (the note says so).
+    /// A message over the room left fills it with its start when that room is worth reading
+    /// ([`MIN_CUT`]) or nothing was shown yet, with a note naming where the rest is: a summary
+    /// of a fold whose one large result is not its newest message still reads that result's
+    /// start, not only the short messages after it.
     pub(crate) fn push(&mut self, index: usize, line: String) -> bool {
         if self.used + line.len() < self.room {
             self.used += line.len() + 1;
             self.lines.push(line + "\n");
             return true;
         }
-        if !self.lines.is_empty() {
+        let left = self.room.saturating_sub(self.used);
+        if !self.lines.is_empty() && left < MIN_CUT {
             self.left_out = Some(index);
             return false;
         }
-        // The newest message alone is over the room: its start, then where the rest is.
         let handle = self.handle;
-        let keep = floor_char_boundary(&line, self.room);
+        let keep = floor_char_boundary(&line, left);
         let note = format!(
             "[compaction: message #{index} is cut here: {keep} of its {} bytes (as JSON) are \
              shown; resolve_pointer(\"{handle}\", index={index}) reads it whole]",
             line.len()
         );
-        self.used += keep + 1;
         self.lines.push(format!("{}\n{note}\n", &line[..keep]));
-        self.left_out = None;
-        false
+        // Full: the next older message is left out, and the note names it.
+        self.used = self.room;
+        true
     }
 
     /// The text, oldest first.
@@ -87,18 +95,65 @@ impl Source {
 mod tests {
     use super::*;
 
+    /// The source's text.
+    fn finished(source: Source) -> String {
+        let mut text = String::new();
+        source.finish(&mut text);
+        text
+    }
+
     #[test]
     fn an_oversized_newest_message_is_cut_at_a_char_boundary_and_named() {
         let handle = Handle::new(7).unwrap();
         let mut source = Source::new(handle, 0);
         let huge = format!("{{\"content\":\"{}\"}}", "é".repeat(SUMMARY_SOURCE_BYTES));
-        assert!(!source.push(3, huge.clone()));
-        let mut text = String::new();
-        source.finish(&mut text);
+        assert!(source.push(3, huge.clone()));
+        // Full: the next older message is left out and named.
+        assert!(!source.push(2, "{\"content\":\"older\"}".into()));
+        let text = finished(source);
         assert!(text.len() <= SUMMARY_SOURCE_BYTES, "{}", text.len());
-        assert!(huge.starts_with(text.lines().next().unwrap()));
-        let note = text.lines().nth(1).unwrap();
-        assert!(note.contains("message #3 is cut") && note.contains("resolve_pointer(\"p7\""));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", &text[..200]);
+        assert!(lines[0].contains("up to #2") && lines[0].contains("resolve_pointer(\"p7\""));
+        assert!(huge.starts_with(lines[1]));
+        assert!(
+            lines[2].contains("message #3 is cut") && lines[2].contains("resolve_pointer(\"p7\"")
+        );
+    }
+
+    #[test]
+    fn a_large_older_message_fills_the_room_the_newer_ones_left() {
+        let mut source = Source::new(Handle::new(4).unwrap(), 0);
+        let newest = "{\"content\":\"done 3\"}".to_owned();
+        assert!(source.push(15, newest.clone()));
+        let huge = format!("{{\"content\":\"{}\"}}", "log line ".repeat(100_000));
+        assert!(source.push(14, huge.clone()));
+        assert!(!source.push(13, "{\"content\":\"reading the log\"}".into()));
+        let text = finished(source);
+        assert!(text.len() <= SUMMARY_SOURCE_BYTES, "{}", text.len());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{}", &text[..200]);
+        assert!(lines[0].contains("up to #13"), "{}", lines[0]);
+        // Most of the source is the large result's start, not only the short message after it.
+        assert!(
+            huge.starts_with(lines[1]) && lines[1].len() > SUMMARY_SOURCE_BYTES - 2 * NOTE_ROOM
+        );
+        assert!(lines[2].contains("message #14 is cut"), "{}", lines[2]);
+        assert_eq!(lines[3], newest);
+    }
+
+    #[test]
+    fn a_room_too_small_to_be_worth_reading_leaves_the_message_out() {
+        let mut source = Source::new(
+            Handle::new(2).unwrap(),
+            SUMMARY_SOURCE_BYTES - NOTE_ROOM - MIN_CUT,
+        );
+        assert!(source.push(9, format!("{{{}}}", "a".repeat(60))));
+        assert!(!source.push(8, format!("{{{}}}", "b".repeat(MIN_CUT))));
+        let text = finished(source);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].contains("up to #8") && !text.contains("is cut"));
     }
 
     #[test]
@@ -109,8 +164,7 @@ mod tests {
         );
         assert!(source.push(9, format!("{{{}}}", "a".repeat(60))));
         assert!(!source.push(8, format!("{{{}}}", "b".repeat(60))));
-        let mut text = String::new();
-        source.finish(&mut text);
+        let text = finished(source);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].contains("up to #8") && lines[0].contains("resolve_pointer(\"p2\""));
