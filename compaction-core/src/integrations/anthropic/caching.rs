@@ -13,6 +13,7 @@
 //! first, then the stable prefix's, then the system's.
 
 use crate::cache::{AnthropicCacheRules, CacheTtl, PromptBlocks};
+use crate::integrations::anthropic::convert::carries_cache_control;
 use crate::integrations::anthropic::estimate::ClaudeEstimate;
 use crate::integrations::anthropic::wire::{AnthropicRequest, CacheControl, ContentBlock};
 use crate::tokens::TokenCounter;
@@ -81,6 +82,11 @@ impl AnthropicCaching {
     /// The rules breakpoints are placed by.
     pub fn rules(&self) -> AnthropicCacheRules {
         self.rules
+    }
+
+    /// Whether this caching carries tool definitions of its own, and how many.
+    pub(crate) fn tool_count(&self) -> Option<usize> {
+        self.tools.as_ref().map(Vec::len)
     }
 
     /// Sets the tools and this request's breakpoints, given the block that ends the stable
@@ -187,6 +193,24 @@ fn block_text(request: &AnthropicRequest, at: BlockAt) -> String {
         object.remove("cache_control");
     }
     value.to_string()
+}
+
+/// Every breakpoint the request carries: on its tools, its system and message blocks, and in
+/// raw blocks the library does not place (a breakpoint of the caller's in a block it built).
+pub(crate) fn breakpoints(request: &AnthropicRequest) -> usize {
+    let tools = request.tools.iter().flatten();
+    let tools = tools.filter(|t| t.get("cache_control").is_some()).count();
+    let system = request.system.iter();
+    let system = system.filter(|b| b.cache_control.is_some()).count();
+    let blocks = request.messages.iter().flat_map(|m| &m.content);
+    let blocks = blocks
+        .filter(|b| match b {
+            ContentBlock::Opaque(part) => carries_cache_control(part.block()),
+            ContentBlock::Other(raw) => carries_cache_control(raw),
+            _ => b.cache_control().is_some(),
+        })
+        .count();
+    tools + system + blocks
 }
 
 fn carries(request: &AnthropicRequest, at: BlockAt) -> bool {

@@ -60,6 +60,33 @@ pub enum AnthropicError {
         /// What it holds.
         what: String,
     },
+    /// The request would carry more cache breakpoints than the provider allows: the caller's
+    /// own (on tool definitions, or on blocks the library does not place) leave no room.
+    #[error(
+        "the request would carry {found} cache_control breakpoints; Anthropic allows at most \
+         {max}: keep at most {max} of your own on the tool definitions"
+    )]
+    TooManyBreakpoints {
+        /// The breakpoints the request would carry.
+        found: usize,
+        /// The provider's limit ([`ANTHROPIC_MAX_BREAKPOINTS`](crate::cache::ANTHROPIC_MAX_BREAKPOINTS)).
+        max: usize,
+    },
+    /// A session's request carries its tools (`SessionBuilder::tools`, counted in its budget)
+    /// and the [`AnthropicCaching`](super::AnthropicCaching) carries others, which would replace
+    /// them uncounted (the pointer tool among them).
+    #[error(
+        "the session's request carries its own tools ({session}) and the AnthropicCaching \
+         carries {caching} more, which would replace them: give the tools to \
+         SessionBuilder::tools only (counted in the budget), or to AnthropicCaching::tools \
+         for a session without tools"
+    )]
+    ToolsInTwoPlaces {
+        /// The session's tools.
+        session: usize,
+        /// The caching's tools.
+        caching: usize,
+    },
 }
 
 /// Our messages as Anthropic's: the `system` blocks and the `messages` of a request.
@@ -258,6 +285,12 @@ pub fn from_anthropic_response(response: &AnthropicResponse) -> Result<Message, 
     assistant_turn(&response.content, 0)
 }
 
+/// Whether a raw block has a top-level `cache_control` field.
+pub(crate) fn carries_cache_control(block: &str) -> bool {
+    serde_json::from_str::<std::collections::BTreeMap<String, &serde_json::value::RawValue>>(block)
+        .is_ok_and(|fields| fields.contains_key("cache_control"))
+}
+
 fn unsupported(index: usize, what: impl Into<String>) -> AnthropicError {
     AnthropicError::Unsupported {
         index,
@@ -301,6 +334,15 @@ fn assistant_turn(blocks: &[ContentBlock], index: usize) -> Result<Message, Anth
     let mut calls: Vec<ToolCall> = Vec::new();
     for block in blocks {
         match block {
+            // A reply never carries a breakpoint, and the provider refuses one on a thinking
+            // block; kept, it would be replayed in every later request (an opaque part goes
+            // back byte for byte) and fail each of them.
+            ContentBlock::Opaque(part) if carries_cache_control(part.block()) => {
+                return Err(unsupported(
+                    index,
+                    format!("a `cache_control` on a {} block", part.kind().wire_type()),
+                ))
+            }
             ContentBlock::Opaque(part) if text.is_none() && calls.is_empty() => {
                 opaque.push(part.clone())
             }

@@ -3,7 +3,7 @@
 
 use crate::conversation::message::Message;
 use crate::conversation::tool::ToolDefinition;
-use crate::integrations::anthropic::caching::{AnthropicCaching, BlockAt};
+use crate::integrations::anthropic::caching::{breakpoints, AnthropicCaching, BlockAt};
 use crate::integrations::anthropic::convert::{
     convert, from_anthropic_response, AnthropicError, Layout,
 };
@@ -26,8 +26,10 @@ impl SessionRequest {
     /// rules, except that a system message inside the conversation (the window's state update,
     /// which the session appends late so the prefix stays stable, or a system note you pushed)
     /// goes as a user text block at its place: the Messages API has no system role inside
-    /// `messages`. Pass your tools through [`anthropic_request_with`](Self::anthropic_request_with)
-    /// so the breakpoints count them; add `thinking` and the like to the returned request.
+    /// `messages`. The tools are the session's (`SessionBuilder::tools`, counted in the
+    /// budget); add `thinking` and the like to the returned request. Never more than four
+    /// breakpoints: a request whose own would make more is refused
+    /// ([`AnthropicError::TooManyBreakpoints`]).
     /// Refused as [`to_anthropic`](super::to_anthropic) refuses: a named message, an opaque
     /// part of another provider, arguments that are not a JSON object.
     pub fn anthropic_request(
@@ -41,13 +43,26 @@ impl SessionRequest {
     }
 
     /// [`anthropic_request`](Self::anthropic_request) with the breakpoints placed by
-    /// `caching` (its tools, minimum, TTL and counter).
+    /// `caching` (its minimum, TTL and counter). The request's tools are the session's
+    /// ([`SessionBuilder::tools`](crate::session::SessionBuilder::tools), counted in
+    /// [`tokens`](Self::tokens) and the budget). A session without tools may send
+    /// [`AnthropicCaching::tools`] instead (to put a breakpoint of your own on a definition):
+    /// those are not counted in the session's budget. Both at once are refused
+    /// ([`AnthropicError::ToolsInTwoPlaces`]): the caching's would replace the session's.
     pub fn anthropic_request_with(
         &self,
         model: impl Into<String>,
         max_tokens: u32,
         caching: &AnthropicCaching,
     ) -> Result<AnthropicRequest, AnthropicError> {
+        if let Some(caching_tools) = caching.tool_count() {
+            if !self.tools.is_empty() {
+                return Err(AnthropicError::ToolsInTwoPlaces {
+                    session: self.tools.len(),
+                    caching: caching_tools,
+                });
+            }
+        }
         build(
             self.messages(),
             self.stable_prefix_len(),
@@ -115,6 +130,12 @@ fn build(
     // The layout marked the block that ends the stable prefix; the placement decides.
     let stable_end = stable_block(&request);
     caching.place(&mut request, stable_end);
+    // The placement never adds a fifth, but the caller's own (on tools) may already be more.
+    let found = breakpoints(&request);
+    let max = crate::cache::ANTHROPIC_MAX_BREAKPOINTS;
+    if found > max {
+        return Err(AnthropicError::TooManyBreakpoints { found, max });
+    }
     Ok(request)
 }
 
@@ -333,5 +354,88 @@ mod tests {
         // A named message is refused the same way.
         let named = vec![Message::user("hi").with_name("p17")];
         assert!(caching.request("m", 10, &named, 0).is_err());
+    }
+
+    #[test]
+    fn never_a_fifth_breakpoint_and_never_tools_in_two_places() {
+        let messages = vec![Message::system("window"), Message::user("go")];
+        let tool = |name: String, own: bool| {
+            let mut tool = json!({"name": name, "input_schema": {"type": "object"}});
+            if own {
+                tool["cache_control"] = json!({"type": "ephemeral"});
+            }
+            tool
+        };
+        let caching = |own: usize| {
+            let tools = (0..5).map(|i| tool(format!("t{i}"), i < own)).collect();
+            AnthropicCaching::for_model("m")
+                .min_cacheable_tokens(0)
+                .tools(tools)
+        };
+        // Four of the caller's own: the library adds none, and the request goes.
+        let wire = request(messages.clone(), 1)
+            .anthropic_request_with("m", 10, &caching(4))
+            .unwrap();
+        assert_eq!(breakpoints(&wire), 4);
+        // Five: refused, never sent with a fifth, on either builder.
+        let five = Err(AnthropicError::TooManyBreakpoints { found: 5, max: 4 });
+        let built = request(messages.clone(), 1).anthropic_request_with("m", 10, &caching(5));
+        assert_eq!(built, five);
+        assert_eq!(caching(5).request("m", 10, &messages, 1), five);
+        // The session's own tools and the caching's: refused, so that the caching's never
+        // replace the session's (the pointer tool among them) uncounted.
+        let mut with_tools = request(messages.clone(), 1);
+        with_tools.tools = vec![ToolDefinition::new(
+            "resolve_pointer",
+            "reads a pointer",
+            json!({"type": "object"}),
+        )]
+        .into();
+        assert_eq!(
+            with_tools.anthropic_request_with("m", 10, &caching(0)),
+            Err(AnthropicError::ToolsInTwoPlaces {
+                session: 1,
+                caching: 5
+            })
+        );
+        let wire = with_tools
+            .anthropic_request_with("m", 10, &AnthropicCaching::for_model("m"))
+            .unwrap();
+        assert_eq!(wire.tools.unwrap()[0]["name"], "resolve_pointer");
+    }
+
+    #[test]
+    fn a_reply_whose_thinking_carries_a_breakpoint_is_refused() {
+        use crate::integrations::anthropic::convert::from_anthropic_response;
+        use crate::integrations::anthropic::wire::AnthropicResponse;
+        let reply = |thinking: serde_json::Value| {
+            serde_json::from_value::<AnthropicResponse>(json!({
+                "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                "content": [thinking, {"type": "text", "text": "done"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 5}
+            }))
+            .unwrap()
+        };
+        let plain = json!({"type": "thinking", "thinking": "hmm", "signature": "c2ln"});
+        assert!(from_anthropic_response(&reply(plain.clone())).is_ok());
+        for kind in ["thinking", "redacted_thinking"] {
+            let mut marked = if kind == "thinking" {
+                plain.clone()
+            } else {
+                json!({"type": "redacted_thinking", "data": "abc"})
+            };
+            marked["cache_control"] = json!({"type": "ephemeral"});
+            let refused = from_anthropic_response(&reply(marked));
+            assert!(
+                matches!(&refused, Err(AnthropicError::Unsupported { what, .. })
+                    if what.contains("cache_control") && what.contains(kind)),
+                "{refused:?}"
+            );
+        }
+        // Text that imitates a field name decides nothing: only a top-level field counts.
+        let imitation =
+            json!({"type": "thinking", "thinking": "\"cache_control\": {}", "signature": "c2ln"});
+        assert!(from_anthropic_response(&reply(imitation)).is_ok());
     }
 }

@@ -7,9 +7,10 @@ use crate::pointer_tool::definition::{
 use serde_json::{json, Value};
 
 /// The `resolve_pointer` tool (see [`crate::pointer_tool`]) as an Anthropic tool definition:
-/// put it in the request's `tools` (or in [`AnthropicCaching::tools`](super::AnthropicCaching::tools),
-/// so the cache breakpoints count it), then answer the model's `tool_use` calls with
-/// `Session::answer_pointer_calls`.
+/// put it in the request's `tools` (with a `Session`, give
+/// [`resolve_pointer_definition`](crate::pointer_tool::resolve_pointer_definition) to
+/// `SessionBuilder::tools` instead: its request builder sends it, counted in the budget), then
+/// answer the model's `tool_use` calls with `Session::answer_pointer_calls`.
 ///
 /// ```
 /// let tool = compaction::anthropic::resolve_pointer_anthropic_tool();
