@@ -506,3 +506,52 @@ fn the_request_after_a_compaction_point_reads_the_opening_from_the_cache() {
     let without = read_shares(&play_member("coding-60-s1-k1", 16_000, Some(0)));
     assert!(without.1 < 0.4, "without an opening: {without:?}");
 }
+
+/// A reply whose thinking block carries a breakpoint (which no model sends, and which the
+/// provider refuses on thinking blocks) is refused with nothing pushed, and the session goes
+/// on: the same reply without it is pushed, and the next request carries no breakpoint of
+/// the reply's.
+#[test]
+fn a_reply_carrying_a_breakpoint_in_its_thinking_is_refused_and_the_session_goes_on() {
+    let mut session = Session::builder("agent-forged-reply")
+        .compactor(compactor(4_000))
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    session.push(Message::user("what is deployed?"));
+    let before = session.next_request_blocking().unwrap();
+    let reply = |control: &str| -> AnthropicResponse {
+        serde_json::from_str(&format!(
+            r#"{{"id":"msg_1","type":"message","role":"assistant","model":"claude-test",
+                "content":[{{"type":"thinking","thinking":"check","signature":"c2ln"{control}}},
+                           {{"type":"text","text":"svc-1 is deployed"}}],
+                "stop_reason":"end_turn","usage":{{"input_tokens":5,"output_tokens":7}}}}"#
+        ))
+        .unwrap()
+    };
+    let forged = reply(r#","cache_control":{"type":"ephemeral"}"#);
+    let refused = session.push_response(&forged);
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("cache_control")),
+        "{refused:?}"
+    );
+    // Nothing was pushed: the next request is the one before.
+    let again = session.next_request_blocking().unwrap();
+    assert_eq!(again.messages(), before.messages());
+    session.push_response(&reply("")).unwrap();
+    session.push(Message::user("thanks"));
+    let wire = session
+        .next_request_blocking()
+        .unwrap()
+        .anthropic_request_with("claude-test", 256, &everywhere())
+        .unwrap();
+    check_anthropic(&wire.messages).unwrap();
+    let body = serde_json::to_value(&wire).unwrap();
+    let markers = body.to_string().matches("\"cache_control\"").count();
+    assert!(markers <= 3, "{markers} breakpoints: {body}");
+    let thinking = &body["messages"][1]["content"][0];
+    assert_eq!(thinking["type"], "thinking");
+    assert!(thinking.get("cache_control").is_none(), "{thinking}");
+}
