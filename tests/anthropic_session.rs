@@ -540,7 +540,7 @@ fn a_reply_carrying_a_breakpoint_in_its_thinking_is_refused_and_the_session_goes
     // Nothing was pushed: the next request is the one before.
     let again = session.next_request_blocking().unwrap();
     assert_eq!(again.messages(), before.messages());
-    session.push_response(&reply("")).unwrap();
+    session.push_response(reply("")).unwrap();
     session.push(Message::user("thanks"));
     let wire = session
         .next_request_blocking()
