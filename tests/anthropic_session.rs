@@ -72,6 +72,15 @@ fn cached_prefix(request: &AnthropicRequest, at: (Option<usize>, usize)) -> Stri
     serde_json::to_string(&json!({"system": system, "messages": messages})).unwrap()
 }
 
+/// A fresh session of the driver's agent at a 4,000-token budget, on memory.
+fn opened(agent_id: &str) -> Session<Agent> {
+    Session::builder(agent_id)
+        .compactor(compactor(4_000))
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap()
+}
+
 /// Every breakpoint placed whatever the prefix's length (minimum 0): the three places.
 fn everywhere() -> AnthropicCaching {
     AnthropicCaching::for_model("claude-test").min_cacheable_tokens(0)
@@ -195,11 +204,7 @@ fn every_request_is_valid_and_cached_up_to_its_stable_prefix() {
 
 #[test]
 fn an_anthropic_reply_is_pushed_as_it_comes() {
-    let mut session = Session::builder("agent-reply")
-        .compactor(compactor(4_000))
-        .effect_calls(effect_of)
-        .open_blocking(fresh_agent)
-        .unwrap();
+    let mut session = opened("agent-reply");
     session.push(Message::user("deploy svc-1"));
     let request = session.next_request_blocking().unwrap();
     let wire = request
@@ -513,11 +518,7 @@ fn the_request_after_a_compaction_point_reads_the_opening_from_the_cache() {
 /// the reply's.
 #[test]
 fn a_reply_carrying_a_breakpoint_in_its_thinking_is_refused_and_the_session_goes_on() {
-    let mut session = Session::builder("agent-forged-reply")
-        .compactor(compactor(4_000))
-        .effect_calls(effect_of)
-        .open_blocking(fresh_agent)
-        .unwrap();
+    let mut session = opened("agent-forged-reply");
     session.push(Message::user("what is deployed?"));
     let before = session.next_request_blocking().unwrap();
     let reply = |control: &str| -> AnthropicResponse {

@@ -58,10 +58,7 @@ def main() -> None:
     medians = {}
     with tempfile.TemporaryDirectory() as out:
         for member in members(which):
-            subprocess.run([binary, member, str(budget), out], capture_output=True, check=True)
-            path = Path(out) / f"compaction-{member}-{budget}.jsonl"
-            ms = [r["ms"] for r in map(json.loads, path.read_text().splitlines())
-                  if "request" in r and "ms" in r]
+            ms = [r["ms"] for r in request_rows(binary, member, budget, out)]
             medians[member] = statistics.median(ms)
             print(f"{member}: {len(ms)} requests, median {medians[member]:.2f} ms", flush=True)
     values = sorted(medians.values())
@@ -73,9 +70,7 @@ def request_rows(binary: str, member: str, budget: int, out: str, env=None) -> l
     """The rows of the requests of one run of `member`."""
     subprocess.run([binary, member, str(budget), out], capture_output=True, check=True,
                    env=None if env is None else {**os.environ, **env})
-    path = Path(out) / f"compaction-{member}-{budget}.jsonl"
-    return [r for r in map(json.loads, path.read_text().splitlines())
-            if "request" in r and "ms" in r]
+    return request_rows_of(Path(out) / f"compaction-{member}-{budget}.jsonl")
 
 
 def request_ms(binary: str, member: str, budget: int, out: str) -> list[tuple[int, float]]:
@@ -169,6 +164,7 @@ def counted(binary: str, member: str, budget: int, out: str) -> dict[str, tuple[
 
 
 def request_rows_of(path: Path) -> list[dict]:
+    """The rows of the requests in a request file (`benches/session.rs`'s format)."""
     return [r for r in map(json.loads, path.read_text().splitlines())
             if "request" in r and "ms" in r]
 

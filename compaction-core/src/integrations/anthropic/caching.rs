@@ -13,7 +13,7 @@
 //! first, then the stable prefix's, then the system's.
 
 use crate::cache::{AnthropicCacheRules, CacheTtl, PromptBlocks};
-use crate::integrations::anthropic::convert::carries_cache_control;
+use crate::integrations::anthropic::convert::AnthropicError;
 use crate::integrations::anthropic::estimate::ClaudeEstimate;
 use crate::integrations::anthropic::wire::{AnthropicRequest, CacheControl, ContentBlock};
 use crate::tokens::TokenCounter;
@@ -90,8 +90,14 @@ impl AnthropicCaching {
     }
 
     /// Sets the tools and this request's breakpoints, given the block that ends the stable
-    /// prefix (if any). Existing breakpoints on system and message blocks are replaced.
-    pub(crate) fn place(&self, request: &mut AnthropicRequest, stable_end: Option<BlockAt>) {
+    /// prefix (if any). Existing breakpoints on system and message blocks are replaced; the
+    /// caller's own (on tools, in thinking or raw blocks) stay and take their places first, and
+    /// more than four of them are refused: such a request cannot be sent.
+    pub(crate) fn place(
+        &self,
+        request: &mut AnthropicRequest,
+        stable_end: Option<BlockAt>,
+    ) -> Result<(), AnthropicError> {
         if let Some(tools) = &self.tools {
             request.tools = Some(tools.clone());
         }
@@ -99,16 +105,24 @@ impl AnthropicCaching {
         for block in &at.positions {
             set(request, *block, None);
         }
-        // The caller's own breakpoints (on tools) count towards the four, and ours may not
-        // outlive an earlier one of theirs (longer TTLs first).
+        // The caller's own breakpoints count towards the four, and ours may not outlive an
+        // earlier one of theirs (longer TTLs first).
         let theirs: Vec<CacheTtl> = request
             .tools
             .iter()
             .flatten()
             .filter_map(tool_ttl)
+            .chain(at.positions.iter().filter_map(|p| raw_ttl(request, *p)))
             .collect();
+        let max = crate::cache::ANTHROPIC_MAX_BREAKPOINTS;
+        if theirs.len() > max {
+            return Err(AnthropicError::TooManyBreakpoints {
+                found: theirs.len(),
+                max,
+            });
+        }
         let ttl = theirs.iter().copied().fold(self.rules.ttl, CacheTtl::min);
-        let room = crate::cache::ANTHROPIC_MAX_BREAKPOINTS.saturating_sub(theirs.len());
+        let room = max - theirs.len();
         let reaches = at.reaching(request, &*self.counter, self.rules.min_cacheable_tokens);
         let system_end = at
             .positions
@@ -126,6 +140,7 @@ impl AnthropicCaching {
         for index in chosen {
             set(request, at.positions[index], Some(ttl));
         }
+        Ok(())
     }
 }
 
@@ -195,22 +210,14 @@ fn block_text(request: &AnthropicRequest, at: BlockAt) -> String {
     value.to_string()
 }
 
-/// Every breakpoint the request carries: on its tools, its system and message blocks, and in
-/// raw blocks the library does not place (a breakpoint of the caller's in a block it built).
-pub(crate) fn breakpoints(request: &AnthropicRequest) -> usize {
-    let tools = request.tools.iter().flatten();
-    let tools = tools.filter(|t| t.get("cache_control").is_some()).count();
-    let system = request.system.iter();
-    let system = system.filter(|b| b.cache_control.is_some()).count();
-    let blocks = request.messages.iter().flat_map(|m| &m.content);
-    let blocks = blocks
-        .filter(|b| match b {
-            ContentBlock::Opaque(part) => carries_cache_control(part.block()),
-            ContentBlock::Other(raw) => carries_cache_control(raw),
-            _ => b.cache_control().is_some(),
-        })
-        .count();
-    tools + system + blocks
+/// The TTL of the breakpoint a thinking or raw block carries in its own JSON.
+fn raw_ttl(request: &AnthropicRequest, at: BlockAt) -> Option<CacheTtl> {
+    match at {
+        BlockAt::System(_) => None,
+        BlockAt::Message(m, b) => request.messages[m].content[b]
+            .raw_cache_control()
+            .map(|control| value_ttl(&control)),
+    }
 }
 
 fn carries(request: &AnthropicRequest, at: BlockAt) -> bool {
@@ -236,14 +243,17 @@ fn set(request: &mut AnthropicRequest, at: BlockAt, ttl: Option<CacheTtl>) {
     }
 }
 
-/// The TTL of a tool definition's own breakpoint (any `cache_control` counts as one: the
-/// provider, not this function, judges its shape).
+/// The TTL of a tool definition's own breakpoint.
 fn tool_ttl(tool: &Value) -> Option<CacheTtl> {
-    let control = tool.get("cache_control")?;
-    Some(
-        serde_json::from_value::<CacheControl>(control.clone())
-            .map_or(CacheTtl::FiveMinutes, |c| control_ttl(&c)),
-    )
+    tool.get("cache_control").map(value_ttl)
+}
+
+/// The TTL of a `cache_control` the caller wrote (any value counts as a breakpoint: the
+/// provider, not this function, judges its shape; one it cannot read is taken as five minutes,
+/// the shorter).
+fn value_ttl(control: &Value) -> CacheTtl {
+    serde_json::from_value::<CacheControl>(control.clone())
+        .map_or(CacheTtl::FiveMinutes, |c| control_ttl(&c))
 }
 
 fn control_ttl(control: &CacheControl) -> CacheTtl {
@@ -269,15 +279,14 @@ impl AnthropicRequest {
         }
         for at in Blocks::of(self).positions {
             let text = block_text(self, at);
-            let control = match at {
-                BlockAt::System(i) => self.system[i].cache_control.as_ref(),
-                BlockAt::Message(m, b) => self.messages[m].content[b].cache_control(),
+            let ttl = match at {
+                BlockAt::System(i) => self.system[i].cache_control.as_ref().map(control_ttl),
+                BlockAt::Message(m, b) => self.messages[m].content[b]
+                    .cache_control()
+                    .map(control_ttl)
+                    .or_else(|| raw_ttl(self, at)),
             };
-            blocks.push(
-                text.as_bytes(),
-                counter.count(&text),
-                control.map(control_ttl),
-            );
+            blocks.push(text.as_bytes(), counter.count(&text), ttl);
         }
         blocks
     }

@@ -60,11 +60,12 @@ pub enum AnthropicError {
         /// What it holds.
         what: String,
     },
-    /// The request would carry more cache breakpoints than the provider allows: the caller's
-    /// own (on tool definitions, or on blocks the library does not place) leave no room.
+    /// The request carries more cache breakpoints of the caller's own than the provider
+    /// allows (on tool definitions, or in thinking or raw blocks, which the library neither
+    /// places nor clears); the library's own give way to the caller's up to that limit.
     #[error(
-        "the request would carry {found} cache_control breakpoints; Anthropic allows at most \
-         {max}: keep at most {max} of your own on the tool definitions"
+        "the request carries {found} cache_control breakpoints of your own (on tool \
+         definitions, or in thinking or raw blocks you built); Anthropic allows at most {max}"
     )]
     TooManyBreakpoints {
         /// The breakpoints the request would carry.
@@ -285,12 +286,6 @@ pub fn from_anthropic_response(response: &AnthropicResponse) -> Result<Message, 
     assistant_turn(&response.content, 0)
 }
 
-/// Whether a raw block has a top-level `cache_control` field.
-pub(crate) fn carries_cache_control(block: &str) -> bool {
-    serde_json::from_str::<std::collections::BTreeMap<String, &serde_json::value::RawValue>>(block)
-        .is_ok_and(|fields| fields.contains_key("cache_control"))
-}
-
 fn unsupported(index: usize, what: impl Into<String>) -> AnthropicError {
     AnthropicError::Unsupported {
         index,
@@ -337,7 +332,7 @@ fn assistant_turn(blocks: &[ContentBlock], index: usize) -> Result<Message, Anth
             // A reply never carries a breakpoint, and the provider refuses one on a thinking
             // block; kept, it would be replayed in every later request (an opaque part goes
             // back byte for byte) and fail each of them.
-            ContentBlock::Opaque(part) if carries_cache_control(part.block()) => {
+            ContentBlock::Opaque(part) if block.raw_cache_control().is_some() => {
                 return Err(unsupported(
                     index,
                     format!("a `cache_control` on a {} block", part.kind().wire_type()),

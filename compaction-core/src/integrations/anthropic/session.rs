@@ -3,7 +3,7 @@
 
 use crate::conversation::message::Message;
 use crate::conversation::tool::ToolDefinition;
-use crate::integrations::anthropic::caching::{breakpoints, AnthropicCaching, BlockAt};
+use crate::integrations::anthropic::caching::{AnthropicCaching, BlockAt};
 use crate::integrations::anthropic::convert::{
     convert, from_anthropic_response, AnthropicError, Layout,
 };
@@ -129,13 +129,7 @@ fn build(
     }
     // The layout marked the block that ends the stable prefix; the placement decides.
     let stable_end = stable_block(&request);
-    caching.place(&mut request, stable_end);
-    // The placement never adds a fifth, but the caller's own (on tools) may already be more.
-    let found = breakpoints(&request);
-    let max = crate::cache::ANTHROPIC_MAX_BREAKPOINTS;
-    if found > max {
-        return Err(AnthropicError::TooManyBreakpoints { found, max });
-    }
+    caching.place(&mut request, stable_end)?;
     Ok(request)
 }
 
@@ -356,6 +350,17 @@ mod tests {
         assert!(caching.request("m", 10, &named, 0).is_err());
     }
 
+    /// The breakpoints a request carries, as the cache model reads them (tools, system,
+    /// messages, thinking and raw blocks included).
+    fn breakpoints(wire: &AnthropicRequest) -> usize {
+        let blocks = wire.prompt_blocks(&crate::tokens::Tokenizer::O200kBase);
+        blocks
+            .blocks()
+            .iter()
+            .filter(|b| b.breakpoint.is_some())
+            .count()
+    }
+
     #[test]
     fn never_a_fifth_breakpoint_and_never_tools_in_two_places() {
         let messages = vec![Message::system("window"), Message::user("go")];
@@ -372,12 +377,14 @@ mod tests {
                 .min_cacheable_tokens(0)
                 .tools(tools)
         };
-        // Four of the caller's own: the library adds none, and the request goes.
-        let wire = request(messages.clone(), 1)
-            .anthropic_request_with("m", 10, &caching(4))
-            .unwrap();
-        assert_eq!(breakpoints(&wire), 4);
-        // Five: refused, never sent with a fifth, on either builder.
+        // Ours give way: with none of the caller's, three; with four, none; never a fifth.
+        for (own, total) in [(0, 2), (2, 4), (4, 4)] {
+            let wire = request(messages.clone(), 1)
+                .anthropic_request_with("m", 10, &caching(own))
+                .unwrap();
+            assert_eq!(breakpoints(&wire), total, "{own} of the caller's");
+        }
+        // Five of the caller's: refused, never sent, on either builder.
         let five = Err(AnthropicError::TooManyBreakpoints { found: 5, max: 4 });
         let built = request(messages.clone(), 1).anthropic_request_with("m", 10, &caching(5));
         assert_eq!(built, five);
@@ -402,6 +409,42 @@ mod tests {
             .anthropic_request_with("m", 10, &AnthropicCaching::for_model("m"))
             .unwrap();
         assert_eq!(wire.tools.unwrap()[0]["name"], "resolve_pointer");
+    }
+
+    #[test]
+    fn breakpoints_in_thinking_blocks_built_by_hand_take_their_places_first() {
+        use crate::conversation::message::OpaqueKind;
+        let marked = |i: usize| {
+            let block = format!(
+                r#"{{"type":"thinking","thinking":"step {i}","signature":"c2ln","cache_control":{{"type":"ephemeral"}}}}"#
+            );
+            OpaquePart::from_block(OpaqueKind::AnthropicThinking, block).unwrap()
+        };
+        let messages = |n: usize| {
+            let mut messages = vec![Message::system("window"), Message::user("go")];
+            for i in 0..n {
+                messages.push(Message::assistant("").with_opaque(vec![marked(i)]));
+                messages.push(Message::user(format!("and {i}?")));
+            }
+            messages
+        };
+        let caching = AnthropicCaching::for_model("m").min_cacheable_tokens(0);
+        // Two of theirs: two of ours at most (the rolling one first, then the stable prefix's),
+        // and the cache model reads every one of them.
+        let wire = request(messages(2), 1)
+            .anthropic_request_with("m", 10, &caching)
+            .unwrap();
+        assert_eq!(breakpoints(&wire), 4);
+        assert!(crate::cache::AnthropicCacheModel::check(
+            wire.prompt_blocks(&crate::tokens::Tokenizer::O200kBase)
+                .blocks()
+        )
+        .is_ok());
+        // Five of theirs: refused.
+        assert_eq!(
+            request(messages(5), 1).anthropic_request_with("m", 10, &caching),
+            Err(AnthropicError::TooManyBreakpoints { found: 5, max: 4 })
+        );
     }
 
     #[test]

@@ -266,6 +266,20 @@ impl ContentBlock {
         }
     }
 
+    /// The `cache_control` a thinking or raw block carries in its own JSON (any value: the
+    /// provider, not this function, judges its shape). The library neither places nor clears
+    /// these, so they count towards a request's four.
+    pub(crate) fn raw_cache_control(&self) -> Option<serde_json::Value> {
+        let raw = match self {
+            ContentBlock::Opaque(part) => part.block(),
+            ContentBlock::Other(raw) => raw.as_str(),
+            _ => return None,
+        };
+        let fields: std::collections::BTreeMap<String, &RawValue> =
+            serde_json::from_str(raw).ok()?;
+        serde_json::from_str(fields.get("cache_control")?.get()).ok()
+    }
+
     /// Sets (or clears) the block's cache breakpoint; `false` for a block that cannot carry
     /// one here (thinking blocks, raw blocks).
     pub fn set_cache_control(&mut self, control: Option<CacheControl>) -> bool {

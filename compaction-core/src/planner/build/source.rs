@@ -113,7 +113,12 @@ mod tests {
         let text = finished(source);
         assert!(text.len() <= SUMMARY_SOURCE_BYTES, "{}", text.len());
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 3, "{}", &text[..200]);
+        assert_eq!(
+            lines.len(),
+            3,
+            "{:?}",
+            lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
         assert!(lines[0].contains("up to #2") && lines[0].contains("resolve_pointer(\"p7\""));
         assert!(huge.starts_with(lines[1]));
         assert!(
@@ -132,7 +137,12 @@ mod tests {
         let text = finished(source);
         assert!(text.len() <= SUMMARY_SOURCE_BYTES, "{}", text.len());
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 4, "{}", &text[..200]);
+        assert_eq!(
+            lines.len(),
+            4,
+            "{:?}",
+            lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
         assert!(lines[0].contains("up to #13"), "{}", lines[0]);
         // Most of the source is the large result's start, not only the short message after it.
         assert!(
@@ -143,31 +153,31 @@ mod tests {
     }
 
     #[test]
-    fn a_room_too_small_to_be_worth_reading_leaves_the_message_out() {
-        let mut source = Source::new(
-            Handle::new(2).unwrap(),
-            SUMMARY_SOURCE_BYTES - NOTE_ROOM - MIN_CUT,
-        );
-        assert!(source.push(9, format!("{{{}}}", "a".repeat(60))));
-        assert!(!source.push(8, format!("{{{}}}", "b".repeat(MIN_CUT))));
+    fn a_room_under_min_cut_leaves_the_message_out_and_names_it() {
+        let newest = format!("{{{}}}", "a".repeat(60));
+        // After the newest line (and its newline), exactly `left` bytes of room.
+        let source_with = |left: usize| {
+            let taken = SUMMARY_SOURCE_BYTES - NOTE_ROOM - (newest.len() + 1) - left;
+            let mut source = Source::new(Handle::new(2).unwrap(), taken);
+            assert!(source.push(9, newest.clone()));
+            source
+        };
+        let older = format!("{{{}}}", "b".repeat(2 * MIN_CUT));
+        for left in [0, 100, MIN_CUT - 1] {
+            let mut source = source_with(left);
+            assert!(!source.push(8, older.clone()), "{left} bytes left");
+            let text = finished(source);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 2, "{text}");
+            assert!(lines[0].contains("up to #8") && lines[0].contains("resolve_pointer(\"p2\""));
+            assert_eq!(lines[1], newest);
+        }
+        // At `MIN_CUT`, the room is worth reading: the older message's start fills it.
+        let mut source = source_with(MIN_CUT);
+        assert!(source.push(8, older.clone()));
         let text = finished(source);
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines[0].contains("up to #8") && !text.contains("is cut"));
-    }
-
-    #[test]
-    fn older_messages_over_the_room_are_left_out_and_named() {
-        let mut source = Source::new(
-            Handle::new(2).unwrap(),
-            SUMMARY_SOURCE_BYTES - NOTE_ROOM - 100,
-        );
-        assert!(source.push(9, format!("{{{}}}", "a".repeat(60))));
-        assert!(!source.push(8, format!("{{{}}}", "b".repeat(60))));
-        let text = finished(source);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
-        assert!(lines[0].contains("up to #8") && lines[0].contains("resolve_pointer(\"p2\""));
-        assert!(lines[1].starts_with("{a"));
+        assert_eq!(lines[0].len(), MIN_CUT);
+        assert!(older.starts_with(lines[0]) && lines[1].contains("message #8 is cut"));
     }
 }
