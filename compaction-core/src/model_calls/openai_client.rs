@@ -5,8 +5,9 @@
 
 use crate::integrations::http::client::Transport;
 use crate::integrations::http::guard::insecure_host;
-use crate::integrations::http::retry::{excerpt, retry_after, with_retries, Attempt};
+use crate::integrations::http::retry::{excerpt, with_retries, Attempt};
 use crate::integrations::http::summary::env;
+use crate::integrations::http::wait::retry_after;
 use crate::model_calls::client::{on_runtime, ClientCore};
 use async_openai::types::chat::CreateChatCompletionResponse;
 use serde::de::DeserializeOwned;

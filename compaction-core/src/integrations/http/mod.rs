@@ -13,3 +13,4 @@ pub(crate) mod client;
 pub(crate) mod guard;
 pub(crate) mod retry;
 pub(crate) mod summary;
+pub(crate) mod wait;

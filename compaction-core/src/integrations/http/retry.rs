@@ -1,9 +1,10 @@
 //! One summary request's attempts: what an exchange ended in (answer, worth retrying, final),
-//! the bounded retry loop honouring `Retry-After`, and short excerpts for error values.
+//! the bounded retry loop honouring `Retry-After` (read in `wait.rs`), and short excerpts for
+//! error values.
 
 use crate::integrations::http::client::{Answer, Transport};
+use crate::integrations::http::wait::{retry_after, UNWAITABLE};
 use crate::summaries::SummarizerError;
-use hyper::header::HeaderMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -43,7 +44,8 @@ where
                     return Err(error);
                 }
                 let wait = asked.unwrap_or(backoff);
-                if wait > max_backoff {
+                // A wait no clock holds ends the call even with `max_backoff(Duration::MAX)`.
+                if wait > max_backoff || wait == UNWAITABLE {
                     return Err(error);
                 }
                 tokio::time::sleep(wait).await;
@@ -144,25 +146,6 @@ pub(crate) fn excerpt(text: &str) -> String {
     }
 }
 
-/// The wait a 429/503 answer asks for: `retry-after-ms` (OpenAI's), else `Retry-After` in
-/// seconds (an HTTP date is not read: the backoff applies).
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let number = |name: &str| {
-        headers
-            .get(name)?
-            .to_str()
-            .ok()?
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|n| n.is_finite() && *n >= 0.0)
-    };
-    if let Some(ms) = number("retry-after-ms") {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
-    }
-    number("retry-after").map(|s| Duration::from_secs_f64(s.min(1e9)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,23 +170,5 @@ mod tests {
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(error_excerpt(anthropic), "overloaded_error: Overloaded");
         assert_eq!(error_excerpt(b"<html>502</html>"), "<html>502</html>");
-    }
-
-    #[test]
-    fn retry_after_reads_milliseconds_then_seconds() {
-        let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers), None);
-        headers.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
-        headers.insert("retry-after-ms", "150".parse().unwrap());
-        assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
-        headers.remove("retry-after-ms");
-        headers.insert(
-            "retry-after",
-            "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&headers), None);
-        headers.insert("retry-after", "-3".parse().unwrap());
-        assert_eq!(retry_after(&headers), None);
     }
 }

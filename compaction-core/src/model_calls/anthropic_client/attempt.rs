@@ -4,7 +4,8 @@
 
 use crate::integrations::anthropic::wire::AnthropicResponse;
 use crate::integrations::http::client::{HttpsClient, Transport};
-use crate::integrations::http::retry::{excerpt, retry_after, Attempt};
+use crate::integrations::http::retry::{excerpt, Attempt};
+use crate::integrations::http::wait::retry_after;
 use crate::model_calls::anthropic_client::error::AnthropicClientError;
 use crate::model_calls::anthropic_client::settings::Settings;
 use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
