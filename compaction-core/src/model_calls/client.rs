@@ -1,10 +1,11 @@
 //! What the model clients ([`AnthropicClient`](crate::anthropic::AnthropicClient),
 //! [`OpenAiClient`](crate::openai::OpenAiClient)) share: their settings (key, server, timeout,
 //! retries, hosts allowed plain http) and the builder step that changes one, the connection
-//! pool those settings build, the key scrubbed from any text an error carries, and a call run
+//! pool those settings build, the key kept out of any text an error carries (`error_text`), and a call run
 //! on the transport's own runtime. Each client keeps its public setters (their docs name its
 //! errors), its wire's settings and its own error type.
 
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::HttpsClient;
 use crate::integrations::http::summary::{runtime, AbortOnDrop};
 use std::future::Future;
@@ -28,12 +29,10 @@ pub(crate) struct Settings<W> {
 }
 
 impl<W> Settings<W> {
-    /// `text` without the key (a server may echo what it was sent).
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        if self.api_key.is_empty() {
-            return text.to_owned();
-        }
-        text.replace(&self.api_key, "<api key>")
+    /// What every error text of this client goes through: the key (a server may echo what it
+    /// was sent) replaced, then the text cut.
+    pub(crate) fn error_text(&self) -> ErrorText {
+        ErrorText::new([&self.api_key])
     }
 
     /// The fields every client's `Debug` shows (never the key itself).

@@ -5,7 +5,7 @@
 
 use crate::integrations::http::client::Transport;
 use crate::integrations::http::guard::insecure_host;
-use crate::integrations::http::retry::{excerpt, with_retries, Attempt};
+use crate::integrations::http::retry::{with_retries, Attempt};
 use crate::integrations::http::summary::env;
 use crate::integrations::http::wait::retry_after;
 use crate::model_calls::client::{on_runtime, ClientCore};
@@ -176,7 +176,7 @@ async fn call<T: DeserializeOwned>(
             Ok(answer) => answer,
             Err(Transport::Connect(reason)) => {
                 let server = settings.base_url.clone();
-                let reason = settings.scrub(&reason);
+                let reason = settings.error_text().excerpt(&reason);
                 return Attempt::Transient(OpenAiClientError::Connect { server, reason }, None);
             }
             Err(Transport::Timeout) => {
@@ -184,7 +184,7 @@ async fn call<T: DeserializeOwned>(
                 return Attempt::Fatal(OpenAiClientError::Timeout { after });
             }
             Err(Transport::Other(reason)) => {
-                let reason = settings.scrub(&reason);
+                let reason = settings.error_text().excerpt(&reason);
                 return Attempt::Fatal(OpenAiClientError::Transport { reason });
             }
         };
@@ -192,7 +192,7 @@ async fn call<T: DeserializeOwned>(
         if !(200..300).contains(&answer.status) {
             let error = OpenAiClientError::Http {
                 status: answer.status,
-                message: excerpt(&settings.scrub(&error_message(&text))),
+                message: settings.error_text().excerpt(&error_message(&text)),
             };
             return match answer.status == 429 || (500..600).contains(&answer.status) {
                 true => Attempt::Transient(error, retry_after(&answer.headers)),
@@ -203,7 +203,7 @@ async fn call<T: DeserializeOwned>(
         match reply.map_err(|e| (without_usage(&text), e)) {
             Ok(reply) | Err((Some(reply), _)) => Attempt::Answer(reply),
             Err((None, e)) => {
-                let body = excerpt(&settings.scrub(&format!("{e}: {text}")));
+                let body = settings.error_text().excerpt(&format!("{e}: {text}"));
                 Attempt::Fatal(OpenAiClientError::Malformed { body })
             }
         }
@@ -296,7 +296,11 @@ mod tests {
         assert!(!format!("{client:?}").contains("sk-secret-42"));
         assert_eq!(client.core.settings.base_url, "http://127.0.0.1:1/v1");
         assert_eq!(
-            client.core.settings.scrub("bad key sk-secret-42!"),
+            client
+                .core
+                .settings
+                .error_text()
+                .excerpt("bad key sk-secret-42!"),
             "bad key <api key>!"
         );
         assert!(OpenAiClient::new("  ").core.settings.api_key.is_empty());

@@ -5,6 +5,7 @@
 //! joined, tool calls gathered by `index` with their argument fragments joined byte for byte,
 //! the finish reason and the usage of the last chunk.
 
+use crate::integrations::error_text::ErrorText;
 use crate::model_calls::sse::{SseDecoder, SseEvent};
 use async_openai::types::chat::{
     ChatChoice, ChatChoiceLogprobs, ChatChoiceStream, ChatCompletionMessageToolCall,
@@ -230,7 +231,7 @@ impl ChatStreamAssembler {
                     .and_then(|v| v.get("error").map(|e| e.to_string()));
                 let reason = match error {
                     Some(error) => format!("the server sent an error: {}", short(&error)),
-                    None => e.to_string(),
+                    None => short(&e.to_string()),
                 };
                 ChatStreamError::BadChunk { reason }
             })?;
@@ -376,10 +377,8 @@ impl Choice {
     }
 }
 
-/// The start of a server's text, at most 200 characters, for an error value.
+/// The start of a server's text, for an error value: through the one function every error
+/// text from a server's bytes takes (this assembler holds no key, so it only cuts).
 fn short(text: &str) -> String {
-    match text.char_indices().nth(200) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
+    ErrorText::default().excerpt(text)
 }

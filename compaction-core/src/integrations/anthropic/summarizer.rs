@@ -4,6 +4,7 @@
 
 use crate::integrations::anthropic::estimate::ClaudeEstimate;
 use crate::integrations::anthropic::wire::{AnthropicResponse, ContentBlock};
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::Answer;
 use crate::integrations::http::retry::{malformed, parse_answer};
 use crate::integrations::http::summary::{
@@ -132,9 +133,15 @@ impl SummaryWire for MessagesWire {
         )
     }
 
-    fn answer(&self, field: &str, answer: &Answer) -> Result<(String, bool), SummarizerError> {
-        let malformed = |text: &str| malformed(field, text);
-        let response: AnthropicResponse = parse_answer(field, answer, "a Messages API reply")?;
+    fn answer(
+        &self,
+        field: &str,
+        text: &ErrorText,
+        answer: &Answer,
+    ) -> Result<(String, bool), SummarizerError> {
+        let malformed = |what: &str| malformed(field, text, what);
+        let response: AnthropicResponse =
+            parse_answer(field, text, answer, "a Messages API reply")?;
         let stop = response.stop_reason.as_deref();
         if stop == Some("refusal") {
             return Err(malformed("the model refused"));

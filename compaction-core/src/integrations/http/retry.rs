@@ -1,15 +1,14 @@
 //! One summary request's attempts: what an exchange ended in (answer, worth retrying, final),
-//! the bounded retry loop honouring `Retry-After` (read in `wait.rs`), and short excerpts for
-//! error values.
+//! the bounded retry loop honouring `Retry-After` (read in `wait.rs`), and the error values of
+//! a summarizer's answers (their text through `ErrorText`).
 
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::{Answer, Transport};
 use crate::integrations::http::wait::{retry_after, UNWAITABLE};
 use crate::summaries::SummarizerError;
 use std::future::Future;
 use std::time::Duration;
 
-/// The longest body excerpt an error carries.
-const EXCERPT_CHARS: usize = 200;
 /// The first wait of the exponential backoff (doubled per retry) when the server names none.
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
@@ -58,17 +57,18 @@ where
 
 /// The exchange's outcome before its body is read as the provider's answer: a 2xx answer, or
 /// the attempt a transport failure or an error status ends in. `server` names the server in a
-/// connection error (never the key).
+/// connection error (never the key); every text of the server's goes through `text`.
 pub(crate) fn triage<T>(
     field: &str,
     server: &str,
     timeout: Duration,
+    text: &ErrorText,
     exchange: Result<Answer, Transport>,
 ) -> Result<Answer, Attempt<T>> {
     let answer = match exchange {
         Ok(answer) => answer,
         Err(Transport::Connect(reason)) => {
-            let message = format!("cannot connect to {server}: {reason}");
+            let message = text.excerpt(&format!("cannot connect to {server}: {reason}"));
             return Err(Attempt::Transient(
                 SummarizerError::failed(field, message),
                 None,
@@ -81,7 +81,7 @@ pub(crate) fn triage<T>(
             }))
         }
         Err(Transport::Other(reason)) => {
-            let message = format!("HTTP error: {reason}");
+            let message = text.excerpt(&format!("HTTP error: {reason}"));
             return Err(Attempt::Fatal(SummarizerError::failed(field, message)));
         }
     };
@@ -92,7 +92,7 @@ pub(crate) fn triage<T>(
     let error = SummarizerError::Http {
         field: field.to_owned(),
         status,
-        body: error_excerpt(&answer.body),
+        body: text.excerpt(&error_message(&answer.body)),
     };
     if status == 429 || (500..600).contains(&status) {
         Err(Attempt::Transient(error, retry_after(&answer.headers)))
@@ -102,8 +102,9 @@ pub(crate) fn triage<T>(
 }
 
 /// What an error answer says: the provider's `error.message` (OpenAI's and Anthropic's error
-/// shapes both have one), with its `error.type` when there is one; else the start of the body.
-fn error_excerpt(body: &[u8]) -> String {
+/// shapes both have one), with its `error.type` when there is one; else the body (whole: the
+/// caller scrubs, then cuts).
+fn error_message(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let parsed: Option<serde_json::Value> = serde_json::from_str(&text).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
@@ -112,38 +113,32 @@ fn error_excerpt(body: &[u8]) -> String {
         .and_then(|m| m.as_str())
     {
         Some(message) => match error.and_then(|e| e.get("type")).and_then(|t| t.as_str()) {
-            Some(kind) => excerpt(&format!("{kind}: {message}")),
-            None => excerpt(message),
+            Some(kind) => format!("{kind}: {message}"),
+            None => message.to_owned(),
         },
-        None => excerpt(&text),
+        None => text.into_owned(),
     }
 }
 
-/// A 2xx answer that is not a usable reply: `Malformed`, with the start of `text`.
-pub(crate) fn malformed(field: &str, text: &str) -> SummarizerError {
+/// A 2xx answer that is not a usable reply: `Malformed`, with the start of `what` (through
+/// `text`: the key replaced, then cut).
+pub(crate) fn malformed(field: &str, text: &ErrorText, what: &str) -> SummarizerError {
     SummarizerError::Malformed {
         field: field.to_owned(),
-        body: excerpt(text),
+        body: text.excerpt(what),
     }
 }
 
 /// A 2xx answer's body read as `T` (`what` names it), or `Malformed` with its start.
 pub(crate) fn parse_answer<T: serde::de::DeserializeOwned>(
     field: &str,
+    text: &ErrorText,
     answer: &Answer,
     what: &str,
 ) -> Result<T, SummarizerError> {
     let body = String::from_utf8_lossy(&answer.body);
-    serde_json::from_str(&body).map_err(|_| malformed(field, &format!("not {what}: {body}")))
-}
-
-/// The start of `text`, at most [`EXCERPT_CHARS`] characters, marked when cut.
-pub(crate) fn excerpt(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
-        None => text.to_owned(),
-    }
+    let not = |_| malformed(field, text, &format!("not {what}: {body}"));
+    serde_json::from_str(&body).map_err(not)
 }
 
 #[cfg(test)]
@@ -151,24 +146,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn excerpt_is_short_and_says_it_was_cut() {
-        assert_eq!(excerpt("  short body "), "short body");
-        let long = "é".repeat(1000);
-        let cut = excerpt(&long);
-        assert!(cut.chars().count() < EXCERPT_CHARS + 40, "{cut}");
-        assert!(cut.ends_with("(2000 bytes in all)"), "{cut}");
-    }
-
-    #[test]
     fn error_bodies_give_the_providers_message() {
         let openai = br#"{"error":{"message":"no such model","type":"invalid_request_error"}}"#;
         assert_eq!(
-            error_excerpt(openai),
+            error_message(openai),
             "invalid_request_error: no such model"
         );
         let anthropic =
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-        assert_eq!(error_excerpt(anthropic), "overloaded_error: Overloaded");
-        assert_eq!(error_excerpt(b"<html>502</html>"), "<html>502</html>");
+        assert_eq!(error_message(anthropic), "overloaded_error: Overloaded");
+        assert_eq!(error_message(b"<html>502</html>"), "<html>502</html>");
     }
 }

@@ -2,6 +2,7 @@
 //! summarizer shares, the prompt, the call (asked once more, tighter, when the answer is over
 //! its target or cut) on a runtime of its own, and the builder methods (`summarizer_builder!`).
 
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::{Answer, HttpsClient};
 use crate::integrations::http::guard::{carries_key, insecure_host};
 use crate::integrations::http::retry::{triage, with_retries, Attempt};
@@ -72,6 +73,11 @@ impl Settings {
         )
     }
 
+    /// What every error text of this summarizer goes through: its key replaced, then cut.
+    pub(crate) fn error_text(&self) -> ErrorText {
+        ErrorText::new(self.api_key.as_deref())
+    }
+
     /// `Debug` of a summarizer: whether there is a key, never what it is.
     pub(crate) fn debug(&self, f: &mut std::fmt::Formatter<'_>, name: &str) -> std::fmt::Result {
         f.debug_struct(name)
@@ -117,8 +123,13 @@ pub(crate) trait SummaryWire: Send + Sync + 'static {
     ) -> (String, Vec<(&'static str, String)>, Vec<u8>);
 
     /// The summary text of a 2xx answer and whether the server cut it at its token limit, or
-    /// why the answer is unusable (`SummarizerError::Malformed`).
-    fn answer(&self, field: &str, answer: &Answer) -> Result<(String, bool), SummarizerError>;
+    /// why the answer is unusable (`SummarizerError::Malformed`, its text through `text`).
+    fn answer(
+        &self,
+        field: &str,
+        text: &ErrorText,
+        answer: &Answer,
+    ) -> Result<(String, bool), SummarizerError>;
 }
 
 /// The HTTP client of one summarizer, built on its first request from the settings as they are
@@ -204,6 +215,7 @@ async fn summarize<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerErro
         .get_or_init(|| HttpsClient::new(settings.timeout))
         .clone()
         .map_err(|message| SummarizerError::failed(&job.field, message))?;
+    let text = settings.error_text();
     let mut previous = None;
     loop {
         let ask = || async {
@@ -218,8 +230,9 @@ async fn summarize<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerErro
                 }
             }
             let exchange = http.post_json(&url, &headers, body).await;
-            match triage(&job.field, &settings.base_url, http.timeout(), exchange) {
-                Ok(answer) => match job.wire.answer(&job.field, &answer) {
+            let base_url = &settings.base_url;
+            match triage(&job.field, base_url, http.timeout(), &text, exchange) {
+                Ok(answer) => match job.wire.answer(&job.field, &text, &answer) {
                     Ok(summary) => Attempt::Answer(summary),
                     Err(error) => Attempt::Fatal(error),
                 },

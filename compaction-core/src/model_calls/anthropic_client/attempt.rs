@@ -4,7 +4,7 @@
 
 use crate::integrations::anthropic::wire::AnthropicResponse;
 use crate::integrations::http::client::{HttpsClient, Transport};
-use crate::integrations::http::retry::{excerpt, Attempt};
+use crate::integrations::http::retry::Attempt;
 use crate::integrations::http::wait::retry_after;
 use crate::model_calls::anthropic_client::error::AnthropicClientError;
 use crate::model_calls::anthropic_client::settings::Settings;
@@ -33,7 +33,7 @@ pub(super) async fn send_once(
         Ok(response) => Attempt::Answer(response),
         Err(e) => {
             let text = String::from_utf8_lossy(&answer.body);
-            let body = excerpt(&settings.scrub(&format!("{e}: {text}")));
+            let body = settings.error_text().excerpt(&format!("{e}: {text}"));
             Attempt::Fatal(AnthropicClientError::Malformed { body })
         }
     }
@@ -56,7 +56,9 @@ pub(super) async fn stream_once(
         let body = answer.rest().await.unwrap_or_default();
         return status(settings, code, &head, &body);
     }
-    let mut assembler = StreamAssembler::new();
+    // Its errors (an `error` event's type and message, event names, serde's reasons) never
+    // hold the key.
+    let mut assembler = StreamAssembler::scrubbing(settings.error_text());
     loop {
         let bytes = match answer.next().await {
             Ok(Some(bytes)) => bytes,
@@ -66,7 +68,7 @@ pub(super) async fn stream_once(
                 return Attempt::Fatal(AnthropicClientError::Timeout { after });
             }
             Err(failure) => {
-                let reason = settings.scrub(&describe(failure));
+                let reason = settings.error_text().excerpt(&describe(failure));
                 let events = assembler.events();
                 if events == 0 {
                     // Nothing of the reply was read: the call is as if never answered.
@@ -77,29 +79,20 @@ pub(super) async fn stream_once(
             }
         };
         if let Err(source) = assembler.push_sse(&bytes) {
-            return stream_failed(settings, assembler.events(), source);
+            return stream_failed(assembler.events(), source);
         }
     }
     let events = assembler.events();
     match assembler.finish() {
         Ok(response) => Attempt::Answer(response),
-        Err(source) => stream_failed(settings, events, source),
+        Err(source) => stream_failed(events, source),
     }
 }
 
-/// A stream that did not assemble: retried only when the provider's `error` event was the
-/// first thing it sent (the streamed form of a 529 or 5xx: nothing of the reply was read).
-fn stream_failed(settings: &Settings, events: usize, source: AnthropicStreamError) -> Outcome {
-    let source = match source {
-        AnthropicStreamError::Provider {
-            error_type,
-            message,
-        } => AnthropicStreamError::Provider {
-            error_type,
-            message: settings.scrub(&message),
-        },
-        other => other,
-    };
+/// A stream that did not assemble (its error's text already scrubbed by the assembler):
+/// retried only when the provider's `error` event was the first thing it sent (the streamed
+/// form of a 529 or 5xx: nothing of the reply was read).
+fn stream_failed(events: usize, source: AnthropicStreamError) -> Outcome {
     let first = events <= 1 && matches!(source, AnthropicStreamError::Provider { .. });
     let error = AnthropicClientError::Stream { events, source };
     if first {
@@ -115,7 +108,7 @@ fn transport(settings: &Settings, client: &HttpsClient, failure: Transport) -> O
         Transport::Connect(reason) => Attempt::Transient(
             AnthropicClientError::Connect {
                 server: settings.base_url.clone(),
-                reason: settings.scrub(&reason),
+                reason: settings.error_text().excerpt(&reason),
             },
             None,
         ),
@@ -123,7 +116,7 @@ fn transport(settings: &Settings, client: &HttpsClient, failure: Transport) -> O
             after: client.timeout(),
         }),
         Transport::Other(reason) => Attempt::Fatal(AnthropicClientError::Transport {
-            reason: settings.scrub(&reason),
+            reason: settings.error_text().excerpt(&reason),
         }),
     }
 }
@@ -157,10 +150,11 @@ fn status(settings: &Settings, status: u16, headers: &HeaderMap, body: &[u8]) ->
         .map(|a| a.error);
     let error_type = parsed.as_ref().and_then(|e| e.kind.as_deref());
     let message = parsed.as_ref().and_then(|e| e.message.as_deref());
+    let scrub = settings.error_text();
     let error = AnthropicClientError::Http {
         status,
-        error_type: error_type.map(|t| excerpt(&settings.scrub(t))),
-        message: excerpt(&settings.scrub(message.unwrap_or(&text))),
+        error_type: error_type.map(|t| scrub.excerpt(t)),
+        message: scrub.excerpt(message.unwrap_or(&text)),
     };
     if status == 429 || (500..600).contains(&status) {
         Attempt::Transient(error, retry_after(headers))

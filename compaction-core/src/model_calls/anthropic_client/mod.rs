@@ -211,7 +211,11 @@ mod tests {
         assert!(!format!("{client:?}").contains("sk-ant-secret"));
         assert_eq!(client.core.settings.base_url, "http://127.0.0.1:1");
         assert_eq!(
-            client.core.settings.scrub("bad key sk-ant-secret!"),
+            client
+                .core
+                .settings
+                .error_text()
+                .excerpt("bad key sk-ant-secret!"),
             "bad key <api key>!"
         );
         let headers = headers(&client.beta("a").beta("b").core.settings);

@@ -1,5 +1,7 @@
 //! `AnthropicStreamError`: why a stream of Messages API events did not make a reply.
 
+use crate::integrations::error_text::ErrorText;
+
 /// Why a stream of Anthropic Messages API events did not assemble into an
 /// [`AnthropicResponse`](crate::anthropic::AnthropicResponse). Once an assembler returned one,
 /// it returns the same error for every later call: a stream is never half-read.
@@ -24,7 +26,7 @@ pub enum AnthropicStreamError {
     Provider {
         /// The error's `type` (`overloaded_error`, `api_error`, ...).
         error_type: String,
-        /// Its `message` (at most 200 characters).
+        /// Its `message` (at most 200 characters, the client's key replaced).
         message: String,
     },
     /// An event before `message_start`.
@@ -118,10 +120,61 @@ pub enum AnthropicStreamError {
     },
 }
 
-/// The start of a provider's text, at most 200 characters, for an error value.
-pub(super) fn short(text: &str) -> String {
-    match text.char_indices().nth(200) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
+impl AnthropicStreamError {
+    /// This error with every text it holds (all of it from the server's bytes, or quoting
+    /// them) through [`ErrorText::excerpt`]: the assembler's secrets replaced, then cut. Every
+    /// error leaves the assembler through here, so no variant is built with raw text.
+    pub(super) fn scrubbed(self, text: &ErrorText) -> Self {
+        let x = |s: String| text.excerpt(&s);
+        use AnthropicStreamError as E;
+        match self {
+            E::BadEvent { event, reason } => E::BadEvent {
+                event: x(event),
+                reason: x(reason),
+            },
+            E::Provider {
+                error_type,
+                message,
+            } => E::Provider {
+                error_type: x(error_type),
+                message: x(message),
+            },
+            E::BeforeStart { event } => E::BeforeStart { event: x(event) },
+            E::UnknownBlock { event, index } => E::UnknownBlock {
+                event: x(event),
+                index,
+            },
+            E::BlockStopped { event, index } => E::BlockStopped {
+                event: x(event),
+                index,
+            },
+            E::DeltaMismatch {
+                index,
+                block,
+                delta,
+            } => E::DeltaMismatch {
+                index,
+                block: x(block),
+                delta: x(delta),
+            },
+            E::UnknownDelta { index, delta } => E::UnknownDelta {
+                index,
+                delta: x(delta),
+            },
+            E::ToolInput { index, reason } => E::ToolInput {
+                index,
+                reason: x(reason),
+            },
+            E::Block { index, reason } => E::Block {
+                index,
+                reason: x(reason),
+            },
+            E::AfterStop { event } => E::AfterStop { event: x(event) },
+            E::Incomplete { missing } => E::Incomplete {
+                missing: x(missing),
+            },
+            E::Message { reason } => E::Message { reason: x(reason) },
+            other @ (E::NotUtf8 | E::DuplicateStart | E::OutOfOrder { .. }) => other,
+        }
     }
 }

@@ -15,8 +15,8 @@ mod error;
 pub use error::AnthropicStreamError;
 
 use crate::integrations::anthropic::wire::{AnthropicResponse, ContentBlock};
+use crate::integrations::error_text::ErrorText;
 use crate::model_calls::anthropic_stream::block::{BlockBuilder, Delta, Ordered};
-use crate::model_calls::anthropic_stream::error::short;
 use crate::model_calls::sse::{SseDecoder, SseEvent};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -67,6 +67,8 @@ pub struct StreamAssembler {
     events: usize,
     /// The first error: every later call returns it again.
     failed: Option<AnthropicStreamError>,
+    /// What every error's text goes through (a client's holds its key).
+    text: ErrorText,
 }
 
 impl std::fmt::Debug for StreamAssembler {
@@ -135,6 +137,15 @@ impl StreamAssembler {
         StreamAssembler::default()
     }
 
+    /// An assembler whose errors never hold `text`'s secrets (a client's key): every error
+    /// text is scrubbed before it is cut, whichever event it came from.
+    pub(crate) fn scrubbing(text: ErrorText) -> Self {
+        StreamAssembler {
+            text,
+            ..StreamAssembler::default()
+        }
+    }
+
     /// Assembles a whole recorded stream (server-sent-event text).
     pub fn assemble(sse: impl AsRef<[u8]>) -> Result<AnthropicResponse, AnthropicStreamError> {
         let mut assembler = StreamAssembler::new();
@@ -183,10 +194,17 @@ impl StreamAssembler {
 
     /// The reply, once `message_stop` arrived with every block stopped; else
     /// [`AnthropicStreamError::Incomplete`] (or the error the stream already met).
-    pub fn finish(self) -> Result<AnthropicResponse, AnthropicStreamError> {
-        if let Some(error) = self.failed {
+    pub fn finish(mut self) -> Result<AnthropicResponse, AnthropicStreamError> {
+        // Already scrubbed and cut when it was met: returned as it is.
+        if let Some(error) = self.failed.take() {
             return Err(error);
         }
+        let text = std::mem::take(&mut self.text);
+        self.assemble_reply().map_err(|error| error.scrubbed(&text))
+    }
+
+    /// The reply of a stream that met no error so far.
+    fn assemble_reply(self) -> Result<AnthropicResponse, AnthropicStreamError> {
         let incomplete = |missing: &str| AnthropicStreamError::Incomplete {
             missing: missing.to_owned(),
         };
@@ -227,6 +245,7 @@ impl StreamAssembler {
     }
 
     fn fail(&mut self, error: AnthropicStreamError) -> AnthropicStreamError {
+        let error = error.scrubbed(&self.text);
         self.failed = Some(error.clone());
         error
     }
@@ -256,8 +275,8 @@ impl StreamAssembler {
             "error" => {
                 let body = serde_json::from_str::<ErrorEvent>(data).map_err(bad)?.error;
                 return Err(AnthropicStreamError::Provider {
-                    error_type: short(&body.kind),
-                    message: short(&body.message),
+                    error_type: body.kind,
+                    message: body.message,
                 });
             }
             _ if self.stopped => return Err(AnthropicStreamError::AfterStop { event: kind }),

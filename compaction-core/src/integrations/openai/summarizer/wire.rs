@@ -1,8 +1,9 @@
 //! The chat completions request and answer of one summary, in async-openai's types: what
 //! [`OpenAiSummarizer`](super::OpenAiSummarizer) sends on the shared HTTPS transport.
 
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::Answer;
-use crate::integrations::http::retry::{excerpt, malformed, parse_answer};
+use crate::integrations::http::retry::{malformed, parse_answer};
 use crate::integrations::http::summary::{Settings, SummaryWire};
 use crate::summaries::SummarizerError;
 use async_openai::types::chat::{
@@ -51,18 +52,20 @@ impl SummaryWire for ChatWire {
         )
     }
 
-    fn answer(&self, field: &str, answer: &Answer) -> Result<(String, bool), SummarizerError> {
-        let malformed = |text: &str| malformed(field, text);
+    fn answer(
+        &self,
+        field: &str,
+        text: &ErrorText,
+        answer: &Answer,
+    ) -> Result<(String, bool), SummarizerError> {
+        let malformed = |what: &str| malformed(field, text, what);
         let response: CreateChatCompletionResponse =
-            parse_answer(field, answer, "a chat completion")?;
+            parse_answer(field, text, answer, "a chat completion")?;
         let Some(choice) = response.choices.into_iter().next() else {
             return Err(malformed("the answer has no choice"));
         };
         if let Some(refusal) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
-            return Err(malformed(&format!(
-                "the model refused: {}",
-                excerpt(&refusal)
-            )));
+            return Err(malformed(&format!("the model refused: {refusal}")));
         }
         let cut = choice.finish_reason == Some(FinishReason::Length);
         match choice.message.content {
