@@ -52,7 +52,7 @@ pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError,
 
 // The checkpoint: what a compaction returns, its seals and binding, and where it is kept.
 pub use compaction_core::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore,
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, TakenEpoch,
 };
 pub use compaction_core::{CheckpointBinding, Compacted, SealKey, SealKeyError};
 
@@ -102,6 +102,9 @@ pub use compaction_core::{
     EffectCall, EffectOutcome, ModelResponse, ResponseProblem, Session, SessionBuilder,
     SessionError, SessionRequest, ToolFailure,
 };
+// One agent, one writer: the fencing token every session takes when it opens.
+pub use compaction_core::fence;
+pub use compaction_core::fence::{OpenMode, Superseded};
 
 // Backends: SQLite (embedded, the default) and PostgreSQL (a fleet).
 #[cfg(feature = "postgres")]

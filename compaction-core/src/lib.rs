@@ -20,6 +20,7 @@ mod conversation;
 pub mod derive_support;
 pub mod effects;
 pub mod error;
+pub mod fence;
 mod future;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod gc;

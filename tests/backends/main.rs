@@ -14,6 +14,7 @@ mod conformance;
 mod pg;
 
 mod conformance_checkpoint;
+mod conformance_fence;
 mod conformance_gc;
 mod conformance_ledger;
 mod conformance_store;

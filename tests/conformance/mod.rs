@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod checkpoint;
+pub mod fence;
 pub mod gc;
 pub mod ledger;
 pub mod store;

@@ -10,8 +10,10 @@
 use crate::binding::{foreign_message, CheckpointBinding};
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::error::{CompactionError, CHECKPOINT_FIELD};
+use crate::fence::{AgentLive, Fence, Superseded};
 use crate::future::BoxFuture;
 use crate::store::StoreError;
+use std::time::Duration;
 
 /// Why a checkpoint could not be saved, loaded, listed or deleted. Converts into
 /// [`CompactionError`] (so `?` works in a function returning it): `Integrity` into
@@ -56,6 +58,76 @@ pub enum CheckpointError {
     /// is never saved (compact with this store first).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A write through a fenced handle ([`CheckpointStore::fenced`]) after a newer session of
+    /// the agent opened: nothing was written.
+    #[error("{0}")]
+    Superseded(Superseded),
+    /// [`take_epoch`](CheckpointStore::take_epoch) with a lease while another session of the
+    /// agent wrote within it: nothing was taken.
+    #[error("{0}")]
+    Live(AgentLive),
+    /// [`save_row_over`](CheckpointStore::save_row_over) over a checkpoint the new one was not
+    /// built on: the agent's newest checkpoint is not the one this writer loaded or saved last
+    /// (another writer saved since). Nothing was written: open the agent again.
+    #[error(
+        "agent `{}`: the checkpoint was built on {}, but the store's newest is {}: another \
+         writer saved since; nothing was written: open the agent again",
+        agent_id.escape_debug(),
+        parent_name(.expected),
+        parent_name(.found)
+    )]
+    Conflict {
+        /// The agent id.
+        agent_id: String,
+        /// The row checksum the save was built on (`None`: the agent had no checkpoint).
+        expected: Option<String>,
+        /// The row checksum held (`None`: the agent has no checkpoint).
+        found: Option<String>,
+    },
+}
+
+/// A store write's error as the checkpoint error it is: a fenced handle's refusal is
+/// [`CheckpointError::Superseded`], anything else the store's failure.
+pub(crate) fn fenced_write(error: StoreError) -> CheckpointError {
+    match error {
+        StoreError::Superseded(refusal) => CheckpointError::Superseded(refusal),
+        other => CheckpointError::Store(other),
+    }
+}
+
+/// Whether a save built on `parent` may go over the row whose checksum is `found`: only when
+/// they are the same checkpoint (or both none); [`CheckpointError::Conflict`] otherwise.
+pub(crate) fn check_parent(
+    agent_id: &str,
+    parent: Option<&str>,
+    found: Option<String>,
+) -> Result<(), CheckpointError> {
+    if found.as_deref() == parent {
+        return Ok(());
+    }
+    Err(CheckpointError::Conflict {
+        agent_id: agent_id.to_owned(),
+        expected: parent.map(str::to_owned),
+        found,
+    })
+}
+
+/// A parent checkpoint in a [`CheckpointError::Conflict`] message: its checksum's start.
+fn parent_name(sha256: &Option<String>) -> String {
+    match sha256 {
+        Some(hex) => format!("checkpoint {}", hex.chars().take(12).collect::<String>()),
+        None => "no checkpoint".to_owned(),
+    }
+}
+
+/// What [`CheckpointStore::take_epoch`] took: the session's epoch, and the agent's checkpoint
+/// row as it was when the epoch was taken (read in the same transaction).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenEpoch {
+    /// The epoch now the agent's newest.
+    pub epoch: u64,
+    /// The agent's newest checkpoint row, as stored; `None` when it has none.
+    pub row: Option<CheckpointRow>,
 }
 
 impl From<CheckpointError> for CompactionError {
@@ -76,6 +148,15 @@ impl From<CheckpointError> for CompactionError {
                 message,
             },
             CheckpointError::Store(error) => CompactionError::Store(error),
+            CheckpointError::Superseded(refusal) => {
+                CompactionError::Store(StoreError::Superseded(refusal))
+            }
+            e @ (CheckpointError::Live(_) | CheckpointError::Conflict { .. }) => {
+                CompactionError::Store(StoreError::Backend {
+                    message: e.to_string(),
+                    source: Some(Box::new(e)),
+                })
+            }
             e @ CheckpointError::NulAgentId { .. } => CompactionError::Config(e.to_string()),
         }
     }
@@ -152,4 +233,61 @@ pub trait CheckpointStore: Send + Sync {
     /// Deletes the checkpoint of `agent_id`; whether there was one. The blobs it pointed at
     /// stay (other checkpoints may share them).
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>>;
+
+    /// Opening a session (see [`crate::fence`]): takes `agent_id`'s next epoch, at least
+    /// `at_least`, and reads its checkpoint row, in one transaction; refused with
+    /// [`CheckpointError::Live`] while `lease` is given and a session of the agent wrote within
+    /// it. Every write through a handle fenced at an older epoch is refused from then on.
+    ///
+    /// `Ok(None)`: this store does not fence (the default, for a store of your own: forward to
+    /// the store you wrap). The built-in stores all fence.
+    fn take_epoch<'a>(
+        &'a self,
+        agent_id: &'a str,
+        at_least: u64,
+        lease: Option<Duration>,
+    ) -> BoxFuture<'a, Result<Option<TakenEpoch>, CheckpointError>> {
+        let _ = (agent_id, at_least, lease);
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// [`save_row`](Self::save_row), only over the checkpoint it was built on: `parent` is the
+    /// [`sha256`](CheckpointRow::sha256) of the row the writer loaded or saved last (`None`:
+    /// the agent had none). Refused with [`CheckpointError::Conflict`] when the agent's newest
+    /// row is another, so two writers never overwrite each other's checkpoints, not even at the
+    /// same sequence. The built-in stores compare and write in one transaction; the default
+    /// (for a store of your own) reads, compares and then saves, which narrows the race but
+    /// does not close it.
+    fn save_row_over<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+        parent: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move {
+            let found = self.load_row(agent_id).await?;
+            check_parent(agent_id, parent, found.and_then(|row| row.sha256))?;
+            self.save_row(agent_id, row).await
+        })
+    }
+
+    /// Renews the lease of the session this handle is fenced for (see
+    /// [`OpenMode::RefuseIfLive`](crate::fence::OpenMode)), writing nothing else; refused with
+    /// [`CheckpointError::Superseded`] once a newer session opened. A handle without a fence
+    /// (and the default, for a store of your own) has nothing to renew.
+    fn renew<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        let _ = agent_id;
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// A handle on the same store whose every write (checkpoint saves and deletes, blob and
+    /// entry puts) is conditional on `fence` holding its agent's newest epoch, checked in the
+    /// write's own transaction. `None`: this store does not fence (the default).
+    fn fenced(&self, fence: &Fence) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = fence;
+        None
+    }
 }

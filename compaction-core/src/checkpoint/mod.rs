@@ -17,8 +17,8 @@ mod transcript_record;
 mod typed;
 mod verify;
 
-pub(crate) use backend::check_agent_id;
-pub use backend::{CheckpointError, CheckpointStore};
+pub(crate) use backend::{check_agent_id, check_parent, fenced_write};
+pub use backend::{CheckpointError, CheckpointStore, TakenEpoch};
 pub use compacted::Compacted;
 pub(crate) use compacted::FORMAT;
 pub(crate) use fingerprint::SchemaFingerprint;

@@ -1,6 +1,7 @@
 //! Why the effect guard refused a transition.
 
 use crate::effects::record::EffectStatus;
+use crate::fence::Superseded;
 
 /// Why the effect guard refused a transition.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,4 +54,8 @@ pub enum EffectError {
         /// Which part holds it: `scope`, `key`, `action`, `target` or `dependency`.
         part: &'static str,
     },
+    /// A write through a ledger handle fenced for a session (see [`crate::fence`]) after a
+    /// newer session of the agent opened: nothing was written.
+    #[error("{0}")]
+    Superseded(Superseded),
 }

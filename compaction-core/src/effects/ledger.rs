@@ -14,6 +14,7 @@
 use crate::effects::error::EffectError;
 use crate::effects::record::{Effect, EffectLog, EffectStatus};
 use crate::effects::transition::{AnnotatedTransition, Settlement, SyncSummary, Transition};
+use crate::fence::{Fence, FenceRecord};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 
@@ -165,4 +166,39 @@ pub trait EffectLedger: Send + Sync {
         &'a self,
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, Self::Error>>;
+
+    /// What this ledger holds of `agent_id`'s fence (see [`crate::fence`]): its newest epoch
+    /// and when a session of it last wrote here. `None` before the agent's first fenced
+    /// session, and for a ledger that does not fence (the default, for a ledger of your own:
+    /// forward to the ledger you wrap).
+    fn fence_record<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<FenceRecord>, Self::Error>> {
+        let _ = agent_id;
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    /// Opening a session: raises `fence`'s agent to `fence`'s epoch (taken in the checkpoint
+    /// store), so every write through a ledger handle fenced at an older epoch is refused from
+    /// then on; refused with [`EffectError::Superseded`] when the ledger already holds a newer
+    /// epoch (another session opened meanwhile). Returns whether this ledger fences (`false`:
+    /// the default, for a ledger of your own).
+    fn raise_epoch<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool, Self::Error>> {
+        let _ = fence;
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
+    /// A handle on the same ledger whose every write (record, claim, settle, reconcile,
+    /// payload, sync, sequence advance) is conditional on `fence` holding its agent's newest
+    /// epoch, checked in the write's own transaction, and renews its lease; a refused write is
+    /// [`EffectError::Superseded`] and changes nothing. `None`: this ledger does not fence
+    /// (the default).
+    fn fenced(&self, fence: &Fence) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        let _ = fence;
+        None
+    }
 }

@@ -8,6 +8,7 @@ use crate::effects::record::{Effect, EffectLog, EffectStatus};
 use crate::effects::transition::{
     AnnotatedTransition, Change, Settlement, SyncSummary, SyncVerdict, Transition,
 };
+use crate::fence::{now_ms, Fence, FenceRecord};
 use crate::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,7 +16,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// An in-memory effect ledger: one [`EffectLog`] per scope behind a mutex, with the same state
 /// machine and history as the durable ledgers, and nothing that survives the process.
 ///
-/// Clones share the same records.
+/// Clones share the same records. A handle [`fenced`](EffectLedger::fenced) for a session
+/// checks its epoch under the same lock as each write (see [`crate::fence`]).
 ///
 /// ```
 /// use compaction::{Effect, EffectError, EffectLedger, EffectStatus, MemoryLedger};
@@ -34,6 +36,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Debug, Clone, Default)]
 pub struct MemoryLedger {
     inner: Arc<Mutex<Scopes>>,
+    /// The session this handle writes for, when fenced.
+    fence: Option<Fence>,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +46,8 @@ struct Scopes {
     history: BTreeMap<(String, String), Vec<AnnotatedTransition>>,
     /// The newest checkpoint sequence of each agent.
     checkpoints: BTreeMap<String, u64>,
+    /// The newest epoch of each agent, and when a session of it last wrote.
+    fences: BTreeMap<String, FenceRecord>,
 }
 
 impl MemoryLedger {
@@ -56,13 +62,27 @@ impl MemoryLedger {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The records, for a write: refused when this handle is fenced and its epoch is no longer
+    /// its agent's newest, renewed otherwise. The lock is held for the whole write, so the
+    /// check and the write are one step.
+    fn write(&self) -> Result<MutexGuard<'_, Scopes>, EffectError> {
+        let mut scopes = self.lock();
+        if let Some(fence) = &self.fence {
+            let held = scopes.fences.get(fence.agent_id()).copied();
+            let renewed =
+                FenceRecord::check(held, fence, now_ms()).map_err(EffectError::Superseded)?;
+            scopes.fences.insert(fence.agent_id().to_owned(), renewed);
+        }
+        Ok(scopes)
+    }
+
     fn apply(
         &self,
         scope: &str,
         key: &str,
         transition: impl FnOnce(Option<&Effect>) -> Result<Change, EffectError>,
     ) -> Result<(), EffectError> {
-        self.lock().apply(scope, key, None, transition)
+        self.write()?.apply(scope, key, None, transition)
     }
 
     fn history_of(&self, scope: &str, key: &str) -> Vec<AnnotatedTransition> {
@@ -223,7 +243,10 @@ impl EffectLedger for MemoryLedger {
         }
         let mut summary = SyncSummary::default();
         // One lock for the whole log: a sync is one atomic step, as in the durable ledgers.
-        let mut scopes = self.lock();
+        let mut scopes = match self.write() {
+            Ok(scopes) => scopes,
+            Err(e) => return Self::ready(Err(e)),
+        };
         for (i, effect) in log.iter().enumerate() {
             let key = effect.idempotency_key.as_str();
             let mut verdict = SyncVerdict::Unchanged;
@@ -256,9 +279,12 @@ impl EffectLedger for MemoryLedger {
         settlement: &'a Settlement,
     ) -> BoxFuture<'a, Result<(), EffectError>> {
         let note = Some((settlement.actor.as_str(), settlement.note.as_str()));
-        Self::ready(self.lock().apply(scope, key, note, |current| {
-            machine::settled(current, key, settlement.status, settlement.only_unknown)
-        }))
+        let settled = self.write().and_then(|mut scopes| {
+            scopes.apply(scope, key, note, |current| {
+                machine::settled(current, key, settlement.status, settlement.only_unknown)
+            })
+        });
+        Self::ready(settled)
     }
 
     fn annotated_history<'a>(
@@ -274,7 +300,10 @@ impl EffectLedger for MemoryLedger {
         agent_id: &'a str,
         sequence: u64,
     ) -> BoxFuture<'a, Result<u64, EffectError>> {
-        let mut scopes = self.lock();
+        let mut scopes = match self.write() {
+            Ok(scopes) => scopes,
+            Err(e) => return Self::ready(Err(e)),
+        };
         let newest = scopes
             .checkpoints
             .entry(agent_id.to_string())
@@ -288,6 +317,30 @@ impl EffectLedger for MemoryLedger {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, EffectError>> {
         Self::ready(Ok(self.lock().checkpoints.get(agent_id).copied()))
+    }
+
+    fn fence_record<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<FenceRecord>, EffectError>> {
+        Self::ready(Ok(self.lock().fences.get(agent_id).copied()))
+    }
+
+    fn raise_epoch<'a>(&'a self, fence: &'a Fence) -> BoxFuture<'a, Result<bool, EffectError>> {
+        let mut scopes = self.lock();
+        let held = scopes.fences.get(fence.agent_id()).copied();
+        let raised = FenceRecord::raise(held, fence, now_ms()).map(|record| {
+            scopes.fences.insert(fence.agent_id().to_owned(), record);
+            true
+        });
+        Self::ready(raised.map_err(EffectError::Superseded))
+    }
+
+    fn fenced(&self, fence: &Fence) -> Option<Self> {
+        Some(MemoryLedger {
+            inner: Arc::clone(&self.inner),
+            fence: Some(fence.clone()),
+        })
     }
 }
 

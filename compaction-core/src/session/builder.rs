@@ -1,7 +1,7 @@
 //! [`SessionBuilder`]: a session's parts and their defaults, and opening it: the checkpoint
 //! loaded, checked against the ledger and rehydrated, or a fresh state when the agent has none.
 
-use crate::checkpoint::{CheckpointStore, Compacted};
+use crate::checkpoint::{CheckpointError, CheckpointRow, CheckpointStore, Compacted};
 use crate::compactor::{
     CompactorBuilder, SESSION_HIGH_WATER, SESSION_KEEP_FIRST, SESSION_LOW_WATER,
     SESSION_PAGE_RESULTS_OVER, SESSION_WINDOW_SHARE,
@@ -12,6 +12,7 @@ use crate::conversation::tool::ToolDefinition;
 use crate::effects::ledger::EffectLedger;
 use crate::effects::memory::MemoryLedger;
 use crate::error::CompactionError;
+use crate::fence::{Fence, FenceRecord, OpenMode};
 use crate::future::block_on;
 use crate::pointer_tool::PointerResolver;
 use crate::rehydrate::{NoReacquire, Reacquire, RehydrateOptions};
@@ -48,6 +49,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 /// | [`effect_calls`](Self::effect_calls) | none: no call is an effect |
 /// | [`reacquire`](Self::reacquire), [`rehydrate_options`](Self::rehydrate_options) | `NoReacquire`, strict |
 /// | [`resolver`](Self::resolver) | `PointerResolver::new()` |
+/// | [`open_mode`](Self::open_mode) | [`OpenMode::TakeOver`]: a newer session fences this one |
 ///
 /// The session sets the compactor's store, agent id, namespace (the store's) and water marks
 /// itself (and pages new results past their share, and caps the window), whatever the `CompactorBuilder` says: its checkpoints must be sealed for this agent
@@ -56,10 +58,14 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
 pub struct SessionBuilder<S> {
     agent_id: String,
     compactor: CompactorBuilder,
-    /// Gives the compactor the session's store (a closure: `Store` is not object-safe).
+    /// Gives the compactor the session's store, fenced when the session is (a closure:
+    /// `Store` is not object-safe), and returns the checkpoint handle of the same store.
     set_store: SetStore,
     checkpoints: Arc<dyn CheckpointStore>,
     ledger: Arc<dyn SessionLedger<S>>,
+    /// The session's ledger fenced for its epoch (`None`: the ledger does not fence).
+    fence_ledger: FenceLedger<S>,
+    open_mode: OpenMode,
     marks: (f64, f64),
     page_results_over: f64,
     verbatim_first: bool,
@@ -73,22 +79,48 @@ pub struct SessionBuilder<S> {
     tools: Option<Vec<ToolDefinition>>,
 }
 
-/// Sets a compactor's store.
-type SetStore = Box<dyn FnOnce(CompactorBuilder) -> CompactorBuilder + Send + Sync>;
+/// Sets a compactor's store (fenced for the session's epoch, when given and the store fences)
+/// and returns the checkpoint handle of the same store (fenced alike).
+type SetStore = Box<
+    dyn FnOnce(CompactorBuilder, Option<&Fence>) -> (CompactorBuilder, Arc<dyn CheckpointStore>)
+        + Send
+        + Sync,
+>;
 
-fn set_store<T: Store + 'static>(store: T) -> SetStore {
-    Box::new(move |compactor: CompactorBuilder| compactor.store(store))
+/// A ledger fenced for an epoch, as the session holds it.
+type FenceLedger<S> = Box<dyn Fn(&Fence) -> Option<Arc<dyn SessionLedger<S>>> + Send + Sync>;
+
+fn set_store<T: Store + CheckpointStore + Clone + 'static>(store: T) -> SetStore {
+    Box::new(move |compactor: CompactorBuilder, fence: Option<&Fence>| {
+        let store = fence.and_then(|f| store.fenced(f)).unwrap_or(store);
+        (compactor.store(store.clone()), Arc::new(store))
+    })
+}
+
+fn fence_ledger<S, L>(ledger: Arc<L>) -> FenceLedger<S>
+where
+    S: HasTranscript + Send + Sync,
+    L: EffectLedger + 'static,
+{
+    Box::new(move |fence: &Fence| {
+        ledger
+            .fenced(fence)
+            .map(|fenced| Arc::new(fenced) as Arc<dyn SessionLedger<S>>)
+    })
 }
 
 impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     fn new(agent_id: String) -> Self {
         let store = MemoryStore::new();
+        let ledger = MemoryLedger::new();
         SessionBuilder {
             agent_id,
             compactor: CompactorBuilder::default(),
             set_store: set_store(store.clone()),
             checkpoints: Arc::new(store),
-            ledger: Arc::new(MemoryLedger::new()),
+            ledger: Arc::new(ledger.clone()),
+            fence_ledger: fence_ledger(Arc::new(ledger)),
+            open_mode: OpenMode::TakeOver,
             marks: (SESSION_HIGH_WATER, SESSION_LOW_WATER),
             page_results_over: SESSION_PAGE_RESULTS_OVER,
             verbatim_first: false,
@@ -138,7 +170,20 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// protection rests on it: keep it out of reach of whoever could put an old checkpoint
     /// back.
     pub fn ledger<L: EffectLedger + 'static>(mut self, ledger: L) -> Self {
-        self.ledger = Arc::new(ledger);
+        let ledger = Arc::new(ledger);
+        self.fence_ledger = fence_ledger(Arc::clone(&ledger));
+        self.ledger = ledger;
+        self
+    }
+
+    /// What opening does when another session of the agent may still be running (see
+    /// [`crate::fence`]). [`OpenMode::TakeOver`] (the default): this session takes the agent's
+    /// next epoch, and every later write of the session opened before (a worker presumed dead
+    /// that still runs) is refused with [`SessionError::Superseded`], having written nothing.
+    /// [`OpenMode::RefuseIfLive`]: opening is refused with [`SessionError::Live`] while that
+    /// session wrote within the lease (each write, and [`Session::heartbeat`], renews it).
+    pub fn open_mode(mut self, mode: OpenMode) -> Self {
+        self.open_mode = mode;
         self
     }
 
@@ -235,9 +280,15 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// memory installed with it, so the next request is exactly what the process that saved it
     /// would have sent) and its pointers allowed. No checkpoint, but a sequence in the ledger:
     /// the checkpoint was lost, [`SessionError::CheckpointMissing`].
+    ///
+    /// Opening takes the agent's next epoch in the store, atomically with reading the
+    /// checkpoint, and in the ledger (see [`crate::fence`] and [`open_mode`](Self::open_mode)):
+    /// from then on every write of a session of the agent opened before is refused with
+    /// [`SessionError::Superseded`]. A session overtaken while it opened gets that error here.
     pub async fn open(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
         let namespace = self.checkpoints.namespace().to_owned();
         let (high, low) = self.marks;
+        let (fence, row) = self.take_epoch().await?;
         let mut compactor = self.compactor;
         if let Some(format) = self.chat_format {
             compactor = compactor.shared_chat_format(format);
@@ -245,7 +296,12 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
         if let Some(tools) = self.tools {
             compactor = compactor.tools(tools);
         }
-        let compactor = (self.set_store)(compactor)
+        let (compactor, checkpoints) = (self.set_store)(compactor, fence.as_ref());
+        let ledger = fence
+            .as_ref()
+            .and_then(|fence| (self.fence_ledger)(fence))
+            .unwrap_or(self.ledger);
+        let compactor = compactor
             .agent_id(self.agent_id.clone())
             .namespace(namespace.clone())
             .high_water_mark(high)
@@ -256,14 +312,14 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .window_share(self.window_share)
             .build()?;
         let mut resolver = self.resolver;
-        let loaded: Option<Compacted<S>> = self
-            .checkpoints
-            .load(&self.agent_id)
-            .await
+        let parent = row.as_ref().and_then(|row| row.sha256().map(str::to_owned));
+        let loaded: Option<Compacted<S>> = row
+            .map(|row| row.decode(&self.agent_id, &namespace))
+            .transpose()
             .map_err(CompactionError::from)?;
         let state = match &loaded {
             Some(checkpoint) => {
-                self.ledger.advance(&compactor, checkpoint).await?;
+                ledger.advance(&compactor, checkpoint).await?;
                 let rehydrated = compactor
                     .rehydrate_with(checkpoint, &self.reacquire, self.options)
                     .await?;
@@ -271,7 +327,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
                 rehydrated.state
             }
             None => {
-                if let Some(newest) = self.ledger.newest(&self.agent_id).await? {
+                if let Some(newest) = ledger.newest(&self.agent_id).await? {
                     return Err(SessionError::CheckpointMissing {
                         agent_id: self.agent_id,
                         newest,
@@ -288,14 +344,51 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             agent_id: self.agent_id,
             namespace,
             compactor,
-            checkpoints: self.checkpoints,
-            ledger: self.ledger,
+            checkpoints,
+            ledger,
             resolver,
             effect_calls: self.effect_calls,
             state,
             last: loaded,
             resumed_from,
+            fence,
+            parent,
         })
+    }
+
+    /// Takes the agent's next epoch in the checkpoint store, reading its newest checkpoint row
+    /// in the same transaction, and raises the ledger to it (see [`crate::fence`]). The ledger's
+    /// record is read first: its epoch is a floor (a ledger that saw a newer session than the
+    /// store did keeps it), and its lease is honoured like the store's. A store that does not
+    /// fence (one of your own) opens unfenced, reading the row as before.
+    async fn take_epoch(&self) -> Result<(Option<Fence>, Option<CheckpointRow>), SessionError> {
+        let agent_id = self.agent_id.as_str();
+        let lease = self.open_mode.lease();
+        let held = self.ledger.fence_record(agent_id).await?;
+        if let Some(lease) = lease {
+            let now = crate::fence::now_ms();
+            FenceRecord::take(held, agent_id, 0, Some(lease), now).map_err(SessionError::live)?;
+        }
+        let at_least = held.map_or(0, |record| record.epoch.saturating_add(1));
+        let taken = self
+            .checkpoints
+            .take_epoch(agent_id, at_least, lease)
+            .await
+            .map_err(|error| match error {
+                CheckpointError::Live(live) => SessionError::live(live),
+                other => SessionError::from(CompactionError::from(other)),
+            })?;
+        let Some(taken) = taken else {
+            let row = self
+                .checkpoints
+                .load_row(agent_id)
+                .await
+                .map_err(CompactionError::from)?;
+            return Ok((None, row));
+        };
+        let fence = Fence::new(agent_id, taken.epoch);
+        self.ledger.raise_epoch(&fence).await?;
+        Ok((Some(fence), taken.row))
     }
 
     /// [`open`](Self::open) for synchronous callers.

@@ -235,6 +235,11 @@ where
             let (words, outcome) = not_run(&named, reason);
             return Ok((words, outcome));
         }
+        // A newer session of the agent took over: this one writes nothing more, and runs
+        // nothing (the newer session decides about this call).
+        Err(LedgerFailure::Superseded(refusal)) => {
+            return Err(SessionError::superseded(refusal));
+        }
         // Nothing ran and nothing is pushed: the call stays pending, and `run_effect` again
         // claims it once the ledger answers (a claim that went through after all is then
         // refused as unknown, the truth).
@@ -245,6 +250,9 @@ where
     match run().await {
         Ok(output) => match guard.commit(&scope, &key).await {
             Ok(()) => Ok((output, EffectOutcome::Committed)),
+            // Taken over while the tool ran: the claim stays `unknown` for the newer session
+            // and an operator, and this session reports nothing done (it pushes nothing).
+            Err(LedgerFailure::Superseded(refusal)) => Err(SessionError::superseded(refusal)),
             // The tool ran: its answer is pushed whatever the ledger says, and the outcome is
             // what the ledger holds, a claim never settled (an `Err` here would report a
             // session that did not change, and a retry would lose the output).
@@ -269,6 +277,7 @@ where
                 EffectOutcome::LeftUnknown { error },
             )),
             ToolFailure::Failed(error) => match guard.fail(&scope, &key).await {
+                Err(LedgerFailure::Superseded(refusal)) => Err(SessionError::superseded(refusal)),
                 Ok(()) => Ok((
                     format!(
                         "Failed: {error}\n{} did not happen (recorded as not started); you \
@@ -404,6 +413,7 @@ fn unrecorded(failure: LedgerFailure) -> EffectOutcome {
     let reason = match failure {
         LedgerFailure::Backend(source) => source.to_string(),
         LedgerFailure::Refused(reason) => reason.to_string(),
+        LedgerFailure::Superseded(refusal) => refusal.to_string(),
     };
     EffectOutcome::LeftUnknown {
         error: format!("the effect ledger could not record the outcome: {reason}"),

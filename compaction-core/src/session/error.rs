@@ -1,7 +1,12 @@
 //! [`SessionError`]: why a session could not open, make a request, or take a turn's message.
 
+use crate::checkpoint::CheckpointError;
 use crate::conversation::message::Role;
+use crate::effects::error::EffectError;
 use crate::error::CompactionError;
+use crate::fence::{AgentLive, Superseded};
+use crate::store::StoreError;
+use std::time::Duration;
 
 /// Why a [`Session`](crate::session::Session) refused. A compaction, checkpoint or seal error
 /// is [`Compaction`](Self::Compaction); the others are the session's own. Converts into
@@ -113,6 +118,122 @@ pub enum SessionError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A newer session of this agent opened (a restarted worker took it over: see
+    /// [`crate::fence`]), so this session may no longer write: the write it attempted (a
+    /// checkpoint, a sequence advance, an effect's claim or settlement, a spill) was refused
+    /// before anything of it was stored, and the session's own state is as it was before the
+    /// call. An effect whose tool ran while the takeover happened stays `unknown` in the
+    /// ledger, for the newer session and an operator; nothing was pushed here.
+    #[error(
+        "this session holds epoch {epoch} of its agent, but a session opened later holds epoch \
+         {newer}: nothing was written; drop this session and open the agent again (the newer \
+         session, or a re-opened one, goes on from the newest checkpoint)"
+    )]
+    Superseded {
+        /// The epoch this session took when it opened.
+        epoch: u64,
+        /// The agent's newest epoch.
+        newer: u64,
+    },
+    /// [`open`](crate::session::SessionBuilder::open) with
+    /// [`OpenMode::RefuseIfLive`](crate::fence::OpenMode): another session of the agent wrote
+    /// within the lease, so it is presumed alive. Nothing was taken.
+    #[error(
+        "another session of this agent (epoch {epoch}) wrote {}ms ago, within the lease of \
+         {}ms: not opened; open again once it stops, or with OpenMode::TakeOver to fence it",
+        renewed_ago.as_millis(),
+        lease.as_millis()
+    )]
+    Live {
+        /// The live session's epoch.
+        epoch: u64,
+        /// How long ago it last wrote.
+        renewed_ago: Duration,
+        /// The lease asked for.
+        lease: Duration,
+    },
+    /// [`next_request`](crate::session::Session::next_request): the agent's newest checkpoint is
+    /// not the one this session loaded or saved last: another writer saved one since (a store
+    /// that does not fence, or an operator's write). Nothing was written, and the session is as
+    /// before the call: open the agent again to go on from the newest checkpoint.
+    #[error(
+        "the agent's newest checkpoint is not the one this session built on (another writer \
+         saved since): nothing was written; open the agent again"
+    )]
+    CheckpointConflict {
+        /// The row checksum this session built on (`None`: it started fresh).
+        expected: Option<String>,
+        /// The row checksum the store holds (`None`: none).
+        found: Option<String>,
+    },
+}
+
+impl SessionError {
+    /// The session's refusal of a write fenced by a newer session.
+    pub(crate) fn superseded(refusal: Superseded) -> SessionError {
+        SessionError::Superseded {
+            epoch: refusal.epoch,
+            newer: refusal.newer,
+        }
+    }
+
+    /// The session's refusal to open an agent whose session is live.
+    pub(crate) fn live(live: AgentLive) -> SessionError {
+        SessionError::Live {
+            epoch: live.epoch,
+            renewed_ago: live.renewed_ago,
+            lease: live.lease,
+        }
+    }
+
+    /// A checkpoint store's error as the session reports it.
+    pub(crate) fn from_checkpoint(error: CheckpointError) -> SessionError {
+        match error {
+            CheckpointError::Superseded(refusal) => SessionError::superseded(refusal),
+            CheckpointError::Live(live) => SessionError::live(live),
+            CheckpointError::Conflict {
+                expected, found, ..
+            } => SessionError::CheckpointConflict { expected, found },
+            other => SessionError::Compaction(other.into()),
+        }
+    }
+}
+
+/// A compaction error as the session reports it: a fence refusal anywhere in it (a fenced
+/// store's spill, a checkpoint save) is [`SessionError::Superseded`].
+pub(crate) fn fence_error(error: CompactionError) -> SessionError {
+    match superseded_in(&error) {
+        Some(refusal) => SessionError::superseded(refusal),
+        None => SessionError::Compaction(error),
+    }
+}
+
+/// The [`Superseded`] in `error` or its chain of sources, whichever of the library's error
+/// types carries it.
+fn superseded_in(error: &(dyn std::error::Error + 'static)) -> Option<Superseded> {
+    let mut current = Some(error);
+    while let Some(e) = current {
+        let found = if let Some(s) = e.downcast_ref::<Superseded>() {
+            Some(s)
+        } else if let Some(EffectError::Superseded(s)) = e.downcast_ref::<EffectError>() {
+            Some(s)
+        } else if let Some(StoreError::Superseded(s)) = e.downcast_ref::<StoreError>() {
+            Some(s)
+        } else if let Some(CheckpointError::Superseded(s)) = e.downcast_ref::<CheckpointError>() {
+            Some(s)
+        } else if let Some(CompactionError::Store(StoreError::Superseded(s))) =
+            e.downcast_ref::<CompactionError>()
+        {
+            Some(s)
+        } else {
+            None
+        };
+        if let Some(found) = found {
+            return Some(found.clone());
+        }
+        current = e.source();
+    }
+    None
 }
 
 /// Why [`push_response`](crate::session::Session::push_response) refused a reply

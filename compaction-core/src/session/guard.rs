@@ -4,6 +4,7 @@
 
 use crate::effects::error::EffectError;
 use crate::effects::record::Effect;
+use crate::fence::Superseded;
 use crate::future::BoxFuture;
 
 /// A ledger operation that did not go through: the guard's refusal, or the backend's failure.
@@ -11,6 +12,8 @@ use crate::future::BoxFuture;
 pub(crate) enum LedgerFailure {
     /// The state machine refused the transition (the ledger is fine).
     Refused(EffectError),
+    /// A newer session of the agent opened: this session's ledger writes are fenced.
+    Superseded(Superseded),
     /// The backend failed; the operation may or may not have been applied.
     Backend(Box<dyn std::error::Error + Send + Sync>),
 }

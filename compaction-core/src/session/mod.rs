@@ -27,6 +27,7 @@ mod tools;
 pub(crate) mod turn;
 
 pub use crate::conversation::answer::EffectAnswer;
+pub use crate::fence::OpenMode;
 pub use builder::SessionBuilder;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::{ResponseProblem, SessionError};
@@ -34,11 +35,12 @@ pub use request::SessionRequest;
 pub use tools::{ToolRun, ToolRunOutcome};
 pub use turn::ModelResponse;
 
-use crate::checkpoint::{CheckpointStore, Compacted};
+use crate::checkpoint::{CheckpointRow, CheckpointStore, Compacted};
 use crate::compactor::Compactor;
 use crate::conversation::message::{Message, Role, ToolCall};
 use crate::conversation::transcript::Transcript;
 use crate::error::CompactionError;
+use crate::fence::Fence;
 use crate::future::{block_on, join_all};
 use crate::pointer_tool::{PointerResolver, PointerToolError, PointerToolReply};
 use crate::state::has_transcript::HasTranscript;
@@ -119,6 +121,12 @@ pub(crate) type EffectCalls = Arc<dyn Fn(&ToolCall) -> Option<EffectCall> + Send
 /// **The sequence** ([`sequence`](Self::sequence)) is the number of the last checkpoint. It
 /// only goes forward, also across restarts (the next checkpoint is numbered after the newest
 /// the ledger recorded), and is what the operator sees (`compaction show`, the report).
+///
+/// **One writer per agent** ([`crate::fence`]): opening takes the agent's next epoch, and every
+/// write of a session opened before it (a worker presumed dead that still runs) is refused with
+/// [`SessionError::Superseded`], having written nothing; each checkpoint is also saved only over
+/// the one this session loaded or saved last ([`SessionError::CheckpointConflict`]), so two
+/// sessions never overwrite each other's conversation.
 pub struct Session<S> {
     agent_id: String,
     namespace: String,
@@ -132,6 +140,11 @@ pub struct Session<S> {
     last: Option<Compacted<S>>,
     /// The sequence of the checkpoint this session resumed from.
     resumed_from: Option<u64>,
+    /// The epoch this session took when it opened (`None`: its store does not fence).
+    fence: Option<Fence>,
+    /// The row checksum of the checkpoint this session loaded or saved last: the next save is
+    /// made over it, and only over it.
+    parent: Option<String>,
 }
 
 impl<S> std::fmt::Debug for Session<S> {
@@ -148,6 +161,7 @@ impl<S> std::fmt::Debug for Session<S> {
                     .map(|b| b.sequence()),
             )
             .field("resumed_from", &self.resumed_from)
+            .field("epoch", &self.fence.as_ref().map(Fence::epoch))
             .field("compactor", &self.compactor)
             .finish_non_exhaustive()
     }
@@ -160,7 +174,8 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     ///
     /// Refused with [`SessionError::CallsPending`] while calls of the model's last message
     /// have no result (a chat API rejects such a request); the state is untouched on any
-    /// error, and a compaction error leaves the previous checkpoint in place.
+    /// error, and a compaction error leaves the previous checkpoint in place. A session a newer
+    /// one of its agent took over gets [`SessionError::Superseded`], and nothing is saved.
     pub async fn next_request(&mut self) -> Result<SessionRequest, SessionError> {
         let pending = self.pending_calls();
         if !pending.is_empty() {
@@ -189,16 +204,39 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         Ok(request)
     }
 
-    /// Compacts the state, saves the checkpoint, records its sequence and allows its pointers.
+    /// Compacts the state, saves the checkpoint over the last one (under the fence), records
+    /// its sequence and allows its pointers.
     async fn checkpointed(&mut self) -> Result<Compacted<S>, SessionError> {
         let compacted = self.ledger.compact(&self.compactor, &self.state).await?;
-        self.checkpoints
-            .save(&self.agent_id, &compacted)
-            .await
+        let row = CheckpointRow::encode(&compacted, &self.agent_id, &self.namespace)
             .map_err(CompactionError::from)?;
+        self.checkpoints
+            .save_row_over(&self.agent_id, &row, self.parent.as_deref())
+            .await
+            .map_err(SessionError::from_checkpoint)?;
+        // The store holds it now, whatever happens next: a retry after a failed advance saves
+        // over this row (the same request planned again), not over the one before it.
+        self.parent = row.sha256().map(str::to_owned);
         self.ledger.advance(&self.compactor, &compacted).await?;
         allow(&mut self.resolver, &self.compactor, &compacted)?;
         Ok(compacted)
+    }
+
+    /// Renews this session's lease without writing anything else (see
+    /// [`OpenMode::RefuseIfLive`]): for an agent that waits long between writes (a user who
+    /// takes an hour to answer) and must not be taken over by a scheduler that respects
+    /// leases. Refused with [`SessionError::Superseded`] once a newer session opened: a
+    /// cheap way to ask whether this session may still write.
+    pub async fn heartbeat(&self) -> Result<(), SessionError> {
+        self.checkpoints
+            .renew(&self.agent_id)
+            .await
+            .map_err(SessionError::from_checkpoint)
+    }
+
+    /// [`heartbeat`](Self::heartbeat) for synchronous callers.
+    pub fn heartbeat_blocking(&self) -> Result<(), SessionError> {
+        block_on(self.heartbeat())
     }
 
     /// [`next_request`](Self::next_request) for synchronous callers.
@@ -251,6 +289,13 @@ impl<S: HasTranscript> Session<S> {
             .as_ref()
             .and_then(|c| c.binding())
             .map_or(0, |b| b.sequence())
+    }
+
+    /// The epoch this session took when it opened (see [`crate::fence`]): 1 for the agent's
+    /// first session, one more at every open. `None` when the store does not fence (a store of
+    /// your own that does not implement `take_epoch`).
+    pub fn epoch(&self) -> Option<u64> {
+        self.fence.as_ref().map(Fence::epoch)
     }
 
     /// The sequence of the checkpoint the session resumed from when it opened; `None` when it

@@ -4,14 +4,17 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::check_agent_id;
+use crate::checkpoint::{check_agent_id, check_parent, fenced_write};
 use crate::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
 };
 use crate::error::CompactionError;
+use crate::fence::Fence;
 use crate::future::BoxFuture;
 use crate::store::StoreError;
-use rusqlite::{OptionalExtension, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use std::sync::Arc;
+use std::time::Duration;
 
 impl SqliteStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one)
@@ -29,7 +32,7 @@ impl SqliteStore {
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
         let row = CheckpointRow::encode(compacted, agent_id, "")?;
-        Ok(self.save_row_now(agent_id, &row)?)
+        Ok(self.save_row_now(agent_id, &row, None)?)
     }
 
     /// Loads the latest checkpoint of `agent_id`; `Ok(None)` when there is none.
@@ -51,7 +54,14 @@ impl SqliteStore {
         }
     }
 
-    fn save_row_now(&self, agent_id: &str, row: &CheckpointRow) -> Result<(), CheckpointError> {
+    /// Saves `row`, over `parent` when given (`Some(None)`: over no checkpoint), under this
+    /// handle's fence, in one transaction.
+    fn save_row_now(
+        &self,
+        agent_id: &str,
+        row: &CheckpointRow,
+        parent: Option<Option<&str>>,
+    ) -> Result<(), CheckpointError> {
         check_agent_id(agent_id)?;
         let context = || format!("saving the checkpoint of agent `{agent_id}`");
         let backend = |e| CheckpointError::Store(self.store_error(context(), e));
@@ -59,6 +69,14 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(backend)?;
+        self.check_fence(&tx, &context).map_err(fenced_write)?;
+        if let Some(parent) = parent {
+            check_parent(
+                agent_id,
+                parent,
+                stored_sha256(&tx, agent_id).map_err(backend)?,
+            )?;
+        }
         for hash in row.blobs() {
             let present = tx
                 .query_row(
@@ -87,6 +105,15 @@ impl SqliteStore {
     fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
         check_agent_id(agent_id)?;
         let conn = self.db.lock();
+        self.row_in(&conn, agent_id)
+    }
+
+    /// `agent_id`'s row as stored, read on `conn` (inside the caller's transaction, if any).
+    fn row_in(
+        &self,
+        conn: &Connection,
+        agent_id: &str,
+    ) -> Result<Option<CheckpointRow>, CheckpointError> {
         let row = conn
             .query_row(
                 "SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1",
@@ -135,13 +162,70 @@ impl SqliteStore {
         if check_agent_id(agent_id).is_err() {
             return Ok(false);
         }
-        let conn = self.db.lock();
-        conn.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
-            .map(|n| n > 0)
-            .map_err(|e| {
-                self.store_error(format!("deleting the checkpoint of agent `{agent_id}`"), e)
-            })
+        let context = || format!("deleting the checkpoint of agent `{agent_id}`");
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.store_error(context(), e))?;
+        self.check_fence(&tx, &context)?;
+        let deleted = tx
+            .execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
+            .map_err(|e| self.store_error(context(), e))?;
+        tx.commit().map_err(|e| self.store_error(context(), e))?;
+        Ok(deleted > 0)
     }
+
+    /// `CheckpointStore::take_epoch`: the epoch taken and the row read in one transaction.
+    fn take_epoch_now(
+        &self,
+        agent_id: &str,
+        at_least: u64,
+        lease: Option<Duration>,
+    ) -> Result<TakenEpoch, CheckpointError> {
+        check_agent_id(agent_id)?;
+        let context = || format!("opening a session of agent `{agent_id}`");
+        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        let taken = super::fence::take(&tx, agent_id, at_least, lease)
+            .map_err(backend)?
+            .map_err(CheckpointError::Live)?;
+        let row = self.row_in(&tx, agent_id)?;
+        tx.commit().map_err(backend)?;
+        Ok(TakenEpoch {
+            epoch: taken.epoch,
+            row,
+        })
+    }
+
+    /// `CheckpointStore::renew`.
+    fn renew_now(&self, agent_id: &str) -> Result<(), CheckpointError> {
+        check_agent_id(agent_id)?;
+        if self.fence.as_deref().map(Fence::agent_id) != Some(agent_id) {
+            return Ok(());
+        }
+        let context = || format!("renewing the lease of agent `{agent_id}`");
+        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(backend)?;
+        self.check_fence(&tx, &context).map_err(fenced_write)?;
+        tx.commit().map_err(backend)
+    }
+}
+
+/// The checksum of `agent_id`'s stored row, the identity a save names as its parent.
+fn stored_sha256(conn: &Connection, agent_id: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT sha256 FROM checkpoints WHERE agent_id = ?1",
+        [agent_id],
+        |row| Ok(raw_bytes(row.get_ref(0)?)),
+    )
+    .optional()
+    .map(|found| found.flatten().and_then(|hex| String::from_utf8(hex).ok()))
 }
 
 impl CheckpointStore for SqliteStore {
@@ -154,7 +238,7 @@ impl CheckpointStore for SqliteStore {
         agent_id: &'a str,
         row: &'a CheckpointRow,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(async move { self.save_row_now(agent_id, row) })
+        Box::pin(async move { self.save_row_now(agent_id, row, None) })
     }
 
     fn load_row<'a>(
@@ -171,7 +255,36 @@ impl CheckpointStore for SqliteStore {
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
         Box::pin(async move {
             check_agent_id(agent_id)?;
-            Ok(self.delete_checkpoint(agent_id)?)
+            self.delete_checkpoint(agent_id).map_err(fenced_write)
+        })
+    }
+
+    fn take_epoch<'a>(
+        &'a self,
+        agent_id: &'a str,
+        at_least: u64,
+        lease: Option<Duration>,
+    ) -> BoxFuture<'a, Result<Option<TakenEpoch>, CheckpointError>> {
+        Box::pin(async move { self.take_epoch_now(agent_id, at_least, lease).map(Some) })
+    }
+
+    fn save_row_over<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+        parent: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move { self.save_row_now(agent_id, row, Some(parent)) })
+    }
+
+    fn renew<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(async move { self.renew_now(agent_id) })
+    }
+
+    fn fenced(&self, fence: &Fence) -> Option<Self> {
+        Some(SqliteStore {
+            db: Arc::clone(&self.db),
+            fence: Some(Arc::new(fence.clone())),
         })
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The migrations, in order: `MIGRATIONS[n]` takes the schema from version `n` to `n + 1`.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -133,6 +133,24 @@ const MIGRATIONS: &[(&str, &str)] = &[
     BEFORE DELETE ON checkpoint_sequences
     BEGIN
         SELECT RAISE(ABORT, 'checkpoint_sequences: a checkpoint sequence goes forward only; rows are kept');
+    END;
+    "#,
+    ),
+    (
+        "fencing: each agent's newest epoch, forward only (one writer per agent)",
+        // An agent with a checkpoint but no row here (saved before this version) gets its row
+        // when its next session opens, and is fenced from then on.
+        r#"
+    CREATE TABLE agent_fences (
+        agent_id      TEXT    PRIMARY KEY NOT NULL,
+        epoch         INTEGER NOT NULL CHECK (epoch >= 0),
+        renewed_at_ms INTEGER NOT NULL
+    );
+    CREATE TRIGGER agent_fences_forward_only
+    BEFORE UPDATE ON agent_fences
+    WHEN NEW.epoch < OLD.epoch OR NEW.agent_id IS NOT OLD.agent_id
+    BEGIN
+        SELECT RAISE(ABORT, 'agent_fences: an epoch goes forward only');
     END;
     "#,
     ),

@@ -11,12 +11,16 @@ use crate::effects::record::{Effect, EffectLog, EffectStatus};
 use crate::effects::transition::{
     AnnotatedTransition, Change, Settlement, SyncSummary, Transition,
 };
+use crate::fence::{Fence, FenceRecord};
 use crate::future::BoxFuture;
 use rusqlite::{Connection, TransactionBehavior};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The agent's fence as the ledger sees it (a child module: it runs on this ledger's
+/// transactions).
+mod fences;
 /// Operator notes on reconciliations (a child module: it runs on this ledger's transaction).
 mod notes;
 /// The newest checkpoint sequence of each agent (a child module: it runs on this ledger's
@@ -116,6 +120,9 @@ impl SqliteLedgerError {
 pub struct SqliteLedger {
     db: Arc<Db>,
     scope: Arc<str>,
+    /// The session this handle writes for, when fenced: every write checks it in its own
+    /// transaction (see [`crate::fence`]).
+    fence: Option<Arc<Fence>>,
 }
 
 impl SqliteLedger {
@@ -135,6 +142,7 @@ impl SqliteLedger {
         Ok(SqliteLedger {
             db: Arc::new(db),
             scope: Arc::from(""),
+            fence: None,
         })
     }
 
@@ -144,6 +152,7 @@ impl SqliteLedger {
         SqliteLedger {
             db: self.db.clone(),
             scope: Arc::from(scope),
+            fence: self.fence.clone(),
         }
     }
 
@@ -398,6 +407,9 @@ impl SqliteLedger {
         let mut conn = self.db.lock();
         let result = (|| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if let Some(fence) = &self.fence {
+                super::fence::check(&tx, fence)?.map_err(EffectError::Superseded)?;
+            }
             let value = f(&tx)?; // on error, dropping `tx` rolls back
             tx.commit()?;
             Ok(value)
@@ -544,6 +556,27 @@ impl EffectLedger for SqliteLedger {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<u64>, SqliteLedgerError>> {
         ready(self.newest_checkpoint_in(agent_id))
+    }
+
+    fn fence_record<'a>(
+        &'a self,
+        agent_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<FenceRecord>, SqliteLedgerError>> {
+        ready(self.fence_record_in(agent_id))
+    }
+
+    fn raise_epoch<'a>(
+        &'a self,
+        fence: &'a Fence,
+    ) -> BoxFuture<'a, Result<bool, SqliteLedgerError>> {
+        ready(self.raise_epoch_in(fence).map(|()| true))
+    }
+
+    fn fenced(&self, fence: &Fence) -> Option<Self> {
+        Some(SqliteLedger {
+            fence: Some(Arc::new(fence.clone())),
+            ..self.clone()
+        })
     }
 }
 

@@ -17,6 +17,7 @@
 //! | `checkpoints`    | the latest `Compacted<S>` per `agent_id`: `json`, its `sha256`     |
 //! | `effects`        | one row per idempotency `key`: `action`, `target`, `status`, ...   |
 //! | `effect_events`  | append-only history of every status transition of every effect   |
+//! | `agent_fences`   | each agent's newest session `epoch` (see [`crate::fence`])         |
 //!
 //! # Concurrency and durability
 //!
@@ -41,6 +42,7 @@ mod admin;
 mod checkpoint;
 mod db;
 mod error;
+mod fence;
 mod ledger;
 mod ledger_rows;
 mod options;

@@ -4,6 +4,7 @@ use super::db::Db;
 use super::error::SqliteError;
 use super::now_ms;
 use super::options::{SqliteOptions, SyncMode};
+use crate::fence::Fence;
 use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use std::path::Path;
@@ -48,6 +49,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pub(super) db: Arc<Db>,
+    /// The session this handle writes for, when fenced: every write checks it in its own
+    /// transaction (see [`crate::fence`]).
+    pub(super) fence: Option<Arc<Fence>>,
 }
 
 impl SqliteStore {
@@ -66,7 +70,10 @@ impl SqliteStore {
     ) -> Result<SqliteStore, StoreError> {
         let db = Db::open(path.as_ref(), options, SyncMode::Normal)
             .map_err(SqliteError::into_store_error)?;
-        Ok(SqliteStore { db: Arc::new(db) })
+        Ok(SqliteStore {
+            db: Arc::new(db),
+            fence: None,
+        })
     }
 
     /// The database file.
@@ -99,6 +106,22 @@ impl SqliteStore {
         self.db.error(context, e).into_store_error()
     }
 
+    /// Checks (and renews) this handle's fence inside the write transaction `tx`: refused with
+    /// [`StoreError::Superseded`] once a newer session of the agent opened. An unfenced handle
+    /// writes freely.
+    pub(super) fn check_fence(
+        &self,
+        tx: &rusqlite::Connection,
+        context: &dyn Fn() -> String,
+    ) -> Result<(), StoreError> {
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        super::fence::check(tx, fence)
+            .map_err(|e| self.store_error(context(), e))?
+            .map_err(StoreError::Superseded)
+    }
+
     fn put_sync(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
         if !hash.matches(bytes) {
             return Err(StoreError::Integrity { hash: *hash });
@@ -108,6 +131,7 @@ impl SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self.store_error(context(), e))?;
+        self.check_fence(&tx, &context)?;
         // Same content: nothing to write. A stored blob that no longer matches its hash
         // (corrupted on disk) is replaced by the good bytes. Storing content again refreshes
         // its time (at most once a minute, to keep repeated puts read-only), which is what
@@ -157,15 +181,20 @@ impl Store for SqliteStore {
     }
 
     async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
-        let conn = self.db.lock();
-        conn.execute(
+        let context = || format!("storing entry `{}`", entry_name_shown(name));
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.store_error(context(), e))?;
+        self.check_fence(&tx, &context)?;
+        tx.execute(
             "INSERT INTO entries (name, bytes, updated_at_ms) VALUES (?1, ?2, ?3)
              ON CONFLICT (name) DO UPDATE
                  SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
             rusqlite::params![name, bytes, now_ms()],
         )
-        .map(drop)
-        .map_err(|e| self.store_error(format!("storing entry `{}`", entry_name_shown(name)), e))
+        .map_err(|e| self.store_error(context(), e))?;
+        tx.commit().map_err(|e| self.store_error(context(), e))
     }
 
     async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {

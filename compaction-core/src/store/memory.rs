@@ -1,5 +1,6 @@
 //! [`MemoryStore`]: the in-process store, for tests and short-lived agents.
 
+use crate::fence::{now_ms, Fence, FenceRecord};
 use crate::store::backend::Store;
 use crate::store::{ContentHash, StoreError};
 use std::collections::{BTreeMap, HashMap};
@@ -10,12 +11,24 @@ use std::time::SystemTime;
 /// (SQLite) for anything an agent must survive a restart with.
 ///
 /// Clones share the same blobs, named entries (the summary cache) and checkpoints (it is a
-/// `CheckpointStore` too, without namespaces).
+/// `CheckpointStore` too, without namespaces). A handle
+/// [`fenced`](crate::checkpoint::CheckpointStore::fenced) for a session checks its epoch under
+/// the fences' lock, held through each write (see [`crate::fence`]).
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     blobs: Arc<Mutex<HashMap<ContentHash, Vec<u8>>>>,
     entries: Arc<Mutex<HashMap<String, Vec<u8>>>>,
     checkpoints: Arc<Mutex<BTreeMap<String, MemoryCheckpoint>>>,
+    /// Each agent's newest epoch. Locked first, before any other of the store's locks.
+    fences: Arc<Mutex<BTreeMap<String, FenceRecord>>>,
+    /// The session this handle writes for, when fenced.
+    fence: Option<Fence>,
+}
+
+/// The fences' lock, held through a write: the proof that the handle's epoch was the newest
+/// when the write was made (none for an unfenced handle).
+pub(crate) struct WriteLock<'a> {
+    _held: Option<MutexGuard<'a, BTreeMap<String, FenceRecord>>>,
 }
 
 /// One agent's checkpoint as the memory store keeps it: a checkpoint row's stored parts
@@ -98,6 +111,41 @@ impl MemoryStore {
         saved.sha256 = sha256;
     }
 
+    /// The fences, by agent id.
+    pub(crate) fn fences(&self) -> MutexGuard<'_, BTreeMap<String, FenceRecord>> {
+        // Each change is one insert: a panic cannot leave half a record.
+        self.fences.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Checks (and renews) this handle's fence for a write, holding the fences' lock until the
+    /// returned guard drops: refused with [`StoreError::Superseded`] once a newer session of
+    /// the agent opened. An unfenced handle writes freely.
+    pub(crate) fn write_lock(&self) -> Result<WriteLock<'_>, StoreError> {
+        let Some(fence) = &self.fence else {
+            return Ok(WriteLock { _held: None });
+        };
+        let mut fences = self.fences();
+        let held = fences.get(fence.agent_id()).copied();
+        let renewed = FenceRecord::check(held, fence, now_ms()).map_err(StoreError::Superseded)?;
+        fences.insert(fence.agent_id().to_owned(), renewed);
+        Ok(WriteLock {
+            _held: Some(fences),
+        })
+    }
+
+    /// This store, with every write conditional on `fence`.
+    pub(crate) fn with_fence(&self, fence: &Fence) -> MemoryStore {
+        MemoryStore {
+            fence: Some(fence.clone()),
+            ..self.clone()
+        }
+    }
+
+    /// The fence this handle writes under.
+    pub(crate) fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
     /// Whether a blob is stored under `hash` (unverified).
     pub(crate) fn holds(&self, hash: &ContentHash) -> bool {
         self.lock().contains_key(hash)
@@ -124,12 +172,13 @@ impl Store for MemoryStore {
         // Content-addressed: an address already held has nothing to write, and an agent that
         // compacts every turn re-spills the same blobs, so skip re-hashing those. A new blob is
         // verified before it is stored (and every `get` verifies again).
-        if self.lock().contains_key(hash) {
+        if self.fence.is_none() && self.lock().contains_key(hash) {
             return Ok(());
         }
         if !hash.matches(bytes) {
             return Err(StoreError::Integrity { hash: *hash });
         }
+        let _fenced = self.write_lock()?;
         self.lock().entry(*hash).or_insert_with(|| bytes.to_vec());
         Ok(())
     }
@@ -147,6 +196,7 @@ impl Store for MemoryStore {
     }
 
     async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        let _fenced = self.write_lock()?;
         self.overwrite_entry(name, bytes.to_vec());
         Ok(())
     }

@@ -14,6 +14,7 @@ pub use backend::Store;
 pub(crate) use backend::{get_verified, DynStore};
 pub use memory::MemoryStore;
 
+use crate::fence::Superseded;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -238,10 +239,15 @@ pub enum StoreError {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
+    /// A write through a handle fenced for a session (see [`crate::fence`]) after a newer
+    /// session of the agent opened: nothing was written.
+    #[error("{0}")]
+    Superseded(Superseded),
 }
 
 impl StoreError {
-    /// The name of the error's kind (`not_found`, `integrity`, `invalid_pointer`, `backend`),
+    /// The name of the error's kind (`not_found`, `integrity`, `invalid_pointer`, `backend`,
+    /// `superseded`),
     /// for logs and metrics that must not quote what the message says.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -249,6 +255,7 @@ impl StoreError {
             StoreError::Integrity { .. } => "integrity",
             StoreError::InvalidPointer { .. } => "invalid_pointer",
             StoreError::Backend { .. } => "backend",
+            StoreError::Superseded(_) => "superseded",
         }
     }
 
