@@ -6,7 +6,7 @@
 //! the finish reason and the usage of the last chunk.
 
 use crate::integrations::error_text::ErrorText;
-use crate::model_calls::sse::{SseDecoder, SseEvent};
+use crate::model_calls::sse::{SseDecoder, SseError, SseEvent};
 use async_openai::types::chat::{
     ChatChoice, ChatChoiceLogprobs, ChatChoiceStream, ChatCompletionMessageToolCall,
     ChatCompletionMessageToolCalls, ChatCompletionResponseMessage, CompletionUsage,
@@ -23,6 +23,12 @@ pub enum ChatStreamError {
     /// The stream's bytes are not UTF-8 text.
     #[error("the chunk stream is not UTF-8 text")]
     NotUtf8,
+    /// One server-sent event passed the size limit (4 MiB): refused before it was held whole.
+    #[error("a server-sent event of more than {limit} bytes")]
+    EventTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A chunk that is not a chat completion chunk (not JSON, a field missing), or an error
     /// object the server sent in the stream.
     #[error("a chunk that does not read: {reason}")]
@@ -146,7 +152,12 @@ impl ChatStreamAssembler {
             };
             step.map_err(|e| self.fail(e))?;
         }
-        framed.map_err(|_| self.fail(ChatStreamError::NotUtf8))
+        framed.map_err(|e| {
+            self.fail(match e {
+                SseError::NotUtf8 => ChatStreamError::NotUtf8,
+                SseError::TooLarge { limit } => ChatStreamError::EventTooLarge { limit },
+            })
+        })
     }
 
     /// Applies one chunk given as its JSON text.

@@ -1,7 +1,9 @@
 //! Server-sent events framing (the WHATWG `text/event-stream` rules), fed bytes split anywhere:
 //! lines end in `\n`, `\r\n` or `\r` (a `\r\n` split across two chunks is one line end), an
 //! event is its `event:` name and its `data:` lines, dispatched at a blank line; comments
-//! (`:`), `id:` and `retry:` are read and dropped.
+//! (`:`), `id:` and `retry:` are read and dropped. An event whose bytes pass the decoder's
+//! limit (4 MiB by default) is refused as soon as they do, so a server cannot make the reader
+//! buffer an event of any size.
 
 /// One dispatched event: its `event:` name, if any, and its data lines joined by `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -10,12 +12,25 @@ pub(crate) struct SseEvent {
     pub(crate) data: String,
 }
 
-/// The stream's bytes are not UTF-8 text (a line, once whole, did not decode).
+/// The most bytes one event may hold (its name, data lines and the line being read) by
+/// default: a streamed event is a delta of a few bytes to a few KiB; a whole block in one
+/// event (a compaction summary, a redacted thinking block) is at most a few hundred KiB.
+pub(crate) const DEFAULT_MAX_EVENT_BYTES: usize = 4 << 20;
+
+/// Why the stream's bytes do not frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NotUtf8;
+pub(crate) enum SseError {
+    /// The stream's bytes are not UTF-8 text (a line, once whole, did not decode).
+    NotUtf8,
+    /// One event's bytes passed the decoder's limit.
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+}
 
 /// The framing state between two chunks: the line read so far and the event being built.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseDecoder {
     /// The bytes of the current line: a UTF-8 character split across chunks stays whole here.
     line: Vec<u8>,
@@ -25,11 +40,31 @@ pub(crate) struct SseDecoder {
     started: bool,
     name: Option<String>,
     data: Option<String>,
+    /// The most bytes one event may hold.
+    limit: usize,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        SseDecoder::with_limit(DEFAULT_MAX_EVENT_BYTES)
+    }
 }
 
 impl SseDecoder {
+    /// A decoder refusing any event of more than `limit` bytes.
+    pub(crate) fn with_limit(limit: usize) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            after_cr: false,
+            started: false,
+            name: None,
+            data: None,
+            limit,
+        }
+    }
+
     /// Reads `bytes` and appends every event they complete to `out`.
-    pub(crate) fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), NotUtf8> {
+    pub(crate) fn push(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
         for &byte in bytes {
             match byte {
                 b'\n' if self.after_cr => self.after_cr = false,
@@ -41,10 +76,21 @@ impl SseDecoder {
                 _ => {
                     self.after_cr = false;
                     self.line.push(byte);
+                    // Checked as the bytes come: the event is refused before it is held whole.
+                    if self.held() > self.limit {
+                        return Err(SseError::TooLarge { limit: self.limit });
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The bytes of the event being read: its name, its data so far and the current line.
+    fn held(&self) -> usize {
+        let name = self.name.as_ref().map_or(0, String::len);
+        let data = self.data.as_ref().map_or(0, String::len);
+        name + data + self.line.len()
     }
 
     /// Whether bytes of an event not yet dispatched are held (a line or lines without the
@@ -54,8 +100,8 @@ impl SseDecoder {
         !self.line.is_empty() || self.data.is_some() || self.name.is_some()
     }
 
-    fn line_ended(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), NotUtf8> {
-        let mut line = std::str::from_utf8(line).map_err(|_| NotUtf8)?;
+    fn line_ended(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let mut line = std::str::from_utf8(line).map_err(|_| SseError::NotUtf8)?;
         if !self.started {
             self.started = true;
             line = line.strip_prefix('\u{feff}').unwrap_or(line);
@@ -147,6 +193,26 @@ mod tests {
     fn bytes_that_are_not_utf8_are_refused() {
         let mut decoder = SseDecoder::default();
         let mut out = Vec::new();
-        assert_eq!(decoder.push(b"data: \xff\xfe\n", &mut out), Err(NotUtf8));
+        assert_eq!(
+            decoder.push(b"data: \xff\xfe\n", &mut out),
+            Err(SseError::NotUtf8)
+        );
+    }
+
+    #[test]
+    fn an_event_past_the_limit_is_refused_as_its_bytes_come() {
+        let mut out = Vec::new();
+        // 8 bytes of data and the name: under 16, then past it within the next line.
+        let mut decoder = SseDecoder::with_limit(16);
+        decoder
+            .push(b"event: a\ndata: 12345678\n\n", &mut out)
+            .unwrap();
+        assert_eq!(out.len(), 1);
+        let long = decoder.push(b"event: a\ndata: 12345678\ndata: 123456789", &mut out);
+        assert_eq!(long, Err(SseError::TooLarge { limit: 16 }));
+        // A line never ended counts too (a server sending one endless line).
+        let mut decoder = SseDecoder::with_limit(16);
+        let endless = decoder.push(&[b'x'; 17], &mut out);
+        assert_eq!(endless, Err(SseError::TooLarge { limit: 16 }));
     }
 }

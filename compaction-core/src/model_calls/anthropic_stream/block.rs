@@ -2,7 +2,9 @@
 //! came, each kept as its JSON text, with each delta appended to the field it extends
 //! (`text_delta` to `text`, `thinking_delta` to `thinking`, `signature_delta` to `signature`,
 //! `citations_delta` to `citations`, `input_json_delta` to `input`, which the joined
-//! fragments replace). Whole, it is the JSON text of the block the non-streamed reply holds.
+//! fragments replace; `compaction_delta` replaces the fields it carries). Whole, it is the JSON
+//! text of the block the non-streamed reply holds. The delta types and which block takes
+//! which: <https://docs.anthropic.com/en/docs/build-with-claude/streaming>.
 
 use crate::integrations::anthropic::wire::ContentBlock;
 use crate::model_calls::anthropic_stream::error::AnthropicStreamError;
@@ -38,22 +40,50 @@ impl<'de> Deserialize<'de> for Ordered {
     }
 }
 
-/// A `content_block_delta`'s `delta`: its type and the field that type carries.
-#[derive(Deserialize)]
+/// A `content_block_delta`'s `delta`: its type and its other members, each as its JSON text
+/// (a delta this library does not know is applied by its members, so they are all kept).
 pub(super) struct Delta {
-    #[serde(rename = "type")]
     pub(super) kind: String,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    thinking: Option<String>,
-    #[serde(default)]
-    signature: Option<String>,
-    #[serde(default)]
-    partial_json: Option<String>,
-    #[serde(default)]
-    citation: Option<Box<RawValue>>,
+    members: Vec<(String, Box<RawValue>)>,
 }
+
+impl<'de> Deserialize<'de> for Delta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let Ordered(mut members) = Ordered::deserialize(deserializer)?;
+        let at = members.iter().position(|(key, _)| key == "type");
+        let kind = at
+            .map(|at| members.remove(at).1)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+            .ok_or_else(|| D::Error::custom("a delta without a string `type`"))?;
+        Ok(Delta { kind, members })
+    }
+}
+
+impl Delta {
+    /// The member `name` as it came.
+    fn raw(&self, name: &str) -> Option<&RawValue> {
+        let found = self.members.iter().find(|(key, _)| key == name);
+        found.map(|(_, value)| value.as_ref())
+    }
+
+    /// The member `name`, a string.
+    fn string(&self, name: &str) -> Option<String> {
+        serde_json::from_str(self.raw(name)?.get()).ok()
+    }
+}
+
+/// The block types whose deltas Anthropic documents ("Content block delta types",
+/// https://docs.anthropic.com/en/docs/build-with-claude/streaming): on these a delta type this
+/// library does not know is refused (applying it blindly could change the reply); on any other
+/// block it is kept raw by its members (see [`BlockBuilder::apply_raw`]).
+const MODELED_BLOCKS: [&str; 6] = [
+    "text",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "server_tool_use",
+    "compaction",
+];
 
 /// One member's value: as it came, or a string some delta extended.
 enum Member {
@@ -104,11 +134,24 @@ impl BlockBuilder {
             delta: kind.to_owned(),
         };
         let (field, piece) = match delta.kind.as_str() {
-            "text_delta" => ("text", delta.text),
-            "thinking_delta" => ("thinking", delta.thinking),
-            "signature_delta" => ("signature", delta.signature),
+            "text_delta" => ("text", delta.string("text")),
+            "thinking_delta" => ("thinking", delta.string("thinking")),
+            "signature_delta" => {
+                // A thinking block may start without its `signature` key
+                // (`{"type":"thinking","thinking":""}`: the streaming guide's examples,
+                // proxies and gateways write it so; recorded API traffic has `"signature":
+                // ""`): the signature then goes after the block's other fields, where the
+                // non-streamed reply has it.
+                if self.kind == "thinking" && !self.has("signature") {
+                    let empty = Member::Text(String::new());
+                    self.members.push(("signature".to_owned(), empty));
+                }
+                ("signature", delta.string("signature"))
+            }
             "input_json_delta" => {
-                let piece = delta.partial_json.ok_or_else(|| mismatch(&delta.kind))?;
+                let piece = delta
+                    .string("partial_json")
+                    .ok_or_else(|| mismatch(&delta.kind))?;
                 if !self.has("input") {
                     return Err(mismatch(&delta.kind));
                 }
@@ -116,11 +159,27 @@ impl BlockBuilder {
                 return Ok(());
             }
             "citations_delta" => {
-                let citation = delta.citation.ok_or_else(|| mismatch(&delta.kind))?;
+                let citation = delta.raw("citation").ok_or_else(|| mismatch(&delta.kind))?;
                 if !self.has("text") {
                     return Err(mismatch(&delta.kind));
                 }
-                self.citations.push(citation);
+                self.citations.push(citation.to_owned());
+                return Ok(());
+            }
+            // Server-side compaction streams its block as a start with the fields empty
+            // (`"content": null`, `"encrypted_content": null`) and one `compaction_delta`
+            // carrying them whole (Anthropic's compaction guide, "Streaming"): each field the
+            // delta carries replaces the block's, as Anthropic's SDKs apply it, so the block is
+            // the non-streamed reply's.
+            "compaction_delta" if self.kind == "compaction" => {
+                for (key, value) in delta.members {
+                    self.set(key, Member::Raw(value));
+                }
+                return Ok(());
+            }
+            "compaction_delta" => return Err(mismatch(&delta.kind)),
+            _ if !MODELED_BLOCKS.contains(&self.kind.as_str()) => {
+                self.apply_raw(delta);
                 return Ok(());
             }
             other => {
@@ -144,6 +203,37 @@ impl BlockBuilder {
             text.push_str(&piece);
         }
         Ok(())
+    }
+
+    /// A delta type nobody told this library of, on a block type it does not model either:
+    /// kept rather than refused (a new server-side block would otherwise wedge every reply
+    /// that has one). Each member extends the block's member of that name as the documented
+    /// deltas do: a string appended to a string (`text_delta`, `thinking_delta`), anything
+    /// else replacing it (`compaction_delta`), a member the block lacks added after the others.
+    fn apply_raw(&mut self, delta: Delta) {
+        for (key, value) in delta.members {
+            let piece = serde_json::from_str::<String>(value.get()).ok();
+            let current = self.members.iter_mut().find(|(k, _)| *k == key);
+            let text = current.as_ref().and_then(|(_, member)| match member {
+                Member::Text(text) => Some(text.clone()),
+                Member::Raw(raw) => serde_json::from_str::<String>(raw.get()).ok(),
+            });
+            match (text, piece) {
+                (Some(mut text), Some(piece)) => {
+                    text.push_str(&piece);
+                    self.set(key, Member::Text(text));
+                }
+                _ => self.set(key, Member::Raw(value)),
+            }
+        }
+    }
+
+    /// Sets the member `key` in place, or adds it after the others.
+    fn set(&mut self, key: String, value: Member) {
+        match self.members.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, member)) => *member = value,
+            None => self.members.push((key, value)),
+        }
     }
 
     fn has(&self, field: &str) -> bool {

@@ -11,6 +11,14 @@ pub enum AnthropicStreamError {
     /// The stream's bytes are not UTF-8 text.
     #[error("the event stream is not UTF-8 text")]
     NotUtf8,
+    /// One server-sent event passed the assembler's size limit
+    /// ([`StreamAssembler::max_event_bytes`](crate::anthropic::StreamAssembler::max_event_bytes),
+    /// 4 MiB by default): refused before it was held whole.
+    #[error("a server-sent event of more than {limit} bytes (the assembler's max_event_bytes)")]
+    EventTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// An event that is not what its type says: not JSON, a field missing or of the wrong
     /// kind, or an `event:` name other than its data's `type`.
     #[error("a `{event}` event that does not read: {reason}")]
@@ -99,7 +107,8 @@ pub enum AnthropicStreamError {
         /// Why.
         reason: String,
     },
-    /// An event after `message_stop` (other than `ping`).
+    /// An event of a type this library reads (`message_start`, a block or message event) after
+    /// `message_stop`; `ping` and event types it does not know are skipped there too.
     #[error("a `{event}` event after `message_stop`")]
     AfterStop {
         /// The event's type.
@@ -174,7 +183,10 @@ impl AnthropicStreamError {
                 missing: x(missing),
             },
             E::Message { reason } => E::Message { reason: x(reason) },
-            other @ (E::NotUtf8 | E::DuplicateStart | E::OutOfOrder { .. }) => other,
+            other @ (E::NotUtf8
+            | E::EventTooLarge { .. }
+            | E::DuplicateStart
+            | E::OutOfOrder { .. }) => other,
         }
     }
 }

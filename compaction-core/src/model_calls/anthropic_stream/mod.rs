@@ -6,8 +6,10 @@
 //! `content`), per block `content_block_start`, its `content_block_delta`s and
 //! `content_block_stop`, then `message_delta`s (top-level changes: `stop_reason`,
 //! `stop_sequence`, cumulative `usage`) and `message_stop`; `ping`s anywhere; an `error` event
-//! ends the stream. Event types this library does not know are skipped, as Anthropic's
-//! versioning policy asks; delta types it does not know are refused.
+//! ends the stream. Event types this library does not know are skipped anywhere (after
+//! `message_stop` too), as Anthropic's versioning policy asks; delta types it does not know are
+//! refused on the blocks it models and kept raw on those it does not (see `block.rs`). Shapes
+//! and their sources: <https://docs.anthropic.com/en/docs/build-with-claude/streaming>.
 
 mod block;
 mod error;
@@ -17,7 +19,7 @@ pub use error::AnthropicStreamError;
 use crate::integrations::anthropic::wire::{AnthropicResponse, ContentBlock};
 use crate::integrations::error_text::ErrorText;
 use crate::model_calls::anthropic_stream::block::{BlockBuilder, Delta, Ordered};
-use crate::model_calls::sse::{SseDecoder, SseEvent};
+use crate::model_calls::sse::{SseDecoder, SseError, SseEvent};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -146,6 +148,14 @@ impl StreamAssembler {
         }
     }
 
+    /// Refuses any server-sent event of more than `limit` bytes (default 4 MiB) with
+    /// [`AnthropicStreamError::EventTooLarge`], as soon as its bytes pass the limit: the reader
+    /// never holds an event of any size a server sends. Set it before the first bytes.
+    pub fn max_event_bytes(mut self, limit: usize) -> Self {
+        self.sse = SseDecoder::with_limit(limit);
+        self
+    }
+
     /// Assembles a whole recorded stream (server-sent-event text).
     pub fn assemble(sse: impl AsRef<[u8]>) -> Result<AnthropicResponse, AnthropicStreamError> {
         let mut assembler = StreamAssembler::new();
@@ -163,7 +173,12 @@ impl StreamAssembler {
         for event in events {
             self.guard(|s| s.apply(event.name.as_deref(), &event.data))?;
         }
-        framed.map_err(|_| self.fail(AnthropicStreamError::NotUtf8))
+        framed.map_err(|e| {
+            self.fail(match e {
+                SseError::NotUtf8 => AnthropicStreamError::NotUtf8,
+                SseError::TooLarge { limit } => AnthropicStreamError::EventTooLarge { limit },
+            })
+        })
     }
 
     /// Applies one event given as its JSON (the `data:` of one server-sent event, as an SDK or
@@ -279,7 +294,15 @@ impl StreamAssembler {
                     message: body.message,
                 });
             }
-            _ if self.stopped => return Err(AnthropicStreamError::AfterStop { event: kind }),
+            // "Event types": new event types may be added and are to be handled gracefully
+            // (https://docs.anthropic.com/en/docs/build-with-claude/streaming): after
+            // `message_stop` as before it, an unknown type is skipped; a known one is an error.
+            _ if self.stopped => {
+                if is_known(&kind) || kind == "message_start" {
+                    return Err(AnthropicStreamError::AfterStop { event: kind });
+                }
+                return Ok(());
+            }
             "message_start" => {
                 if self.message.is_some() {
                     return Err(AnthropicStreamError::DuplicateStart);
