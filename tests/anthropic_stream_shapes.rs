@@ -96,7 +96,10 @@ fn the_streamed_blocks_are_what_the_session_keeps() {
     assert_eq!(message.opaque[0].kind(), OpaqueKind::AnthropicCompaction);
     // The recorded reply's block, byte for byte (its fields in the reply's order).
     let block = message.opaque[0].block();
-    assert!(block.starts_with(r#"{"type":"compaction","content":"The user"#), "{block}");
+    assert!(
+        block.starts_with(r#"{"type":"compaction","content":"The user"#),
+        "{block}"
+    );
     assert!(SHAPES[0].2.contains(&format!("[{block},")), "{block}");
     assert_eq!(message.content, "Next I will deploy to staging.");
 
