@@ -19,3 +19,5 @@ mod conformance_gc;
 mod conformance_ledger;
 mod conformance_store;
 mod ledger_binding;
+#[cfg(feature = "postgres")]
+mod pg_fence;

@@ -4,22 +4,25 @@
 //! operations on `Compacted<S>`, `async` like every method that talks to the server.
 
 use super::error::Cause;
+use super::fence;
 use super::hidden::hidden;
-use super::store::PgStore;
+use super::store::{begin, PgStore};
 use crate::checkpoint::check_agent_id;
 use crate::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted,
+    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
 };
 use crate::error::CompactionError;
+use crate::fence::Fence;
 use crate::future::BoxFuture;
 use crate::store::{ContentHash, StoreError};
+use deadpool_postgres::GenericClient;
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// How a save ended inside its transaction: done, or refused because a blob is missing.
-enum Saved {
-    Done,
-    MissingBlob(ContentHash),
-}
+/// What a transaction of a checkpoint operation ends with: its value, or the refusal (nothing
+/// written) it rolled back with.
+type Refusable<T> = Result<T, CheckpointError>;
 
 impl PgStore {
     /// Saves `compacted` as the latest checkpoint of `agent_id` in this namespace (replacing
@@ -38,7 +41,7 @@ impl PgStore {
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
         let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
-        Ok(self.save_row_task(agent_id, &row).await?)
+        Ok(self.save_row_task(agent_id, &row, None).await?)
     }
 
     /// Loads the latest checkpoint of `agent_id` in this namespace; `Ok(None)` when there is
@@ -68,18 +71,31 @@ impl PgStore {
     /// Deletes the checkpoint of `agent_id` in this namespace; returns whether there was one.
     /// The blobs it pointed at stay (other checkpoints may share them).
     /// No checkpoint is ever saved under an id with a NUL character, so there is none to
-    /// delete.
+    /// delete. Through a fenced handle, refused with `StoreError::Superseded` once a newer
+    /// session of the agent opened.
     pub async fn delete_checkpoint(&self, agent_id: &str) -> Result<bool, StoreError> {
         if check_agent_id(agent_id).is_err() {
             return Ok(false);
         }
-        self.delete_task(agent_id).await
+        match self.delete_task(agent_id).await? {
+            Ok(deleted) => Ok(deleted),
+            Err(CheckpointError::Superseded(refusal)) => Err(StoreError::Superseded(refusal)),
+            Err(CheckpointError::Store(e)) => Err(e),
+            // A delete refuses nothing else.
+            Err(other) => Err(StoreError::Backend {
+                message: other.to_string(),
+                source: Some(Box::new(other)),
+            }),
+        }
     }
 
+    /// Saves `row`, over `parent` when given (`Some(None)`: over no checkpoint), under this
+    /// handle's fence, in one transaction.
     fn save_row_task(
         &self,
         agent_id: &str,
         row: &CheckpointRow,
+        parent: Option<Option<&str>>,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
         let refused = check_agent_id(agent_id).err();
         let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
@@ -87,23 +103,37 @@ impl PgStore {
         let sha256 = row.sha256().map(str::to_owned);
         let agent = agent_id.to_string();
         let state_type = row.state_type().to_owned();
+        let parent = parent.map(|p| p.map(str::to_owned));
+        let fence = self.fence.clone();
         let context = format!("saving the checkpoint of agent `{agent_id}`");
         let saved = self.run(context, move |db| async move {
+            let ns = db.namespace();
             let mut client = db.client().await?;
             // READ COMMITTED whatever the server's default: a blob a garbage collection
             // removed while this waited for its lock is then simply not found.
-            let tx = client
-                .build_transaction()
-                .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
-                .start()
-                .await?;
+            let tx = begin(&mut client).await?;
+            // The fence row first (every fenced write locks it before anything else, so
+            // writers never deadlock on each other): a newer session's open waits for this
+            // save, or this save sees its epoch. A refusal returns early: dropping `tx` rolls
+            // back, nothing was written.
+            if let Err(refusal) = fence::check(&tx, ns, fence.as_deref()).await? {
+                return Ok(Err(CheckpointError::Superseded(refusal)));
+            }
+            if let Some(parent) = &parent {
+                // The row stays locked to the commit: a second saver over the same parent
+                // waits here, then finds this save's checksum.
+                let found = stored_sha256(&tx, ns, &agent, true).await?;
+                if found != *parent {
+                    return Ok(Err(conflict(&agent, parent.clone(), found)));
+                }
+            }
             // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits:
             // a garbage collection's `FOR UPDATE` on them waits for this transaction.
             let present = tx
                 .query(
                     "SELECT hash FROM compaction.blobs
                      WHERE namespace = $1 AND hash = ANY($2) FOR KEY SHARE",
-                    hidden![db.namespace(), hashes],
+                    hidden![ns, hashes],
                 )
                 .await?;
             let present: Vec<String> = present
@@ -112,29 +142,47 @@ impl PgStore {
                 .collect::<Result<_, _>>()?;
             if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
                 let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
-                return Ok(Saved::MissingBlob(hash)); // dropping `tx` rolls back
+                return Ok(Err(StoreError::NotFound { hash }.into()));
             }
-            tx.execute(
-                "INSERT INTO compaction.checkpoints
-                     (namespace, agent_id, state_type, json, sha256, saved_at_ms)
-                 VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
-                 ON CONFLICT (namespace, agent_id) DO UPDATE SET
-                     state_type = excluded.state_type, json = excluded.json,
-                     sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-                hidden![db.namespace(), agent, state_type, json, sha256],
-            )
-            .await?;
+            let written = match &parent {
+                None | Some(Some(_)) => {
+                    tx.execute(
+                        "INSERT INTO compaction.checkpoints
+                             (namespace, agent_id, state_type, json, sha256, saved_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
+                         ON CONFLICT (namespace, agent_id) DO UPDATE SET
+                             state_type = excluded.state_type, json = excluded.json,
+                             sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
+                        hidden![ns, agent, state_type, json, sha256],
+                    )
+                    .await?
+                }
+                // Over no checkpoint: `FOR UPDATE` above had no row to lock, so a concurrent
+                // first save is caught here instead (this insert waits for it, then does
+                // nothing).
+                Some(None) => {
+                    tx.execute(
+                        "INSERT INTO compaction.checkpoints
+                             (namespace, agent_id, state_type, json, sha256, saved_at_ms)
+                         VALUES ($1, $2, $3, $4, $5, compaction.now_ms())
+                         ON CONFLICT (namespace, agent_id) DO NOTHING",
+                        hidden![ns, agent, state_type, json, sha256],
+                    )
+                    .await?
+                }
+            };
+            if written == 0 {
+                let found = stored_sha256(&tx, ns, &agent, false).await?;
+                return Ok(Err(conflict(&agent, None, found)));
+            }
             tx.commit().await?;
-            Ok(Saved::Done)
+            Ok(Ok(()))
         });
         async move {
             if let Some(refused) = refused {
                 return Err(refused);
             }
-            match saved.await? {
-                Saved::Done => Ok(()),
-                Saved::MissingBlob(hash) => Err(StoreError::NotFound { hash }.into()),
-            }
+            saved.await?
         }
     }
 
@@ -197,19 +245,144 @@ impl PgStore {
     fn delete_task(
         &self,
         agent_id: &str,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Refusable<bool>, StoreError>> + Send + 'static {
         let agent = agent_id.to_string();
+        let fence = self.fence.clone();
         let context = format!("deleting the checkpoint of agent `{agent_id}`");
         self.run(context, move |db| async move {
-            let client = db.client().await?;
-            let n = client
+            let mut client = db.client().await?;
+            let tx = begin(&mut client).await?;
+            if let Err(refusal) = fence::check(&tx, db.namespace(), fence.as_deref()).await? {
+                return Ok(Err(CheckpointError::Superseded(refusal)));
+            }
+            let n = tx
                 .execute(
                     "DELETE FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2",
                     hidden![db.namespace(), agent],
                 )
                 .await?;
-            Ok(n > 0)
+            tx.commit().await?;
+            Ok(Ok(n > 0))
         })
+    }
+
+    /// `CheckpointStore::take_epoch`: the epoch taken and the row read in one transaction.
+    fn take_epoch_task(
+        &self,
+        agent_id: &str,
+        at_least: u64,
+        lease: Option<Duration>,
+    ) -> impl Future<Output = Result<TakenEpoch, CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
+        let agent = agent_id.to_string();
+        let context = format!("opening a session of agent `{agent_id}`");
+        let taken = self.run(context, move |db| async move {
+            let mut client = db.client().await?;
+            let tx = begin(&mut client).await?;
+            let taken = match fence::take(&tx, db.namespace(), &agent, at_least, lease).await? {
+                Ok(taken) => taken,
+                Err(live) => return Ok(Err(CheckpointError::Live(live))),
+            };
+            // Read after the fence row is locked, in a statement of its own (READ COMMITTED:
+            // it sees every save that committed before): a save of an older epoch either
+            // committed before the lock, and is read here, or comes after and is refused.
+            let row = read_row(&tx, db.namespace(), &agent).await?;
+            tx.commit().await?;
+            Ok(Ok(TakenEpoch {
+                epoch: taken.epoch,
+                row,
+            }))
+        });
+        async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            taken.await?
+        }
+    }
+
+    /// `CheckpointStore::renew`: the fence checked and renewed, nothing else written.
+    fn renew_task(
+        &self,
+        agent_id: &str,
+    ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
+        let refused = check_agent_id(agent_id).err();
+        // Only the fence's own agent has a lease through this handle.
+        let fence = self
+            .fence
+            .clone()
+            .filter(|fence| fence.agent_id() == agent_id);
+        let context = format!("renewing the lease of agent `{agent_id}`");
+        let renewed = self.run(context, move |db| async move {
+            let Some(fence) = fence else {
+                return Ok(Ok(()));
+            };
+            let mut client = db.client().await?;
+            let tx = begin(&mut client).await?;
+            if let Err(refusal) = fence::check(&tx, db.namespace(), Some(&fence)).await? {
+                return Ok(Err(CheckpointError::Superseded(refusal)));
+            }
+            tx.commit().await?;
+            Ok(Ok(()))
+        });
+        async move {
+            if let Some(refused) = refused {
+                return Err(refused);
+            }
+            renewed.await?
+        }
+    }
+}
+
+/// `agent_id`'s row as stored, read inside the caller's transaction if any.
+async fn read_row(
+    client: &impl GenericClient,
+    namespace: &str,
+    agent_id: &str,
+) -> Result<Option<CheckpointRow>, Cause> {
+    let row = client
+        .query_opt(
+            "SELECT json, sha256 FROM compaction.checkpoints
+             WHERE namespace = $1 AND agent_id = $2",
+            hidden![namespace, agent_id],
+        )
+        .await?;
+    Ok(match row {
+        Some(row) => Some(CheckpointRow::stored(
+            row.try_get::<_, String>(0)?.into_bytes(),
+            Some(row.try_get::<_, String>(1)?),
+        )),
+        None => None,
+    })
+}
+
+/// The checksum of `agent_id`'s stored row, the identity a save names as its parent; with
+/// `lock`, the row stays locked until the caller's transaction ends.
+async fn stored_sha256(
+    client: &impl GenericClient,
+    namespace: &str,
+    agent_id: &str,
+    lock: bool,
+) -> Result<Option<String>, Cause> {
+    let sql = if lock {
+        "SELECT sha256 FROM compaction.checkpoints
+         WHERE namespace = $1 AND agent_id = $2 FOR UPDATE"
+    } else {
+        "SELECT sha256 FROM compaction.checkpoints WHERE namespace = $1 AND agent_id = $2"
+    };
+    let row = client.query_opt(sql, hidden![namespace, agent_id]).await?;
+    Ok(match row {
+        Some(row) => Some(row.try_get(0)?),
+        None => None,
+    })
+}
+
+/// The refusal of a save over a checkpoint the agent's newest is not.
+fn conflict(agent_id: &str, expected: Option<String>, found: Option<String>) -> CheckpointError {
+    CheckpointError::Conflict {
+        agent_id: agent_id.to_owned(),
+        expected,
+        found,
     }
 }
 
@@ -223,7 +396,7 @@ impl CheckpointStore for PgStore {
         agent_id: &'a str,
         row: &'a CheckpointRow,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
-        Box::pin(self.save_row_task(agent_id, row))
+        Box::pin(self.save_row_task(agent_id, row, None))
     }
 
     fn load_row<'a>(
@@ -245,7 +418,37 @@ impl CheckpointStore for PgStore {
             if let Some(refused) = refused {
                 return Err(refused);
             }
-            Ok(deleted.await?)
+            deleted.await?
+        })
+    }
+
+    fn take_epoch<'a>(
+        &'a self,
+        agent_id: &'a str,
+        at_least: u64,
+        lease: Option<Duration>,
+    ) -> BoxFuture<'a, Result<Option<TakenEpoch>, CheckpointError>> {
+        let taken = self.take_epoch_task(agent_id, at_least, lease);
+        Box::pin(async move { taken.await.map(Some) })
+    }
+
+    fn save_row_over<'a>(
+        &'a self,
+        agent_id: &'a str,
+        row: &'a CheckpointRow,
+        parent: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.save_row_task(agent_id, row, Some(parent)))
+    }
+
+    fn renew<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<(), CheckpointError>> {
+        Box::pin(self.renew_task(agent_id))
+    }
+
+    fn fenced(&self, fence: &Fence) -> Option<Self> {
+        Some(PgStore {
+            db: Arc::clone(&self.db),
+            fence: Some(Arc::new(fence.clone())),
         })
     }
 }

@@ -11,6 +11,7 @@ use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::SyncSummary;
 use crate::effects::transition::Transition;
 use crate::effects::transition::{AnnotatedTransition, Settlement};
+use crate::fence::Fence;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -67,6 +68,10 @@ impl PgLedgerError {
 ///   `reconcile`, so a charge set back to `not_started` is not claimed again.
 /// - A scope, key, action, target or dependency holding a NUL character is refused with
 ///   [`EffectError::Nul`], as by every other ledger.
+/// - A handle [`fenced`](EffectLedger::fenced) for a session checks its epoch in the
+///   transaction of each of its writes, under a lock on the agent's fence row, and a write
+///   after a newer session opened is refused with [`EffectError::Superseded`], changing
+///   nothing (see [`crate::fence`]).
 /// - A connection lost mid-operation is [`PgLedgerError::Backend`] with
 ///   [`PgErrorKind::ConnectionLost`](super::PgErrorKind::ConnectionLost); the transaction
 ///   either committed whole or not at all, never half.
@@ -106,6 +111,9 @@ impl PgLedgerError {
 pub struct PgLedger {
     pub(super) db: Arc<Db>,
     pub(super) scope: Arc<str>,
+    /// The session this handle writes for, when fenced: every write checks it in its own
+    /// transaction (see [`crate::fence`]).
+    pub(super) fence: Option<Arc<Fence>>,
 }
 
 impl PgLedger {
@@ -124,15 +132,18 @@ impl PgLedger {
         Ok(PgLedger {
             db: Db::connect(url, namespace, options).await?,
             scope: Arc::from(""),
+            fence: None,
         })
     }
 
     /// A handle on the same pool working in `scope` (an `#[effect]` field's scope): its
-    /// operations see and change only that scope's records.
+    /// operations see and change only that scope's records. A fenced handle's scope is fenced
+    /// alike.
     pub fn scope(&self, scope: &str) -> PgLedger {
         PgLedger {
             db: Arc::clone(&self.db),
             scope: Arc::from(scope),
+            fence: self.fence.clone(),
         }
     }
 

@@ -5,6 +5,8 @@
 
 use super::db::{spawn, Db};
 use super::error::{Cause, PgErrorKind};
+use super::fence;
+use super::hidden::hidden;
 use super::ledger::{PgLedger, PgLedgerError};
 use super::ledger_rows::{
     guard, load_every, load_history, load_locked, load_one, load_scope, store_change, TxError,
@@ -17,7 +19,9 @@ use crate::effects::record::{Effect, EffectStatus};
 use crate::effects::transition::Transition;
 use crate::effects::transition::{AnnotatedTransition, Settlement};
 use crate::effects::transition::{Change, SyncSummary};
+use crate::fence::{Fence, FenceRecord};
 use crate::future::BoxFuture;
+use deadpool_postgres::GenericClient;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -117,8 +121,9 @@ impl PgLedger {
             return refused(refusal);
         }
         let (scope, key) = (scope.to_string(), key.to_string());
+        let fence = self.fence.clone();
         self.run(context, move |db| async move {
-            retrying(|| transition_once(&db, &scope, &key, &step)).await
+            retrying(|| transition_once(&db, fence.as_deref(), &scope, &key, &step)).await
         })
     }
 
@@ -143,8 +148,23 @@ impl PgLedger {
     }
 }
 
+/// Checks (and renews) a fenced handle's epoch as the first statement of a write transaction
+/// (see `postgres/fence.rs`): the fence row is locked before any effect row, in every write,
+/// so writers never deadlock on each other. A refusal is the guard's
+/// ([`EffectError::Superseded`]): never retried, the transaction rolls back.
+async fn check_fence(
+    client: &impl GenericClient,
+    namespace: &str,
+    fence: Option<&Fence>,
+) -> Result<(), TxError> {
+    fence::check(client, namespace, fence)
+        .await?
+        .map_err(|refusal| TxError::Effect(EffectError::Superseded(refusal)))
+}
+
 /// Runs `attempt` until it succeeds, is refused, or fails for a reason other than a
-/// concurrent transaction (at most [`ATTEMPTS`] times).
+/// concurrent transaction (at most [`ATTEMPTS`] times). A refusal (the guard's, a fence's)
+/// is final: only [`TxError::is_retryable`] database conflicts run again.
 async fn retrying<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Result<T, TxError>
 where
     Fut: Future<Output = Result<T, TxError>>,
@@ -158,9 +178,16 @@ where
     }
 }
 
-async fn transition_once(db: &Db, scope: &str, key: &str, step: &Step) -> Result<(), TxError> {
+async fn transition_once(
+    db: &Db,
+    fence: Option<&Fence>,
+    scope: &str,
+    key: &str,
+    step: &Step,
+) -> Result<(), TxError> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
+    check_fence(&tx, db.namespace(), fence).await?;
     let locked = load_locked(&tx, db.namespace(), scope, key).await?;
     if let (true, Some((current, last))) = (step.guarded, &locked) {
         guard(key, current, *last)?;
@@ -183,9 +210,15 @@ async fn transition_once(db: &Db, scope: &str, key: &str, step: &Step) -> Result
     Ok(())
 }
 
-async fn sync_once(db: &Db, scope: &str, log: &EffectLog) -> Result<SyncSummary, TxError> {
+async fn sync_once(
+    db: &Db,
+    fence: Option<&Fence>,
+    scope: &str,
+    log: &EffectLog,
+) -> Result<SyncSummary, TxError> {
     let mut client = db.client().await?;
     let tx = client.transaction().await?;
+    check_fence(&tx, db.namespace(), fence).await?;
     let mut summary = SyncSummary::default();
     for effect in log {
         let key = effect.idempotency_key.as_str();
@@ -317,8 +350,9 @@ impl EffectLedger for PgLedger {
             return refused(refusal);
         }
         let (scope, log) = (scope.to_string(), log.clone());
+        let fence = self.fence.clone();
         self.run("syncing an effect log".into(), move |db| async move {
-            retrying(|| sync_once(&db, &scope, &log)).await
+            retrying(|| sync_once(&db, fence.as_deref(), &scope, &log)).await
         })
     }
 
@@ -353,27 +387,14 @@ impl EffectLedger for PgLedger {
 
     fn advance_checkpoint<'a>(&'a self, agent_id: &'a str, sequence: u64) -> Pending<'a, u64> {
         let agent = agent_id.to_string();
+        let fence = self.fence.clone();
         let context = format!("advancing the checkpoint sequence of agent `{agent_id}`");
         self.run(context, move |db| async move {
             let sequence = i64::try_from(sequence).map_err(|_| {
                 let detail = format!("checkpoint sequence {sequence} is above i64::MAX");
                 Cause::Found(PgErrorKind::Other, detail)
             })?;
-            let client = db.client().await?;
-            // One statement: the row lock of the upsert serializes racing advances.
-            let row = client
-                .query_one(
-                    "INSERT INTO compaction.checkpoint_sequences AS s
-                         (namespace, agent_id, sequence, updated_at_ms)
-                     VALUES ($1, $2, $3, compaction.now_ms())
-                     ON CONFLICT (namespace, agent_id) DO UPDATE SET
-                         sequence = greatest(s.sequence, excluded.sequence),
-                         updated_at_ms = excluded.updated_at_ms
-                     RETURNING sequence",
-                    &[&db.namespace(), &agent, &sequence],
-                )
-                .await?;
-            Ok(row.try_get::<_, i64>(0)?.max(0) as u64)
+            retrying(|| advance_once(&db, fence.as_deref(), &agent, sequence)).await
         })
     }
 
@@ -386,7 +407,7 @@ impl EffectLedger for PgLedger {
                 .query_opt(
                     "SELECT sequence FROM compaction.checkpoint_sequences
                      WHERE namespace = $1 AND agent_id = $2",
-                    &[&db.namespace(), &agent],
+                    hidden![db.namespace(), agent],
                 )
                 .await?;
             Ok(match row {
@@ -395,4 +416,66 @@ impl EffectLedger for PgLedger {
             })
         })
     }
+
+    fn fence_record<'a>(&'a self, agent_id: &'a str) -> Pending<'a, Option<FenceRecord>> {
+        let agent = agent_id.to_string();
+        let context = format!("reading the fence of agent `{agent_id}`");
+        self.run(context, move |db| async move {
+            let client = db.client().await?;
+            Ok(fence::record(&client, db.namespace(), &agent).await?)
+        })
+    }
+
+    fn raise_epoch<'a>(&'a self, to: &'a Fence) -> Pending<'a, bool> {
+        let to = to.clone();
+        let context = format!("opening a session of agent `{}`", to.agent_id());
+        // Unfenced whatever this handle is: raising is how a session starts writing here.
+        self.run(context, move |db| async move {
+            retrying(|| async {
+                let mut client = db.client().await?;
+                let tx = client.transaction().await?;
+                fence::raise(&tx, db.namespace(), &to)
+                    .await?
+                    .map_err(|refusal| TxError::Effect(EffectError::Superseded(refusal)))?;
+                tx.commit().await?;
+                Ok(true)
+            })
+            .await
+        })
+    }
+
+    fn fenced(&self, fence: &Fence) -> Option<Self> {
+        Some(PgLedger {
+            fence: Some(Arc::new(fence.clone())),
+            ..self.clone()
+        })
+    }
+}
+
+/// One advance of `agent`'s checkpoint sequence, in a transaction of its own (the fence, when
+/// given, checked in it).
+async fn advance_once(
+    db: &Db,
+    fence: Option<&Fence>,
+    agent: &str,
+    sequence: i64,
+) -> Result<u64, TxError> {
+    let mut client = db.client().await?;
+    let tx = client.transaction().await?;
+    check_fence(&tx, db.namespace(), fence).await?;
+    // One statement: the row lock of the upsert serializes racing advances.
+    let row = tx
+        .query_one(
+            "INSERT INTO compaction.checkpoint_sequences AS s
+                 (namespace, agent_id, sequence, updated_at_ms)
+             VALUES ($1, $2, $3, compaction.now_ms())
+             ON CONFLICT (namespace, agent_id) DO UPDATE SET
+                 sequence = greatest(s.sequence, excluded.sequence),
+                 updated_at_ms = excluded.updated_at_ms
+             RETURNING sequence",
+            hidden![db.namespace(), agent, sequence],
+        )
+        .await?;
+    tx.commit().await?;
+    Ok(row.try_get::<_, i64>(0)?.max(0) as u64)
 }

@@ -19,6 +19,8 @@
 //! | `checkpoints`    | the latest `Compacted<S>` per `namespace` and `agent_id`, its hash |
 //! | `effects`        | one row per `namespace`, `scope` and idempotency `key`: `status`, ... |
 //! | `effect_events`  | append-only history of every status transition (a trigger refuses `UPDATE`/`DELETE`) |
+//! | `checkpoint_sequences` | the newest checkpoint sequence of each agent, forward only      |
+//! | `agent_fences`   | each agent's newest session `epoch`, forward only (see [`crate::fence`]) |
 //!
 //! # Namespaces
 //!
@@ -46,6 +48,7 @@ mod admin;
 mod checkpoint;
 mod db;
 mod error;
+mod fence;
 mod hidden;
 mod ledger;
 mod ledger_ops;

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 /// The schema version this crate writes. Connecting to a database with a lower version
 /// migrates it (in one transaction, one process at a time); a higher version is refused with
 /// [`PgErrorKind::Schema`].
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// Key of the advisory lock that serializes migrations of one database across processes.
 const MIGRATION_LOCK: i64 = 0x636f_6d70_6163_7431; // "compact1"
@@ -120,6 +120,37 @@ const MIGRATIONS: &[(&str, &str)] = &[
     CREATE TRIGGER checkpoint_sequences_not_truncated
         BEFORE TRUNCATE ON compaction.checkpoint_sequences
         FOR EACH STATEMENT EXECUTE FUNCTION compaction.refuse_sequence_rollback();
+    "#,
+    ),
+    (
+        "fencing: each agent's newest epoch, forward only (one writer per agent)",
+        // An agent with a checkpoint but no row here (saved before this version) gets its row
+        // when its next session opens, and is fenced from then on.
+        r#"
+    CREATE TABLE compaction.agent_fences (
+        namespace     TEXT   NOT NULL,
+        agent_id      TEXT   NOT NULL,
+        epoch         BIGINT NOT NULL CHECK (epoch >= 0),
+        renewed_at_ms BIGINT NOT NULL,   -- the server's clock (compaction.now_ms())
+        PRIMARY KEY (namespace, agent_id)
+    );
+    -- Forward only in the database itself: no update moves an epoch back or to another agent,
+    -- and no row is deleted (the next open would start over at epoch 1, and a stale session
+    -- holding epoch 1 would pass its checks again).
+    CREATE FUNCTION compaction.refuse_epoch_rollback() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'UPDATE' AND NEW.epoch >= OLD.epoch
+           AND NEW.namespace = OLD.namespace AND NEW.agent_id = OLD.agent_id THEN
+            RETURN NEW;
+        END IF;
+        RAISE EXCEPTION 'compaction.agent_fences: an epoch goes forward only';
+    END $$;
+    CREATE TRIGGER agent_fences_forward_only
+        BEFORE UPDATE OR DELETE ON compaction.agent_fences
+        FOR EACH ROW EXECUTE FUNCTION compaction.refuse_epoch_rollback();
+    CREATE TRIGGER agent_fences_not_truncated
+        BEFORE TRUNCATE ON compaction.agent_fences
+        FOR EACH STATEMENT EXECUTE FUNCTION compaction.refuse_epoch_rollback();
     "#,
     ),
 ];

@@ -4,7 +4,9 @@ use super::db::{spawn, Db};
 use super::error::{Cause, PgError};
 use super::hidden::hidden;
 use super::PgOptions;
+use crate::fence::{Fence, Superseded};
 use crate::store::{entry_name_shown, ContentHash, Store, StoreError};
+use deadpool_postgres::{GenericClient, Transaction};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -22,6 +24,9 @@ use std::sync::Arc;
 /// - Named entries ([`put_entry`](Store::put_entry), the summary cache) are per namespace too:
 ///   a fleet's processes on one namespace share their cached summaries, tenants never do.
 /// - Clones share one connection pool.
+/// - A handle [`fenced`](crate::checkpoint::CheckpointStore::fenced) for a session checks its
+///   epoch in the transaction of each of its writes (blob and entry puts, checkpoint saves and
+///   deletes), under a lock on the agent's fence row (see [`crate::fence`]).
 ///
 /// Every method that talks to the server is `async`: it waits on the network without blocking
 /// the caller's executor (a tokio worker of an async agent goes on serving other tasks). The
@@ -49,6 +54,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pub(super) db: Arc<Db>,
+    /// The session this handle writes for, when fenced: every write checks it in its own
+    /// transaction (see [`crate::fence`]).
+    pub(super) fence: Option<Arc<Fence>>,
 }
 
 impl PgStore {
@@ -70,7 +78,7 @@ impl PgStore {
         let db = Db::connect(url, namespace, options)
             .await
             .map_err(PgError::into_store_error)?;
-        Ok(PgStore { db })
+        Ok(PgStore { db, fence: None })
     }
 
     /// The namespace this handle reads and writes.
@@ -148,36 +156,27 @@ impl Store for PgStore {
         let verified = hash.matches(bytes);
         let hash = *hash;
         let bytes = bytes.to_vec();
+        let fence = self.fence.clone();
         let write = self.run(format!("storing blob {hash}"), move |db| async move {
-            let client = db.client().await?;
-            // Same content: nothing to write. A stored blob that no longer matches its hash
-            // (altered in the database) is replaced by the good bytes. Storing content again
-            // refreshes its time (at most once a minute, so repeated puts stay reads), which
-            // keeps it from garbage collection until the caller's checkpoint refers to it.
-            let stmt = client
-                .prepare_cached(
-                    "INSERT INTO compaction.blobs (namespace, hash, bytes, size, created_at_ms)
-                     VALUES ($1, $2, $3, $4, compaction.now_ms())
-                     ON CONFLICT (namespace, hash) DO UPDATE
-                         SET bytes = excluded.bytes, size = excluded.size,
-                             created_at_ms = excluded.created_at_ms
-                         WHERE compaction.blobs.bytes IS DISTINCT FROM excluded.bytes
-                            OR compaction.blobs.created_at_ms < excluded.created_at_ms - 60000",
-                )
-                .await?;
-            client
-                .execute(
-                    &stmt,
-                    hidden![db.namespace(), hash.to_hex(), bytes, (bytes.len() as i64),],
-                )
-                .await?;
-            Ok(())
+            let mut client = db.client().await?;
+            let Some(fence) = fence else {
+                // Unfenced: one statement, no transaction around it.
+                put_blob(&client, db.namespace(), &hash, &bytes).await?;
+                return Ok(Ok(()));
+            };
+            let tx = begin(&mut client).await?;
+            if let Err(refusal) = super::fence::check(&tx, db.namespace(), Some(&fence)).await? {
+                return Ok(Err(refusal)); // dropping `tx` rolls back
+            }
+            put_blob(&tx, db.namespace(), &hash, &bytes).await?;
+            tx.commit().await?;
+            Ok(Ok(()))
         });
         async move {
             if !verified {
                 return Err(StoreError::Integrity { hash });
             }
-            write.await
+            flatten(write.await)
         }
     }
 
@@ -214,21 +213,22 @@ impl Store for PgStore {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let (name, bytes) = (name.to_owned(), bytes.to_vec());
         let context = format!("storing entry `{}`", entry_name_shown(&name));
-        self.run(context, move |db| async move {
-            let client = db.client().await?;
-            let stmt = client
-                .prepare_cached(
-                    "INSERT INTO compaction.entries (namespace, name, bytes, updated_at_ms)
-                     VALUES ($1, $2, $3, compaction.now_ms())
-                     ON CONFLICT (namespace, name) DO UPDATE
-                         SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
-                )
-                .await?;
-            client
-                .execute(&stmt, hidden![db.namespace(), name, bytes])
-                .await?;
-            Ok(())
-        })
+        let fence = self.fence.clone();
+        let write = self.run(context, move |db| async move {
+            let mut client = db.client().await?;
+            let Some(fence) = fence else {
+                put_named(&client, db.namespace(), &name, &bytes).await?;
+                return Ok(Ok(()));
+            };
+            let tx = begin(&mut client).await?;
+            if let Err(refusal) = super::fence::check(&tx, db.namespace(), Some(&fence)).await? {
+                return Ok(Err(refusal));
+            }
+            put_named(&tx, db.namespace(), &name, &bytes).await?;
+            tx.commit().await?;
+            Ok(Ok(()))
+        });
+        async move { flatten(write.await) }
     }
 
     fn get_entry(
@@ -253,6 +253,76 @@ impl Store for PgStore {
             })
         })
     }
+}
+
+/// A READ COMMITTED transaction, whatever the server's default: each statement then sees what
+/// committed before it, so a write that waited for the fence row's lock reads the epoch the
+/// holder left (under REPEATABLE READ it would fail to serialize instead).
+pub(super) async fn begin(
+    client: &mut deadpool_postgres::Object,
+) -> Result<Transaction<'_>, tokio_postgres::Error> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .await
+}
+
+/// Stores a blob (one statement), inside the caller's transaction if any.
+async fn put_blob(
+    client: &impl GenericClient,
+    namespace: &str,
+    hash: &ContentHash,
+    bytes: &[u8],
+) -> Result<(), Cause> {
+    // Same content: nothing to write. A stored blob that no longer matches its hash (altered
+    // in the database) is replaced by the good bytes. Storing content again refreshes its time
+    // (at most once a minute, so repeated puts stay reads), which keeps it from garbage
+    // collection until the caller's checkpoint refers to it.
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO compaction.blobs (namespace, hash, bytes, size, created_at_ms)
+             VALUES ($1, $2, $3, $4, compaction.now_ms())
+             ON CONFLICT (namespace, hash) DO UPDATE
+                 SET bytes = excluded.bytes, size = excluded.size,
+                     created_at_ms = excluded.created_at_ms
+                 WHERE compaction.blobs.bytes IS DISTINCT FROM excluded.bytes
+                    OR compaction.blobs.created_at_ms < excluded.created_at_ms - 60000",
+        )
+        .await?;
+    client
+        .execute(
+            &stmt,
+            hidden![namespace, hash.to_hex(), bytes, (bytes.len() as i64),],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Stores a named entry (one statement), inside the caller's transaction if any.
+async fn put_named(
+    client: &impl GenericClient,
+    namespace: &str,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(), Cause> {
+    let stmt = client
+        .prepare_cached(
+            "INSERT INTO compaction.entries (namespace, name, bytes, updated_at_ms)
+             VALUES ($1, $2, $3, compaction.now_ms())
+             ON CONFLICT (namespace, name) DO UPDATE
+                 SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
+        )
+        .await?;
+    client
+        .execute(&stmt, hidden![namespace, name, bytes])
+        .await?;
+    Ok(())
+}
+
+/// A fenced write's refusal, or the database's failure, as the store error it is.
+fn flatten<T>(result: Result<Result<T, Superseded>, StoreError>) -> Result<T, StoreError> {
+    result?.map_err(StoreError::Superseded)
 }
 
 // How a `PgError` crosses the `Store` trait: here, not in error.rs, so the error type stays
