@@ -135,6 +135,7 @@ fn an_older_file_is_migrated_to_an_append_only_history() {
          DROP TRIGGER checkpoint_sequences_forward_only;
          DROP TRIGGER checkpoint_sequences_kept;
          DROP TABLE checkpoint_sequences;
+         DROP TABLE agent_fences;
          DELETE FROM schema_version WHERE version >= 5;",
     )
     .unwrap();

@@ -353,6 +353,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             resumed_from,
             fence,
             parent,
+            unacked: None,
         })
     }
 

@@ -35,7 +35,7 @@ pub use request::SessionRequest;
 pub use tools::{ToolRun, ToolRunOutcome};
 pub use turn::ModelResponse;
 
-use crate::checkpoint::{CheckpointRow, CheckpointStore, Compacted};
+use crate::checkpoint::{CheckpointError, CheckpointRow, CheckpointStore, Compacted};
 use crate::compactor::Compactor;
 use crate::conversation::message::{Message, Role, ToolCall};
 use crate::conversation::transcript::Transcript;
@@ -145,6 +145,9 @@ pub struct Session<S> {
     /// The row checksum of the checkpoint this session loaded or saved last: the next save is
     /// made over it, and only over it.
     parent: Option<String>,
+    /// The row checksum of a save that failed without saying whether it was written (an
+    /// acknowledgement lost): found as the store's newest, it is this session's own row.
+    unacked: Option<String>,
 }
 
 impl<S> std::fmt::Debug for Session<S> {
@@ -210,13 +213,35 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         let compacted = self.ledger.compact(&self.compactor, &self.state).await?;
         let row = CheckpointRow::encode(&compacted, &self.agent_id, &self.namespace)
             .map_err(CompactionError::from)?;
-        self.checkpoints
+        let saved = match self
+            .checkpoints
             .save_row_over(&self.agent_id, &row, self.parent.as_deref())
             .await
-            .map_err(SessionError::from_checkpoint)?;
+        {
+            // An earlier try of this request was written after all (its answer was lost):
+            // the store's newest is this session's own row, so this one goes over it.
+            Err(CheckpointError::Conflict {
+                found: Some(found), ..
+            }) if self.unacked.as_deref() == Some(found.as_str()) => {
+                self.checkpoints
+                    .save_row_over(&self.agent_id, &row, Some(&found))
+                    .await
+            }
+            other => other,
+        };
+        if let Err(error) = saved {
+            if !matches!(
+                error,
+                CheckpointError::Conflict { .. } | CheckpointError::Superseded(_)
+            ) {
+                self.unacked = row.sha256().map(str::to_owned);
+            }
+            return Err(SessionError::from_checkpoint(error));
+        }
         // The store holds it now, whatever happens next: a retry after a failed advance saves
         // over this row (the same request planned again), not over the one before it.
         self.parent = row.sha256().map(str::to_owned);
+        self.unacked = None;
         self.ledger.advance(&self.compactor, &compacted).await?;
         allow(&mut self.resolver, &self.compactor, &compacted)?;
         Ok(compacted)

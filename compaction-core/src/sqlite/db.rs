@@ -152,6 +152,11 @@ const MIGRATIONS: &[(&str, &str)] = &[
     BEGIN
         SELECT RAISE(ABORT, 'agent_fences: an epoch goes forward only');
     END;
+    CREATE TRIGGER agent_fences_kept
+    BEFORE DELETE ON agent_fences
+    BEGIN
+        SELECT RAISE(ABORT, 'agent_fences: an epoch goes forward only; rows are kept');
+    END;
     "#,
     ),
 ];
