@@ -141,6 +141,8 @@ impl StreamAssembler {
 
     /// An assembler whose errors never hold `text`'s secrets (a client's key): every error
     /// text is scrubbed before it is cut, whichever event it came from.
+    // Only the client (`anthropic`) holds a key; `anthropic-types` alone makes none.
+    #[cfg_attr(not(feature = "anthropic"), allow(dead_code))]
     pub(crate) fn scrubbing(text: ErrorText) -> Self {
         StreamAssembler {
             text,
