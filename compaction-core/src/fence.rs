@@ -6,10 +6,11 @@
 //! opened the agent while the old one still runs) is *fenced*: each write it attempts is refused
 //! with [`Superseded`] before anything is written.
 //!
-//! The rule is one state machine, [`FenceRecord::take`] / [`FenceRecord::raise`] /
-//! [`FenceRecord::check`], which every backend applies to its own table inside its own
-//! transaction (memory: under its lock; SQLite and PostgreSQL: the `agent_fences` table), so
-//! all of them answer alike; `tests/conformance/fence.rs` proves it per backend.
+//! The rule is one state machine over a [`FenceRecord`] (`take` when a session opens, `raise`
+//! when a second backend learns its epoch, `check` before each write), which every backend
+//! applies to its own table inside its own transaction (memory: under its lock; SQLite and
+//! PostgreSQL: the `agent_fences` table), so all of them answer alike;
+//! `tests/conformance/fence.rs` proves it per backend.
 //!
 //! Why a token and not a lock: a lock held by a dead worker blocks the agent until it times
 //! out, and a live worker that paused (GC, a stalled VM) past its lease still believes it holds
