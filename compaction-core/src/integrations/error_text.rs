@@ -67,22 +67,37 @@ impl ErrorText {
         }
     }
 
-    /// `text` with every form of every secret replaced, repeated until none is left (a
-    /// replacement can join two halves of a form only if the form contains `<api key>`
-    /// itself, so this ends: each round removes at least one occurrence).
+    /// `text` with every form of every secret replaced, in one pass over the server's text:
+    /// at each point the earliest form found (the longest, where two start together) is
+    /// replaced and the search goes on after it. The replacements are never searched again,
+    /// so this ends whatever the key (a key `key` or `e` sits inside `<api key>` itself: a
+    /// search of the replaced text would never end), and a key without `<` or `>` cannot be
+    /// formed across a replacement's edge. Each form's next place is searched for only once
+    /// the cursor passed the one found before: a body echoing the key many times is read
+    /// once per form, not once per echo.
     fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_owned();
+        let mut next: Vec<Option<usize>> =
+            self.forms.iter().map(|f| text.find(f.as_str())).collect();
+        let mut out = String::with_capacity(text.len());
+        let mut cursor = 0;
         loop {
-            let before = out.len();
-            for form in &self.forms {
-                if out.contains(form.as_str()) {
-                    out = out.replace(form.as_str(), REPLACEMENT);
+            for (form, at) in self.forms.iter().zip(&mut next) {
+                if at.is_some_and(|at| at < cursor) {
+                    *at = text[cursor..].find(form.as_str()).map(|i| cursor + i);
                 }
             }
-            let clean = self.forms.iter().all(|form| !out.contains(form.as_str()));
-            if clean || out.len() == before {
+            // The earliest place; `forms` is longest first, so the lower index at a tie.
+            let found = next
+                .iter()
+                .enumerate()
+                .filter_map(|(i, at)| Some(((*at)?, i)));
+            let Some((at, i)) = found.min() else {
+                out.push_str(&text[cursor..]);
                 return out;
-            }
+            };
+            out.push_str(&text[cursor..at]);
+            out.push_str(REPLACEMENT);
+            cursor = at + self.forms[i].len();
         }
     }
 }
@@ -112,6 +127,20 @@ mod tests {
         let echoed = format!("json {} debug {odd:?} raw {odd}", serde_json::json!(odd));
         let out = ErrorText::new([odd]).excerpt_within(&echoed, 1000);
         assert_eq!(out, "json \"<api key>\" debug \"<api key>\" raw <api key>");
+    }
+
+    /// A key the replacement holds (`key`, one letter): replaced once, never searched again in
+    /// what replaced it (a search of the replaced text grew it without end).
+    #[test]
+    fn a_key_inside_the_replacement_ends() {
+        assert_eq!(
+            ErrorText::new(["key"]).excerpt("invalid x-api-key: key"),
+            "invalid x-api-<api key>: <api key>"
+        );
+        assert_eq!(ErrorText::new(["e"]).excerpt("see"), "s<api key><api key>");
+        // Two forms starting at one place: the longer is replaced whole.
+        let text = ErrorText::new(["abc", "abcdef"]);
+        assert_eq!(text.excerpt("xabcdefy abc"), "x<api key>y <api key>");
     }
 
     /// The key at every offset of a text, cut at every length around it (every case the
