@@ -191,3 +191,38 @@ fn an_event_over_the_size_limit_is_a_clear_error() {
         Err(AnthropicStreamError::EventTooLarge { limit: 4 << 20 })
     );
 }
+
+#[test]
+fn an_unknown_delta_on_an_unknown_block_appends_replaces_and_adds() {
+    // Many small deltas on one string (appended in place), a member replaced by a value that
+    // is not a string, and one the start did not have (added after the others).
+    let head = SHAPES[4]
+        .1
+        .split("event: content_block_start")
+        .next()
+        .unwrap();
+    let mut sse = format!(
+        "{head}event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"future_block\",\"label\":\"\",\"n\":1}}}}\n\n"
+    );
+    let delta = |members: &str| {
+        format!("event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"future_delta\",{members}}}}}\n\n")
+    };
+    for _ in 0..2000 {
+        sse.push_str(&delta(r#""label":"ab""#));
+    }
+    sse.push_str(&delta(r#""n":[2],"extra":"new""#));
+    sse.push_str(concat!(
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    ));
+    let reply = StreamAssembler::assemble(&sse).unwrap();
+    let ContentBlock::Other(raw) = &reply.content[0] else {
+        panic!("{:?}", reply.content[0]);
+    };
+    let expected = format!(
+        r#"{{"type":"future_block","label":"{}","n":[2],"extra":"new"}}"#,
+        "ab".repeat(2000)
+    );
+    assert_eq!(raw, &expected);
+}

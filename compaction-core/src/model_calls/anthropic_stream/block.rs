@@ -128,11 +128,6 @@ impl BlockBuilder {
 
     /// Applies one delta.
     pub(super) fn apply(&mut self, delta: Delta) -> Result<(), AnthropicStreamError> {
-        let mismatch = |kind: &str| AnthropicStreamError::DeltaMismatch {
-            index: self.index,
-            block: self.kind.clone(),
-            delta: kind.to_owned(),
-        };
         let (field, piece) = match delta.kind.as_str() {
             "text_delta" => ("text", delta.string("text")),
             "thinking_delta" => ("thinking", delta.string("thinking")),
@@ -151,17 +146,19 @@ impl BlockBuilder {
             "input_json_delta" => {
                 let piece = delta
                     .string("partial_json")
-                    .ok_or_else(|| mismatch(&delta.kind))?;
+                    .ok_or_else(|| self.mismatch(&delta.kind))?;
                 if !self.has("input") {
-                    return Err(mismatch(&delta.kind));
+                    return Err(self.mismatch(&delta.kind));
                 }
                 self.input.get_or_insert_with(String::new).push_str(&piece);
                 return Ok(());
             }
             "citations_delta" => {
-                let citation = delta.raw("citation").ok_or_else(|| mismatch(&delta.kind))?;
+                let citation = delta
+                    .raw("citation")
+                    .ok_or_else(|| self.mismatch(&delta.kind))?;
                 if !self.has("text") {
-                    return Err(mismatch(&delta.kind));
+                    return Err(self.mismatch(&delta.kind));
                 }
                 self.citations.push(citation.to_owned());
                 return Ok(());
@@ -177,7 +174,7 @@ impl BlockBuilder {
                 }
                 return Ok(());
             }
-            "compaction_delta" => return Err(mismatch(&delta.kind)),
+            "compaction_delta" => return Err(self.mismatch(&delta.kind)),
             _ if !MODELED_BLOCKS.contains(&self.kind.as_str()) => {
                 self.apply_raw(delta);
                 return Ok(());
@@ -189,20 +186,38 @@ impl BlockBuilder {
                 })
             }
         };
-        let piece = piece.ok_or_else(|| mismatch(&delta.kind))?;
-        let member = self.members.iter_mut().find(|(key, _)| key == field);
-        let Some((_, member)) = member else {
-            return Err(mismatch(&delta.kind));
+        let piece = piece.ok_or_else(|| self.mismatch(&delta.kind))?;
+        match self.append(field, &piece) {
+            true => Ok(()),
+            false => Err(self.mismatch(&delta.kind)),
+        }
+    }
+
+    /// A delta this block cannot take.
+    fn mismatch(&self, delta: &str) -> AnthropicStreamError {
+        AnthropicStreamError::DeltaMismatch {
+            index: self.index,
+            block: self.kind.clone(),
+            delta: delta.to_owned(),
+        }
+    }
+
+    /// Appends `piece` to the string member `field`, in place; false when the block has no
+    /// such member or it is not a string.
+    fn append(&mut self, field: &str, piece: &str) -> bool {
+        let Some((_, member)) = self.members.iter_mut().find(|(key, _)| key == field) else {
+            return false;
         };
         if let Member::Raw(raw) = member {
-            let text =
-                serde_json::from_str::<String>(raw.get()).map_err(|_| mismatch(&delta.kind))?;
-            *member = Member::Text(text);
+            match serde_json::from_str::<String>(raw.get()) {
+                Ok(text) => *member = Member::Text(text),
+                Err(_) => return false,
+            }
         }
         if let Member::Text(text) = member {
-            text.push_str(&piece);
+            text.push_str(piece);
         }
-        Ok(())
+        true
     }
 
     /// A delta type nobody told this library of, on a block type it does not model either:
@@ -210,20 +225,12 @@ impl BlockBuilder {
     /// that has one). Each member extends the block's member of that name as the documented
     /// deltas do: a string appended to a string (`text_delta`, `thinking_delta`), anything
     /// else replacing it (`compaction_delta`), a member the block lacks added after the others.
+    /// Appended in place: a block's text grows with each delta, never copied whole per delta.
     fn apply_raw(&mut self, delta: Delta) {
         for (key, value) in delta.members {
             let piece = serde_json::from_str::<String>(value.get()).ok();
-            let current = self.members.iter_mut().find(|(k, _)| *k == key);
-            let text = current.as_ref().and_then(|(_, member)| match member {
-                Member::Text(text) => Some(text.clone()),
-                Member::Raw(raw) => serde_json::from_str::<String>(raw.get()).ok(),
-            });
-            match (text, piece) {
-                (Some(mut text), Some(piece)) => {
-                    text.push_str(&piece);
-                    self.set(key, Member::Text(text));
-                }
-                _ => self.set(key, Member::Raw(value)),
+            if !piece.is_some_and(|piece| self.append(&key, &piece)) {
+                self.set(key, Member::Raw(value));
             }
         }
     }
