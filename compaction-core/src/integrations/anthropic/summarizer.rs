@@ -4,9 +4,6 @@
 
 use crate::integrations::anthropic::estimate::ClaudeEstimate;
 use crate::integrations::anthropic::wire::{AnthropicResponse, ContentBlock};
-use crate::integrations::error_text::ErrorText;
-use crate::integrations::http::client::Answer;
-use crate::integrations::http::retry::{malformed, parse_answer};
 use crate::integrations::http::summary::{
     summarize_on, summarizer_builder, LazyClient, Settings, SummaryWire,
 };
@@ -110,6 +107,9 @@ impl Summarizer for AnthropicSummarizer {
 struct MessagesWire;
 
 impl SummaryWire for MessagesWire {
+    type Reply = AnthropicResponse;
+    const REPLY: &'static str = "a Messages API reply";
+
     fn request(
         &self,
         settings: &Settings,
@@ -133,18 +133,10 @@ impl SummaryWire for MessagesWire {
         )
     }
 
-    fn answer(
-        &self,
-        field: &str,
-        text: &ErrorText,
-        answer: &Answer,
-    ) -> Result<(String, bool), SummarizerError> {
-        let malformed = |what: &str| malformed(field, text, what);
-        let response: AnthropicResponse =
-            parse_answer(field, text, answer, "a Messages API reply")?;
+    fn summary(&self, response: AnthropicResponse) -> Result<(String, bool), String> {
         let stop = response.stop_reason.as_deref();
         if stop == Some("refusal") {
-            return Err(malformed("the model refused"));
+            return Err("the model refused".to_owned());
         }
         let texts: Vec<&str> = response
             .content
@@ -155,7 +147,7 @@ impl SummaryWire for MessagesWire {
             })
             .collect();
         if texts.is_empty() {
-            return Err(malformed("the answer has no text block"));
+            return Err("the answer has no text block".to_owned());
         }
         Ok((texts.concat(), stop == Some("max_tokens")))
     }

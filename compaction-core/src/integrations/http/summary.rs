@@ -5,9 +5,10 @@
 use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::{Answer, HttpsClient};
 use crate::integrations::http::guard::{carries_key, insecure_host};
-use crate::integrations::http::retry::{triage, with_retries, Attempt};
+use crate::integrations::http::retry::{malformed, parse_answer, triage, with_retries, Attempt};
 use crate::summaries::SummarizerError;
 use crate::tokens::TokenCounter;
+use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -113,6 +114,11 @@ pub(crate) fn env(name: &str) -> Option<String> {
 
 /// A provider's wire format for one summary request.
 pub(crate) trait SummaryWire: Send + Sync + 'static {
+    /// What a 2xx answer's body reads as.
+    type Reply: DeserializeOwned;
+    /// What the reply is called in the error of a body that does not read as one.
+    const REPLY: &'static str;
+
     /// URL, headers (besides `content-type`) and JSON body of one attempt asking for a summary
     /// with `prompt` as the user message, in at most `target` tokens.
     fn request(
@@ -122,14 +128,23 @@ pub(crate) trait SummaryWire: Send + Sync + 'static {
         target: usize,
     ) -> (String, Vec<(&'static str, String)>, Vec<u8>);
 
-    /// The summary text of a 2xx answer and whether the server cut it at its token limit, or
-    /// why the answer is unusable (`SummarizerError::Malformed`, its text through `text`).
-    fn answer(
-        &self,
-        field: &str,
-        text: &ErrorText,
-        answer: &Answer,
-    ) -> Result<(String, bool), SummarizerError>;
+    /// The summary text of a reply and whether the server cut it at its token limit, or why
+    /// the reply is unusable (the text of a `SummarizerError::Malformed`, which the caller
+    /// scrubs and cuts).
+    fn summary(&self, reply: Self::Reply) -> Result<(String, bool), String>;
+}
+
+/// The summary of a 2xx answer: its body read as the wire's reply, then the wire's summary of
+/// it; either failure is `Malformed`, its text through `text`.
+fn read_answer<W: SummaryWire>(
+    wire: &W,
+    field: &str,
+    text: &ErrorText,
+    answer: &Answer,
+) -> Result<(String, bool), SummarizerError> {
+    let reply: W::Reply = parse_answer(field, text, answer, W::REPLY)?;
+    wire.summary(reply)
+        .map_err(|why| malformed(field, text, &why))
 }
 
 /// The HTTP client of one summarizer, built on its first request from the settings as they are
@@ -232,7 +247,7 @@ async fn summarize<W: SummaryWire>(job: Job<W>) -> Result<String, SummarizerErro
             let exchange = http.post_json(&url, &headers, body).await;
             let base_url = &settings.base_url;
             match triage(&job.field, base_url, http.timeout(), &text, exchange) {
-                Ok(answer) => match job.wire.answer(&job.field, &text, &answer) {
+                Ok(answer) => match read_answer(job.wire.as_ref(), &job.field, &text, &answer) {
                     Ok(summary) => Attempt::Answer(summary),
                     Err(error) => Attempt::Fatal(error),
                 },

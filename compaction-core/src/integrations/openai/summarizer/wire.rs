@@ -1,11 +1,7 @@
 //! The chat completions request and answer of one summary, in async-openai's types: what
 //! [`OpenAiSummarizer`](super::OpenAiSummarizer) sends on the shared HTTPS transport.
 
-use crate::integrations::error_text::ErrorText;
-use crate::integrations::http::client::Answer;
-use crate::integrations::http::retry::{malformed, parse_answer};
 use crate::integrations::http::summary::{Settings, SummaryWire};
-use crate::summaries::SummarizerError;
 use async_openai::types::chat::{
     ChatCompletionRequestSystemMessage, ChatCompletionRequestUserMessage,
     CreateChatCompletionRequest, CreateChatCompletionResponse, FinishReason,
@@ -18,6 +14,9 @@ pub(super) struct ChatWire {
 }
 
 impl SummaryWire for ChatWire {
+    type Reply = CreateChatCompletionResponse;
+    const REPLY: &'static str = "a chat completion";
+
     fn request(
         &self,
         settings: &Settings,
@@ -52,25 +51,17 @@ impl SummaryWire for ChatWire {
         )
     }
 
-    fn answer(
-        &self,
-        field: &str,
-        text: &ErrorText,
-        answer: &Answer,
-    ) -> Result<(String, bool), SummarizerError> {
-        let malformed = |what: &str| malformed(field, text, what);
-        let response: CreateChatCompletionResponse =
-            parse_answer(field, text, answer, "a chat completion")?;
+    fn summary(&self, response: CreateChatCompletionResponse) -> Result<(String, bool), String> {
         let Some(choice) = response.choices.into_iter().next() else {
-            return Err(malformed("the answer has no choice"));
+            return Err("the answer has no choice".to_owned());
         };
         if let Some(refusal) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
-            return Err(malformed(&format!("the model refused: {refusal}")));
+            return Err(format!("the model refused: {refusal}"));
         }
         let cut = choice.finish_reason == Some(FinishReason::Length);
         match choice.message.content {
             Some(content) => Ok((content, cut)),
-            None => Err(malformed("the answer has no text content")),
+            None => Err("the answer has no text content".to_owned()),
         }
     }
 }
