@@ -5,7 +5,7 @@
 
 use crate::integrations::http::client::Transport;
 use crate::integrations::http::guard::insecure_host;
-use crate::integrations::http::retry::{with_retries, Attempt};
+use crate::integrations::http::retry::{error_message, with_retries, Attempt};
 use crate::integrations::http::summary::env;
 use crate::integrations::http::wait::retry_after;
 use crate::model_calls::client::{on_runtime, ClientCore};
@@ -220,18 +220,6 @@ fn without_usage<T: DeserializeOwned>(text: &str) -> Option<T> {
     serde_json::from_value(reply).ok()
 }
 
-/// An error answer's `error.message` (with `error.type` first when given), else its text.
-fn error_message(text: &str) -> String {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(text).ok();
-    let error = parsed.as_ref().and_then(|v| v.get("error"));
-    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(|m| m.as_str());
-    match (field("type"), field("message")) {
-        (Some(kind), Some(message)) => format!("{kind}: {message}"),
-        (None, Some(message)) => message.to_owned(),
-        _ => text.to_owned(),
-    }
-}
-
 /// Why [`OpenAiClient::chat`] or `OpenAiClient::responses` gave no reply. No variant,
 /// message or `Debug` output ever holds the API key: a server that echoes it back has it
 /// replaced by `<api key>`.
@@ -304,12 +292,5 @@ mod tests {
             "bad key <api key>!"
         );
         assert!(OpenAiClient::new("  ").core.settings.api_key.is_empty());
-    }
-
-    #[test]
-    fn an_error_answer_reads_as_type_and_message() {
-        let body = r#"{"error":{"message":"no such model","type":"invalid_request_error"}}"#;
-        assert_eq!(error_message(body), "invalid_request_error: no such model");
-        assert_eq!(error_message("<html>"), "<html>");
     }
 }

@@ -92,7 +92,7 @@ pub(crate) fn triage<T>(
     let error = SummarizerError::Http {
         field: field.to_owned(),
         status,
-        body: text.excerpt(&error_message(&answer.body)),
+        body: text.excerpt(&error_message(&String::from_utf8_lossy(&answer.body))),
     };
     if status == 429 || (500..600).contains(&status) {
         Err(Attempt::Transient(error, retry_after(&answer.headers)))
@@ -103,20 +103,15 @@ pub(crate) fn triage<T>(
 
 /// What an error answer says: the provider's `error.message` (OpenAI's and Anthropic's error
 /// shapes both have one), with its `error.type` when there is one; else the body (whole: the
-/// caller scrubs, then cuts).
-fn error_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let parsed: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+/// caller scrubs, then cuts). The summarizers' and `OpenAiClient`'s.
+pub(crate) fn error_message(text: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(text).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
-    match error
-        .and_then(|e| e.get("message"))
-        .and_then(|m| m.as_str())
-    {
-        Some(message) => match error.and_then(|e| e.get("type")).and_then(|t| t.as_str()) {
-            Some(kind) => format!("{kind}: {message}"),
-            None => message.to_owned(),
-        },
-        None => text.into_owned(),
+    let field = |name: &str| error.and_then(|e| e.get(name)).and_then(|m| m.as_str());
+    match (field("type"), field("message")) {
+        (Some(kind), Some(message)) => format!("{kind}: {message}"),
+        (None, Some(message)) => message.to_owned(),
+        _ => text.to_owned(),
     }
 }
 
@@ -147,14 +142,14 @@ mod tests {
 
     #[test]
     fn error_bodies_give_the_providers_message() {
-        let openai = br#"{"error":{"message":"no such model","type":"invalid_request_error"}}"#;
+        let openai = r#"{"error":{"message":"no such model","type":"invalid_request_error"}}"#;
         assert_eq!(
             error_message(openai),
             "invalid_request_error: no such model"
         );
         let anthropic =
-            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(error_message(anthropic), "overloaded_error: Overloaded");
-        assert_eq!(error_message(b"<html>502</html>"), "<html>502</html>");
+        assert_eq!(error_message("<html>502</html>"), "<html>502</html>");
     }
 }
