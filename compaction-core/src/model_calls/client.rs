@@ -1,9 +1,9 @@
 //! What the model clients ([`AnthropicClient`](crate::anthropic::AnthropicClient),
 //! [`OpenAiClient`](crate::openai::OpenAiClient)) share: their settings (key, server, timeout,
 //! retries, hosts allowed plain http) and the builder step that changes one, the connection
-//! pool those settings build, the key kept out of any text an error carries (`error_text`), and a call run
-//! on the transport's own runtime. Each client keeps its public setters (their docs name its
-//! errors), its wire's settings and its own error type.
+//! pool those settings build, the key kept out of any text an error carries (`error_text`), and
+//! a call run on the transport's own runtime. Each client keeps its public setters (their docs
+//! name its errors), its wire's settings and its own error type.
 
 use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::HttpsClient;
@@ -16,8 +16,10 @@ use std::time::Duration;
 /// (Anthropic's beta flags; nothing for OpenAI).
 #[derive(Clone)]
 pub(crate) struct Settings<W> {
-    /// The key as given (empty: none).
+    /// The key as given (empty: none). Set by `ClientCore::new` only: no setter changes it.
     pub(crate) api_key: String,
+    /// What every error text of this client goes through, made from the key once per client.
+    error_text: ErrorText,
     pub(crate) base_url: String,
     pub(crate) timeout: Duration,
     pub(crate) max_retries: u32,
@@ -31,8 +33,8 @@ pub(crate) struct Settings<W> {
 impl<W> Settings<W> {
     /// What every error text of this client goes through: the key (a server may echo what it
     /// was sent) replaced, then the text cut.
-    pub(crate) fn error_text(&self) -> ErrorText {
-        ErrorText::new([&self.api_key])
+    pub(crate) fn error_text(&self) -> &ErrorText {
+        &self.error_text
     }
 
     /// The fields every client's `Debug` shows (never the key itself).
@@ -60,6 +62,7 @@ impl<W: Clone> ClientCore<W> {
     pub(crate) fn new(api_key: String, base_url: &str, wire: W) -> Self {
         ClientCore {
             settings: Arc::new(Settings {
+                error_text: ErrorText::new([&api_key]),
                 api_key,
                 base_url: base_url.to_owned(),
                 timeout: Duration::from_secs(600),

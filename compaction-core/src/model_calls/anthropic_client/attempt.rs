@@ -58,7 +58,7 @@ pub(super) async fn stream_once(
     }
     // Its errors (an `error` event's type and message, event names, serde's reasons) never
     // hold the key.
-    let mut assembler = StreamAssembler::scrubbing(settings.error_text());
+    let mut assembler = StreamAssembler::scrubbing(settings.error_text().clone());
     loop {
         let bytes = match answer.next().await {
             Ok(Some(bytes)) => bytes,
