@@ -29,8 +29,9 @@ use serde_json::{Map, Value};
 /// `tool_use` block's `input` the joined `input_json_delta` fragments byte for byte (checked to
 /// be one JSON object), citations appended to their text block, the stop reason and the
 /// cumulative usage from `message_delta`. Blocks of kinds it does not model (server tool use,
-/// search results) are kept raw ([`ContentBlock::Other`]) with the deltas above applied;
-/// a delta type it does not know is an error, never skipped.
+/// search results) are kept raw ([`ContentBlock::Other`]) with the deltas above applied, and
+/// with a delta type it does not know applied by its members; on the blocks it models, a delta
+/// type it does not know is an error, never skipped.
 ///
 /// ```
 /// use compaction::anthropic::{ContentBlock, StreamAssembler};
