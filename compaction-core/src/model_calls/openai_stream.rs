@@ -256,7 +256,7 @@ impl ChatStreamAssembler {
         match &self.head {
             Some(head) if head.id != chunk.id => {
                 return Err(ChatStreamError::MixedStreams {
-                    expected: head.id.clone(),
+                    expected: short(&head.id),
                     found: short(&chunk.id),
                 })
             }
