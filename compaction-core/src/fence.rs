@@ -70,7 +70,8 @@ pub enum OpenMode {
     /// Refuse to open ([`SessionError::Live`](crate::session::SessionError::Live)) while
     /// another session of the agent wrote within `lease` (every write renews it, and
     /// [`Session::heartbeat`](crate::session::Session::heartbeat) does without writing
-    /// anything else). For a scheduler that must not start a second worker while the first is
+    /// anything else; renewals are written at most every [`RENEW_EVERY_MS`], the lease's
+    /// resolution). For a scheduler that must not start a second worker while the first is
     /// alive; safety never rests on it (the fence refuses a stale writer either way).
     RefuseIfLive {
         /// How recent a write keeps the agent's session live.
@@ -92,9 +93,10 @@ impl OpenMode {
 /// the agent's newest is `newer`. Nothing of the refused write was stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "agent `{agent_id}`: this session holds epoch {epoch}, but a session opened later holds \
-     epoch {newer}; nothing was written: drop this session and open the agent again to go on \
-     from its newest checkpoint"
+    "agent `{}`: this session holds epoch {epoch}, but a session opened later holds epoch \
+     {newer}; nothing was written: drop this session and open the agent again to go on from its \
+     newest checkpoint",
+    agent_id.escape_debug()
 )]
 pub struct Superseded {
     /// The agent.
@@ -109,9 +111,10 @@ pub struct Superseded {
 /// `renewed_ago` ago, within the lease.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "agent `{agent_id}` is live: its session of epoch {epoch} wrote {}ms ago, within the \
-     lease of {}ms; nothing was taken: open again after the lease, or with OpenMode::TakeOver \
-     to fence that session",
+    "agent `{}` is live: its session of epoch {epoch} wrote {}ms ago, within the lease of \
+     {}ms; nothing was taken: open again after the lease, or with OpenMode::TakeOver to fence \
+     that session",
+    agent_id.escape_debug(),
     renewed_ago.as_millis(),
     lease.as_millis()
 )]
@@ -183,24 +186,34 @@ impl FenceRecord {
         }
     }
 
-    /// A write under `fence`: the record renewed, when `fence` still holds the newest epoch;
-    /// refused otherwise. No record at all (a backend that never saw the agent open, or whose
-    /// record an operator removed) refuses too: the writer cannot prove it is the newest.
+    /// A write under `fence`: allowed when `fence` still holds the newest epoch, refused
+    /// otherwise. No record at all (a backend that never saw the agent open, or whose record an
+    /// operator removed) refuses too: the writer cannot prove it is the newest. An allowed
+    /// write returns the renewed record when the renewal is worth writing: at most once every
+    /// [`RENEW_EVERY_MS`], so a session's repeated writes (a request re-spills the same blobs)
+    /// do not each turn into a write of the fence row.
     pub(crate) fn check(
         held: Option<FenceRecord>,
         fence: &Fence,
         now_ms: i64,
-    ) -> Result<FenceRecord, Superseded> {
+    ) -> Result<Option<FenceRecord>, Superseded> {
         match held {
-            Some(held) if held.epoch == fence.epoch => Ok(FenceRecord {
-                epoch: held.epoch,
-                renewed_at_ms: now_ms.max(held.renewed_at_ms),
-            }),
+            Some(held) if held.epoch == fence.epoch => {
+                let stale = now_ms.saturating_sub(held.renewed_at_ms) >= RENEW_EVERY_MS;
+                Ok(stale.then_some(FenceRecord {
+                    epoch: held.epoch,
+                    renewed_at_ms: now_ms,
+                }))
+            }
             Some(held) => Err(fence.superseded_by(held.epoch)),
             None => Err(fence.superseded_by(0)),
         }
     }
 }
+
+/// How stale a fence record's renewal may get before a write renews it: the lease's
+/// resolution (a lease shorter than this is not a meaningful [`OpenMode::RefuseIfLive`]).
+pub const RENEW_EVERY_MS: i64 = 1_000;
 
 /// Now, in milliseconds since the Unix epoch (the clock the memory backends renew with).
 pub(crate) fn now_ms() -> i64 {
@@ -249,12 +262,11 @@ mod tests {
                 renewed_at_ms: 5,
             })
         };
-        assert_eq!(
-            FenceRecord::check(held(2), &fence, 9)
-                .unwrap()
-                .renewed_at_ms,
-            9
-        );
+        // Allowed; renewed only once the record is a renewal period old.
+        assert_eq!(FenceRecord::check(held(2), &fence, 9).unwrap(), None);
+        let later = 5 + RENEW_EVERY_MS;
+        let renewed = FenceRecord::check(held(2), &fence, later).unwrap();
+        assert_eq!(renewed.map(|r| r.renewed_at_ms), Some(later));
         assert_eq!(FenceRecord::check(held(3), &fence, 9).unwrap_err().newer, 3);
         // An older epoch held (a store restored from a backup) refuses too: never written over.
         assert!(FenceRecord::check(held(1), &fence, 9).is_err());

@@ -69,9 +69,11 @@ impl MemoryLedger {
         let mut scopes = self.lock();
         if let Some(fence) = &self.fence {
             let held = scopes.fences.get(fence.agent_id()).copied();
-            let renewed =
-                FenceRecord::check(held, fence, now_ms()).map_err(EffectError::Superseded)?;
-            scopes.fences.insert(fence.agent_id().to_owned(), renewed);
+            if let Some(renewed) =
+                FenceRecord::check(held, fence, now_ms()).map_err(EffectError::Superseded)?
+            {
+                scopes.fences.insert(fence.agent_id().to_owned(), renewed);
+            }
         }
         Ok(scopes)
     }

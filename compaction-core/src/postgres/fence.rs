@@ -147,7 +147,7 @@ pub(super) async fn raise(
     }
 }
 
-/// Checks and renews `fence` for a write made in the same transaction (see
+/// Checks `fence` (renewing it when due) for a write made in the same transaction (see
 /// [`FenceRecord::check`]), its row locked until that transaction ends: an open of the agent
 /// waits for the write to commit, and a write waiting on an open sees the epoch it took. No
 /// fence (an unfenced handle) writes freely.
@@ -174,10 +174,11 @@ pub(super) async fn check(
         None => (None, 0),
     };
     match FenceRecord::check(held, fence, now) {
-        Ok(renewed) => {
+        Ok(Some(renewed)) => {
             store(client, namespace, fence.agent_id(), renewed).await?;
             Ok(Ok(()))
         }
+        Ok(None) => Ok(Ok(())),
         Err(refusal) => Ok(Err(refusal)),
     }
 }

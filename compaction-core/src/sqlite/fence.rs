@@ -61,12 +61,13 @@ pub(super) fn raise(conn: &Connection, fence: &Fence) -> rusqlite::Result<Result
     }
 }
 
-/// Checks and renews `fence` for a write made in the same transaction (see
-/// [`FenceRecord::check`]).
+/// Checks `fence` for a write made in the same transaction, renewing it when due (see
+/// `FenceRecord::check`).
 pub(super) fn check(conn: &Connection, fence: &Fence) -> rusqlite::Result<Result<(), Superseded>> {
     let held = record(conn, fence.agent_id())?;
     match FenceRecord::check(held, fence, now_ms()) {
-        Ok(renewed) => store(conn, fence.agent_id(), renewed).map(Ok),
+        Ok(Some(renewed)) => store(conn, fence.agent_id(), renewed).map(Ok),
+        Ok(None) => Ok(Ok(())),
         Err(refusal) => Ok(Err(refusal)),
     }
 }

@@ -126,8 +126,11 @@ impl MemoryStore {
         };
         let mut fences = self.fences();
         let held = fences.get(fence.agent_id()).copied();
-        let renewed = FenceRecord::check(held, fence, now_ms()).map_err(StoreError::Superseded)?;
-        fences.insert(fence.agent_id().to_owned(), renewed);
+        if let Some(renewed) =
+            FenceRecord::check(held, fence, now_ms()).map_err(StoreError::Superseded)?
+        {
+            fences.insert(fence.agent_id().to_owned(), renewed);
+        }
         Ok(WriteLock {
             _held: Some(fences),
         })
@@ -170,10 +173,11 @@ impl MemoryStore {
 impl Store for MemoryStore {
     async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
         // Content-addressed: an address already held has nothing to write, and an agent that
-        // compacts every turn re-spills the same blobs, so skip re-hashing those. A new blob is
-        // verified before it is stored (and every `get` verifies again).
-        if self.fence.is_none() && self.lock().contains_key(hash) {
-            return Ok(());
+        // compacts every turn re-spills the same blobs, so skip re-hashing those (a fenced
+        // handle is still refused once superseded, as on every backend). A new blob is verified
+        // before it is stored (and every `get` verifies again).
+        if self.lock().contains_key(hash) {
+            return self.write_lock().map(drop);
         }
         if !hash.matches(bytes) {
             return Err(StoreError::Integrity { hash: *hash });
