@@ -56,6 +56,12 @@ fn deploy_call(id: &str, service: &str) -> ToolCall {
     ToolCall::new(id, "deploy", json!({ "service": service }))
 }
 
+/// The model's reply: one call (`call_id`) to deploy the api.
+fn model_asks_to_deploy(session: &mut Session<Agent>, call_id: &str) {
+    let reply = Message::assistant_with_tools("", vec![deploy_call(call_id, "api")]);
+    session.push_response(reply).unwrap();
+}
+
 /// A session of the agent on `handles`.
 pub fn open<T, L>(handles: (T, L), mode: OpenMode) -> Result<Session<Agent>, SessionError>
 where
@@ -140,11 +146,7 @@ where
     );
     assert_eq!(a.sequence(), sequence);
     is_superseded(a.heartbeat_blocking(), 1, 2);
-    a.push_response(Message::assistant_with_tools(
-        "",
-        vec![deploy_call("c1", "api")],
-    ))
-    .unwrap();
+    model_asks_to_deploy(&mut a, "c1");
     let ran = AtomicUsize::new(0);
     let claimed = a.run_effect_blocking(&deploy_call("c1", "api"), || async {
         ran.fetch_add(1, Ordering::SeqCst);
@@ -190,11 +192,7 @@ where
     let mut a = open((fx.open)(), OpenMode::TakeOver).unwrap();
     a.push(Message::user("deploy the api"));
     a.next_request_blocking().unwrap();
-    a.push_response(Message::assistant_with_tools(
-        "",
-        vec![deploy_call("c1", "api")],
-    ))
-    .unwrap();
+    model_asks_to_deploy(&mut a, "c1");
     let outcome = a
         .run_effect_blocking(&deploy_call("c1", "api"), || async {
             Ok::<_, String>("deployed api v2".to_owned())
@@ -237,11 +235,7 @@ where
     let mut a = open((fx.open)(), OpenMode::TakeOver).unwrap();
     a.push(Message::user("deploy the api"));
     a.next_request_blocking().unwrap();
-    a.push_response(Message::assistant_with_tools(
-        "",
-        vec![deploy_call("c1", "api")],
-    ))
-    .unwrap();
+    model_asks_to_deploy(&mut a, "c1");
     let ran = AtomicUsize::new(0);
     let mut b_slot = None;
     let settled = a.run_effect_blocking(&deploy_call("c1", "api"), || async {
@@ -264,11 +258,7 @@ where
         block_on(ledger.status("deploys", "deploy-api")).unwrap(),
         Some(EffectStatus::Unknown)
     );
-    b.push_response(Message::assistant_with_tools(
-        "",
-        vec![deploy_call("c2", "api")],
-    ))
-    .unwrap();
+    model_asks_to_deploy(&mut b, "c2");
     let outcome = b
         .run_effect_blocking(&deploy_call("c2", "api"), || async {
             ran.fetch_add(1, Ordering::SeqCst);
@@ -351,6 +341,9 @@ where
             "{result:?}"
         );
     };
+    // Even a blob already held (nothing to write) is refused: a fenced handle fails at its
+    // first write, whatever it writes, on every backend.
+    store_refused(block_on(old_store.put(&ContentHash::of(bytes), bytes)));
     let other = b"a value a zombie spills";
     store_refused(block_on(old_store.put(&ContentHash::of(other), other)));
     assert!(block_on(store.get(&ContentHash::of(other))).is_err());

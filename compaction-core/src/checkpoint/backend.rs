@@ -55,9 +55,10 @@ pub enum CheckpointError {
     },
     /// The backend failed, or (`StoreError::NotFound`) the checkpoint points at a blob this
     /// store does not hold: such a checkpoint could not be rehydrated after a restart, so it
-    /// is never saved (compact with this store first).
+    /// is never saved (compact with this store first). (A fenced write's refusal converts into
+    /// [`Superseded`](Self::Superseded), never into this.)
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// A write through a fenced handle ([`CheckpointStore::fenced`]) after a newer session of
     /// the agent opened: nothing was written.
     #[error("{0}")]
@@ -86,12 +87,15 @@ pub enum CheckpointError {
     },
 }
 
-/// A store write's error as the checkpoint error it is: a fenced handle's refusal is
-/// [`CheckpointError::Superseded`], anything else the store's failure.
-pub(crate) fn fenced_write(error: StoreError) -> CheckpointError {
-    match error {
-        StoreError::Superseded(refusal) => CheckpointError::Superseded(refusal),
-        other => CheckpointError::Store(other),
+/// A store's error as the checkpoint error it is: a fenced handle's refusal is
+/// [`CheckpointError::Superseded`] (one place, so no backend reports it as a store failure),
+/// anything else the store's failure.
+impl From<StoreError> for CheckpointError {
+    fn from(error: StoreError) -> CheckpointError {
+        match error {
+            StoreError::Superseded(refusal) => CheckpointError::Superseded(refusal),
+            other => CheckpointError::Store(other),
+        }
     }
 }
 
@@ -105,11 +109,22 @@ pub(crate) fn check_parent(
     if found.as_deref() == parent {
         return Ok(());
     }
-    Err(CheckpointError::Conflict {
-        agent_id: agent_id.to_owned(),
-        expected: parent.map(str::to_owned),
-        found,
-    })
+    Err(CheckpointError::conflict(agent_id, parent, found))
+}
+
+impl CheckpointError {
+    /// The refusal of a save built on `parent` over the row whose checksum is `found`.
+    pub(crate) fn conflict(
+        agent_id: &str,
+        parent: Option<&str>,
+        found: Option<String>,
+    ) -> CheckpointError {
+        CheckpointError::Conflict {
+            agent_id: agent_id.to_owned(),
+            expected: parent.map(str::to_owned),
+            found,
+        }
+    }
 }
 
 /// A parent checkpoint in a [`CheckpointError::Conflict`] message: its checksum's start.

@@ -3,7 +3,7 @@
 //! must be in the same store, as on every backend.
 
 use crate::checkpoint::backend::{
-    check_agent_id, check_parent, fenced_write, CheckpointError, CheckpointStore, TakenEpoch,
+    check_agent_id, check_parent, CheckpointError, CheckpointStore, TakenEpoch,
 };
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::fence::{now_ms, Fence, FenceRecord};
@@ -23,7 +23,7 @@ impl MemoryStore {
         parent: Option<Option<&str>>,
     ) -> Result<(), CheckpointError> {
         check_agent_id(agent_id)?;
-        let _fenced = self.write_lock().map_err(fenced_write)?;
+        let _fenced = self.write_lock()?;
         // Blobs are never removed from a memory store, so one that is there now stays.
         let mut checkpoints = self.checkpoints();
         if let Some(hash) = row.blobs().iter().find(|h| !self.holds(h)) {
@@ -87,7 +87,7 @@ impl CheckpointStore for MemoryStore {
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
         Box::pin(async move {
             check_agent_id(agent_id)?;
-            let _fenced = self.write_lock().map_err(fenced_write)?;
+            let _fenced = self.write_lock()?;
             Ok(self.checkpoints().remove(agent_id).is_some())
         })
     }
@@ -129,9 +129,7 @@ impl CheckpointStore for MemoryStore {
         Box::pin(async move {
             check_agent_id(agent_id)?;
             match self.fence() {
-                Some(fence) if fence.agent_id() == agent_id => {
-                    self.write_lock().map(drop).map_err(fenced_write)
-                }
+                Some(fence) if fence.agent_id() == agent_id => Ok(self.write_lock().map(drop)?),
                 _ => Ok(()),
             }
         })

@@ -17,7 +17,7 @@ mod transcript_record;
 mod typed;
 mod verify;
 
-pub(crate) use backend::{check_agent_id, check_parent, fenced_write};
+pub(crate) use backend::{check_agent_id, check_parent};
 pub use backend::{CheckpointError, CheckpointStore, TakenEpoch};
 pub use compacted::Compacted;
 pub(crate) use compacted::FORMAT;

@@ -7,7 +7,7 @@ use super::error::Cause;
 use super::fence;
 use super::hidden::hidden;
 use super::store::{begin, PgStore};
-use crate::checkpoint::check_agent_id;
+use crate::checkpoint::{check_agent_id, check_parent};
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
 };
@@ -123,8 +123,8 @@ impl PgStore {
                 // The row stays locked to the commit: a second saver over the same parent
                 // waits here, then finds this save's checksum.
                 let found = stored_sha256(&tx, ns, &agent, true).await?;
-                if found != *parent {
-                    return Ok(Err(conflict(&agent, parent.clone(), found)));
+                if let Err(conflict) = check_parent(&agent, parent.as_deref(), found) {
+                    return Ok(Err(conflict));
                 }
             }
             // `FOR KEY SHARE` holds the blobs until the checkpoint that needs them commits:
@@ -173,7 +173,7 @@ impl PgStore {
             };
             if written == 0 {
                 let found = stored_sha256(&tx, ns, &agent, false).await?;
-                return Ok(Err(conflict(&agent, None, found)));
+                return Ok(Err(CheckpointError::conflict(&agent, None, found)));
             }
             tx.commit().await?;
             Ok(Ok(()))
@@ -375,15 +375,6 @@ async fn stored_sha256(
         Some(row) => Some(row.try_get(0)?),
         None => None,
     })
-}
-
-/// The refusal of a save over a checkpoint the agent's newest is not.
-fn conflict(agent_id: &str, expected: Option<String>, found: Option<String>) -> CheckpointError {
-    CheckpointError::Conflict {
-        agent_id: agent_id.to_owned(),
-        expected,
-        found,
-    }
 }
 
 impl CheckpointStore for PgStore {

@@ -285,6 +285,9 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
     /// checkpoint, and in the ledger (see [`crate::fence`] and [`open_mode`](Self::open_mode)):
     /// from then on every write of a session of the agent opened before is refused with
     /// [`SessionError::Superseded`]. A session overtaken while it opened gets that error here.
+    /// The epoch is taken before the checkpoint is verified: an open that then fails (a broken
+    /// seal, a rolled-back checkpoint) has still fenced the session before it, which is what a
+    /// worker that decided to take the agent over asked for.
     pub async fn open(self, fresh: impl FnOnce() -> S) -> Result<Session<S>, SessionError> {
         let namespace = self.checkpoints.namespace().to_owned();
         let (high, low) = self.marks;

@@ -194,7 +194,7 @@ impl SessionError {
             CheckpointError::Conflict {
                 expected, found, ..
             } => SessionError::CheckpointConflict { expected, found },
-            other => SessionError::Compaction(other.into()),
+            other => fence_error(other.into()),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::{check_agent_id, check_parent, fenced_write};
+use crate::checkpoint::{check_agent_id, check_parent};
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
 };
@@ -64,42 +64,42 @@ impl SqliteStore {
     ) -> Result<(), CheckpointError> {
         check_agent_id(agent_id)?;
         let context = || format!("saving the checkpoint of agent `{agent_id}`");
-        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        self.check_fence(&tx, &context).map_err(fenced_write)?;
-        if let Some(parent) = parent {
-            check_parent(
-                agent_id,
-                parent,
-                stored_sha256(&tx, agent_id).map_err(backend)?,
-            )?;
-        }
-        for hash in row.blobs() {
-            let present = tx
-                .query_row(
-                    "SELECT 1 FROM blobs WHERE hash = ?1",
-                    [hash.to_hex()],
-                    |_| Ok(()),
-                )
-                .optional()
-                .map_err(backend)?
-                .is_some();
-            if !present {
-                return Err(StoreError::NotFound { hash: *hash }.into());
+        let sql = |e| CheckpointError::from(self.store_error(context(), e));
+        self.write(&context, |tx| {
+            if let Some(parent) = parent {
+                check_parent(agent_id, parent, stored_sha256(tx, agent_id).map_err(sql)?)?;
             }
-        }
-        tx.execute(
-            "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
-                 json = excluded.json, sha256 = excluded.sha256, saved_at_ms = excluded.saved_at_ms",
-            rusqlite::params![agent_id, row.state_type(), row.json_text(), row.sha256(), now_ms()],
-        )
-        .map_err(backend)?;
-        tx.commit().map_err(backend)
+            for hash in row.blobs() {
+                let present = tx
+                    .query_row(
+                        "SELECT 1 FROM blobs WHERE hash = ?1",
+                        [hash.to_hex()],
+                        |_| Ok(()),
+                    )
+                    .optional()
+                    .map_err(sql)?
+                    .is_some();
+                if !present {
+                    return Err(StoreError::NotFound { hash: *hash }.into());
+                }
+            }
+            tx.execute(
+                "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
+                     json = excluded.json, sha256 = excluded.sha256,
+                     saved_at_ms = excluded.saved_at_ms",
+                rusqlite::params![
+                    agent_id,
+                    row.state_type(),
+                    row.json_text(),
+                    row.sha256(),
+                    now_ms()
+                ],
+            )
+            .map_err(sql)?;
+            Ok(())
+        })
     }
 
     fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
@@ -163,16 +163,11 @@ impl SqliteStore {
             return Ok(false);
         }
         let context = || format!("deleting the checkpoint of agent `{agent_id}`");
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.store_error(context(), e))?;
-        self.check_fence(&tx, &context)?;
-        let deleted = tx
-            .execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
-            .map_err(|e| self.store_error(context(), e))?;
-        tx.commit().map_err(|e| self.store_error(context(), e))?;
-        Ok(deleted > 0)
+        self.write(&context, |tx| {
+            tx.execute("DELETE FROM checkpoints WHERE agent_id = ?1", [agent_id])
+                .map(|deleted| deleted > 0)
+                .map_err(|e| self.store_error(context(), e))
+        })
     }
 
     /// `CheckpointStore::take_epoch`: the epoch taken and the row read in one transaction.
@@ -184,7 +179,7 @@ impl SqliteStore {
     ) -> Result<TakenEpoch, CheckpointError> {
         check_agent_id(agent_id)?;
         let context = || format!("opening a session of agent `{agent_id}`");
-        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
+        let backend = |e| CheckpointError::from(self.store_error(context(), e));
         let mut conn = self.db.lock();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -207,13 +202,8 @@ impl SqliteStore {
             return Ok(());
         }
         let context = || format!("renewing the lease of agent `{agent_id}`");
-        let backend = |e| CheckpointError::Store(self.store_error(context(), e));
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(backend)?;
-        self.check_fence(&tx, &context).map_err(fenced_write)?;
-        tx.commit().map_err(backend)
+        // The fence's check is the whole write (it renews when due).
+        self.write(&context, |_| Ok::<_, CheckpointError>(()))
     }
 }
 
@@ -255,7 +245,7 @@ impl CheckpointStore for SqliteStore {
     fn delete<'a>(&'a self, agent_id: &'a str) -> BoxFuture<'a, Result<bool, CheckpointError>> {
         Box::pin(async move {
             check_agent_id(agent_id)?;
-            self.delete_checkpoint(agent_id).map_err(fenced_write)
+            Ok(self.delete_checkpoint(agent_id)?)
         })
     }
 

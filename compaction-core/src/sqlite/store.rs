@@ -106,20 +106,29 @@ impl SqliteStore {
         self.db.error(context, e).into_store_error()
     }
 
-    /// Checks (and renews) this handle's fence inside the write transaction `tx`: refused with
-    /// [`StoreError::Superseded`] once a newer session of the agent opened. An unfenced handle
-    /// writes freely.
-    pub(super) fn check_fence(
+    /// One write transaction (`BEGIN IMMEDIATE`) on the file: this handle's fence checked
+    /// first (refused with [`StoreError::Superseded`] once a newer session of its agent
+    /// opened; an unfenced handle writes freely), then `write`, then the commit. An error
+    /// anywhere drops the transaction, which rolls it back: nothing is written. `context` names
+    /// the operation in a database error.
+    pub(super) fn write<T, E: From<StoreError>>(
         &self,
-        tx: &rusqlite::Connection,
         context: &dyn Fn() -> String,
-    ) -> Result<(), StoreError> {
-        let Some(fence) = &self.fence else {
-            return Ok(());
-        };
-        super::fence::check(tx, fence)
-            .map_err(|e| self.store_error(context(), e))?
-            .map_err(StoreError::Superseded)
+        write: impl FnOnce(&rusqlite::Connection) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let sql = |e| self.store_error(context(), e);
+        let mut conn = self.db.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        if let Some(fence) = &self.fence {
+            super::fence::check(&tx, fence)
+                .map_err(sql)?
+                .map_err(StoreError::Superseded)?;
+        }
+        let value = write(&tx)?;
+        tx.commit().map_err(sql)?;
+        Ok(value)
     }
 
     fn put_sync(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
@@ -127,25 +136,23 @@ impl SqliteStore {
             return Err(StoreError::Integrity { hash: *hash });
         }
         let context = || format!("storing blob {hash}");
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        self.write(&context, |tx| {
+            // Same content: nothing to write. A stored blob that no longer matches its hash
+            // (corrupted on disk) is replaced by the good bytes. Storing content again
+            // refreshes its time (at most once a minute, to keep repeated puts read-only),
+            // which is what keeps it from garbage collection until the caller's checkpoint
+            // refers to it.
+            tx.execute(
+                "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size,
+                     created_at_ms = excluded.created_at_ms
+                 WHERE blobs.bytes IS NOT excluded.bytes
+                    OR blobs.created_at_ms < excluded.created_at_ms - 60000",
+                rusqlite::params![hash.to_hex(), bytes, bytes.len() as i64, now_ms()],
+            )
             .map_err(|e| self.store_error(context(), e))?;
-        self.check_fence(&tx, &context)?;
-        // Same content: nothing to write. A stored blob that no longer matches its hash
-        // (corrupted on disk) is replaced by the good bytes. Storing content again refreshes
-        // its time (at most once a minute, to keep repeated puts read-only), which is what
-        // keeps it from garbage collection until the caller's checkpoint refers to it.
-        tx.execute(
-            "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size,
-                 created_at_ms = excluded.created_at_ms
-             WHERE blobs.bytes IS NOT excluded.bytes
-                OR blobs.created_at_ms < excluded.created_at_ms - 60000",
-            rusqlite::params![hash.to_hex(), bytes, bytes.len() as i64, now_ms()],
-        )
-        .map_err(|e| self.store_error(context(), e))?;
-        tx.commit().map_err(|e| self.store_error(context(), e))
+            Ok::<_, StoreError>(())
+        })
     }
 
     fn get_sync(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
@@ -182,19 +189,16 @@ impl Store for SqliteStore {
 
     async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let context = || format!("storing entry `{}`", entry_name_shown(name));
-        let mut conn = self.db.lock();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
+        self.write(&context, |tx| {
+            tx.execute(
+                "INSERT INTO entries (name, bytes, updated_at_ms) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE
+                     SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
+                rusqlite::params![name, bytes, now_ms()],
+            )
             .map_err(|e| self.store_error(context(), e))?;
-        self.check_fence(&tx, &context)?;
-        tx.execute(
-            "INSERT INTO entries (name, bytes, updated_at_ms) VALUES (?1, ?2, ?3)
-             ON CONFLICT (name) DO UPDATE
-                 SET bytes = excluded.bytes, updated_at_ms = excluded.updated_at_ms",
-            rusqlite::params![name, bytes, now_ms()],
-        )
-        .map_err(|e| self.store_error(context(), e))?;
-        tx.commit().map_err(|e| self.store_error(context(), e))
+            Ok::<_, StoreError>(())
+        })
     }
 
     async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
