@@ -12,7 +12,7 @@ mod common;
 #[cfg(feature = "postgres")]
 mod pg;
 
-use common::TempDir;
+use common::{KillRng, TempDir};
 use compaction::{block_on, EffectLedger, EffectStatus, SqliteLedger};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -147,18 +147,6 @@ fn the_anthropic_agent_killed_mid_deploy_resumes_and_never_deploys_twice() {
     killed_twice_then_resumed("agent_anthropic");
 }
 
-/// xorshift64*: the kill points, from a seed printed for a rerun.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
 /// What one process of a race printed, and how it ended.
 struct Run {
     lines: Vec<String>,
@@ -206,7 +194,7 @@ fn run_in_thread(
 /// `b` starts only then and must meet that claim, never settled while it runs; `b` is killed a
 /// random number of lines after it says what became of `billing` (or ends), and `a` after `b`
 /// ends.
-fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut Rng) -> [Run; 2] {
+fn held_claim_round(command: impl Fn(u32) -> Command, rng: &mut KillRng) -> [Run; 2] {
     let mut a = command(600_000)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -261,7 +249,7 @@ fn two_sessions_race<L: EffectLedger>(
         .as_nanos() as u64
         | 1;
     println!("seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = KillRng(seed);
     let command = |deploy_ms: u32| {
         let mut command = Command::new(example_binary(template));
         command
@@ -286,7 +274,7 @@ fn two_sessions_race<L: EffectLedger>(
     );
     for round in 1..6 {
         // The last round runs both to the end; before it, each is killed at a random line.
-        let kill = |rng: &mut Rng| {
+        let kill = |rng: &mut KillRng| {
             let at = (round < 5).then(|| 3 + rng.below(40) as usize);
             move |lines: &[String]| Some(lines.len()) == at
         };

@@ -2,11 +2,14 @@
 //! `sqlite_crash.rs`): 8 processes x 50 rounds race to claim one key per round (exactly one
 //! winner each round), and 50 workers are killed with SIGKILL between claim and commit (no
 //! effect ever runs twice; the key reads `unknown`; a restarted worker is refused the key).
+//! And one agent, one writer: two workers run sessions of one agent at once, one killed every
+//! 30-300 ms (`tests/fleet/mod.rs`: no deploy twice, no durable message lost).
 
 mod common;
+mod fleet;
 mod pg;
 
-use compaction::{block_on, Effect, EffectError, EffectStatus, PgLedger, PgLedgerError};
+use compaction::{block_on, Effect, EffectError, EffectStatus, PgLedger, PgLedgerError, PgStore};
 use pg::harness::{sql, TestDb, CHILD_URL_ENV};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
@@ -15,6 +18,8 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
 const MODE_ENV: &str = "COMPACTION_PG_CHILD_MODE";
+const FLEET_URL_ENV: &str = "COMPACTION_PG_FLEET_URL";
+const FLEET_KILLS: usize = 24;
 const FILE_ENV: &str = "COMPACTION_PG_CHILD_FILE";
 const NAMESPACE: &str = "fleet";
 const WORKERS: usize = 8;
@@ -305,4 +310,44 @@ fn sigkill_between_claim_and_commit_never_runs_an_effect_twice() {
         refused >= KILLS - 1,
         "restarted workers retried the last keys: {refused}"
     );
+}
+
+/// A fleet worker: returns at once unless started by the test below.
+#[test]
+fn child_fleet_entry() {
+    let Ok(url) = std::env::var(FLEET_URL_ENV) else {
+        return;
+    };
+    let world = std::env::var(FILE_ENV).unwrap();
+    let open = || {
+        let store = block_on(PgStore::connect(&url, NAMESPACE)).expect("the store connects");
+        let ledger = block_on(PgLedger::connect(&url, NAMESPACE)).expect("the ledger connects");
+        fleet::open(store, ledger)
+    };
+    fleet::worker(open, world.as_ref());
+}
+
+#[test]
+fn two_session_workers_killed_at_random_lose_nothing_and_run_nothing_twice() {
+    let db = TestDb::new("fleet");
+    // Create the schema once, so the workers' first connects do not queue on the migration.
+    block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap();
+    let dir = std::env::temp_dir().join(format!("compaction-pg-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let world = dir.join("world");
+    let world_text = world.to_str().unwrap().to_owned();
+    let said = fleet::run_fleet(
+        || {
+            fleet::spawn_worker(
+                "child_fleet_entry",
+                &[(FLEET_URL_ENV, db.url()), (FILE_ENV, world_text.as_str())],
+            )
+        },
+        FLEET_KILLS,
+    );
+    let store = block_on(PgStore::connect(db.url(), NAMESPACE)).unwrap();
+    let ledger = block_on(PgLedger::connect(db.url(), NAMESPACE)).unwrap();
+    let session = fleet::open(store, ledger).expect("the agent opens after the kills");
+    fleet::check(&said, &session, &world);
+    let _ = std::fs::remove_dir_all(&dir);
 }

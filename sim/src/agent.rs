@@ -1,26 +1,25 @@
-//! The simulated agent: its state type (protected, effect and transcript fields), which calls
-//! are effects, the world that counts every real execution of an effect, and the recording
-//! summarizer that keeps everything it was sent (and fails or answers garbage in the fault
-//! window).
+//! The simulated agent: its state type (protected, effect and transcript fields), its tools,
+//! which calls are effects, the world that counts every real execution of an effect (and keeps
+//! what each run answered), the [`Ground`] truth of every value no summarizer may see, and the
+//! recording summarizer that keeps everything it was sent (and fails or answers garbage in the
+//! fault window).
 //!
-//! Every value a guarantee protects carries a tag the checks look for in what reached the
-//! summarizer: `PROT-` (protected fields), `USR-` (user messages), `dk-` (effect keys, derived
-//! from a hash the model never writes), `OPQ-` (thinking blocks). Nothing else the simulation
-//! writes carries one.
+//! The checks never look for a tag or a wording: the driver records each protected value,
+//! user message, effect key and thinking block it generates in [`Ground`], and a text sent to
+//! the summarizer fails the run when it contains one of them.
 
 use crate::faults::{die, Decision, Faults, Op};
 use crate::rng::{hash_bytes, mix};
+use compaction::pointer_tool::resolve_pointer_definition;
 use compaction::session::EffectCall;
 use compaction::{
-    Compactable, Effect, EffectLog, Summarizer, SummarizerError, SummaryRequest, ToolCall,
-    Transcript,
+    Compactable, Effect, EffectLog, Message, Summarizer, SummarizerError, SummaryRequest, ToolCall,
+    ToolDefinition, Transcript,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-
-/// The tags of protected text (see the module docs).
-pub const PROTECTED_TAGS: [&str; 4] = ["PROT-", "USR-", "dk-", "OPQ-"];
 
 /// The ledger scope of [`SimAgent::deploys`].
 pub const SCOPE: &str = "deploys";
@@ -70,6 +69,26 @@ pub fn deploy_key(service: &str, n: u64) -> String {
     format!("dk-{:012x}", hash_bytes(n, service.as_bytes()) >> 16)
 }
 
+/// The tools every request carries (the budget covers them): `read_file`, `deploy` and the
+/// pointer tool.
+pub fn sim_tools() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition::new(
+            "read_file",
+            "Read a log file of the service.",
+            json!({"type": "object", "properties": {"path": {"type": "string"},
+                "bytes": {"type": "integer"}}, "required": ["path"]}),
+        ),
+        ToolDefinition::new(
+            "deploy",
+            "Deploy a service (runs once per key: the ledger refuses a repeat).",
+            json!({"type": "object", "properties": {"service": {"type": "string"},
+                "n": {"type": "integer"}}, "required": ["service", "n"]}),
+        ),
+        resolve_pointer_definition(),
+    ]
+}
+
 /// Which calls are effects: `deploy` with a `service` string and a number `n`.
 pub fn effect_of(call: &ToolCall) -> Option<EffectCall> {
     if call.name != "deploy" {
@@ -82,24 +101,81 @@ pub fn effect_of(call: &ToolCall) -> Option<EffectCall> {
     Some(EffectCall::new(SCOPE, Effect::new("deploy", service, key)))
 }
 
-/// The outside world: how often each effect really happened.
+/// The outside world: how often each effect really happened, and what its runs answered.
 #[derive(Clone, Default)]
-pub struct World(Arc<Mutex<BTreeMap<String, u32>>>);
+pub struct World(Arc<Mutex<WorldState>>);
+
+#[derive(Default)]
+struct WorldState {
+    executions: BTreeMap<String, u32>,
+    answers: BTreeMap<String, String>,
+}
 
 impl World {
+    fn lock(&self) -> std::sync::MutexGuard<'_, WorldState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Records that `key` happened.
     pub fn perform(&self, key: &str) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key.to_owned())
-            .or_default() += 1;
+        *self.lock().executions.entry(key.to_owned()).or_default() += 1;
+    }
+
+    /// Records that a run of `key` answered `output` (a text no other run answers).
+    pub fn answered(&self, key: &str, output: &str) {
+        self.lock()
+            .answers
+            .insert(key.to_owned(), output.to_owned());
+    }
+
+    /// What a run of `key` answered, if one did.
+    pub fn answer_of(&self, key: &str) -> Option<String> {
+        self.lock().answers.get(key).cloned()
     }
 
     /// The executions so far, by key.
     pub fn executions(&self) -> BTreeMap<String, u32> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.lock().executions.clone()
+    }
+}
+
+/// Every value the run generated that no summarizer may be sent: protected fields, user
+/// messages, effect keys, thinking blocks.
+#[derive(Clone, Default)]
+pub struct Ground(Arc<Mutex<BTreeSet<String>>>);
+
+impl Ground {
+    /// Records `value` as one no summarizer may see.
+    pub fn protect(&self, value: impl Into<String>) {
+        let value = value.into();
+        if !value.is_empty() {
+            self.0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(value);
+        }
+    }
+
+    /// Records what of the model's reply `message` is protected: the key of each effect it
+    /// calls and the text of each thinking block.
+    pub fn protect_reply(&self, message: &Message) {
+        for call in &message.tool_calls {
+            if let Some(effect) = effect_of(call) {
+                self.protect(effect.effect.idempotency_key);
+            }
+        }
+        for part in &message.opaque {
+            let block: serde_json::Value = serde_json::from_str(part.block()).unwrap_or_default();
+            if let Some(thinking) = block.get("thinking").and_then(|t| t.as_str()) {
+                self.protect(thinking);
+            }
+        }
+    }
+
+    /// The first recorded value `text` contains.
+    pub fn found_in(&self, text: &str) -> Option<String> {
+        let values = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        values.iter().find(|v| text.contains(v.as_str())).cloned()
     }
 }
 

@@ -1,12 +1,17 @@
 //! What a run and its checks share: its configuration ([`Config`]), its fixed parts ([`Ctx`]:
 //! the fault plan, the durable store and ledger behind it, the world, the summarizer, the
-//! session's settings), what a step did ([`Act`]) and what a run found ([`Report`]).
+//! values the run generated that must never reach a summarizer, the session's settings), what
+//! a step did ([`Act`]) and what a run found ([`Report`]).
 
-use crate::agent::{effect_of, fresh_agent, RecordingSummarizer, SimAgent, World};
+use crate::agent::{
+    effect_of, fresh_agent, sim_tools, Ground, RecordingSummarizer, SimAgent, World,
+};
+use crate::backend::{self, AnyLedger, BackendKind, TempFiles};
 use crate::faults::{FaultClasses, Faults, FaultyLedger, FaultyStore};
 use crate::rng::Rng;
+use crate::sabotage::Sabotage;
 use compaction::session::{EffectOutcome, Session, SessionBuilder, SessionError, SessionRequest};
-use compaction::{AnthropicMessages, Compactor, MemoryLedger, MemoryStore, SealKey, Tokenizer};
+use compaction::{AnthropicMessages, Compactor, Message, SealKey, Tokenizer, ToolDefinition};
 
 /// An invariant that failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +35,10 @@ pub struct Config {
     pub fault_window: usize,
     /// Which fault classes are injected.
     pub classes: FaultClasses,
+    /// The durable backend.
+    pub backend: BackendKind,
+    /// A part broken on purpose (the checker's own tests), if any.
+    pub sabotage: Option<Sabotage>,
 }
 
 impl Config {
@@ -40,7 +49,14 @@ impl Config {
             steps,
             fault_window: steps * 2 / 3,
             classes: FaultClasses::ALL,
+            backend: BackendKind::Memory,
+            sabotage: None,
         }
+    }
+
+    /// The same run on `backend`.
+    pub fn on(self, backend: BackendKind) -> Self {
+        Config { backend, ..self }
     }
 }
 
@@ -65,7 +81,7 @@ pub struct Ctx {
     /// The durable store (behind the fault plan).
     pub store: FaultyStore,
     /// The durable ledger (behind the fault plan).
-    pub ledger: FaultyLedger<MemoryLedger>,
+    pub ledger: FaultyLedger<AnyLedger>,
     /// The world that counts executions.
     pub world: World,
     /// The summarizer.
@@ -76,24 +92,38 @@ pub struct Ctx {
     pub anthropic: bool,
     /// `evict_on_summarizer_error(true)`.
     pub evict: bool,
+    /// Every value the run generated that no summarizer may see.
+    pub ground: Ground,
+    /// The part broken on purpose, if any.
+    pub sabotage: Option<Sabotage>,
+    /// The backend's temporary files (last: removed after the handles above are dropped).
+    _files: TempFiles,
 }
 
 impl Ctx {
-    /// The parts of a run of `config`.
-    pub fn new(config: &Config) -> Self {
-        let faults = Faults::new(config.seed, config.classes);
+    /// The parts of a run of `config`, on a fresh store and ledger of its backend.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let faults = Faults::sabotaged(config.seed, config.classes, config.sabotage);
         let mut rng = Rng::new(config.seed, 0x5e55);
-        Ctx {
+        let (store, ledger, files) = backend::open(config.backend, config.seed)?;
+        let ground = Ground::default();
+        for rule in fresh_agent().rules {
+            ground.protect(rule);
+        }
+        Ok(Ctx {
             seed: config.seed,
-            store: FaultyStore::new(MemoryStore::new(), faults.clone()),
-            ledger: FaultyLedger::new(MemoryLedger::new(), faults.clone()),
+            store: FaultyStore::new(store, faults.clone()),
+            ledger: FaultyLedger::new(ledger, faults.clone()),
             world: World::default(),
             summarizer: RecordingSummarizer::new(faults.clone()),
             budget: *rng.pick(&[3_000, 4_000, 6_000, 12_000]),
             anthropic: rng.chance(500),
             evict: rng.chance(500),
             faults,
-        }
+            ground,
+            sabotage: config.sabotage,
+            _files: files,
+        })
     }
 
     /// Opens the agent's session from the store (fresh the first time).
@@ -109,8 +139,12 @@ impl Ctx {
     /// the store and ledger are the caller's.
     pub fn builder(&self, summarizer: RecordingSummarizer) -> SessionBuilder<SimAgent> {
         let key = SealKey::new("sim", [7u8; 32]).expect("a 32-byte key");
+        let budget = match self.sabotage {
+            Some(Sabotage::OverBudget) => self.budget * 3,
+            _ => self.budget,
+        };
         let mut compactor = Compactor::builder()
-            .budget(self.budget)
+            .budget(budget)
             .token_counter(Tokenizer::Heuristic)
             .summarizer(summarizer)
             .seal_key(key);
@@ -119,6 +153,7 @@ impl Ctx {
         }
         let builder = Session::builder(AGENT)
             .compactor(compactor)
+            .tools(sim_tools())
             .effect_calls(effect_of);
         if self.anthropic {
             builder.chat_format(AnthropicMessages)
@@ -135,8 +170,8 @@ pub enum Act {
     Opened(Option<u64>),
     /// Pushed the user message of this turn.
     User(u64),
-    /// Made a request.
-    Request(Box<SessionRequest>),
+    /// Made a request (as handed to the model).
+    Request(Box<Handed>),
     /// Pushed the model's reply (described).
     Response(String),
     /// Answered a call (described).
@@ -148,4 +183,36 @@ pub enum Act {
         /// What `run_effect` returned.
         outcome: EffectOutcome,
     },
+}
+
+/// A request as the driver hands it to the model: the session's request, or what a sabotaged
+/// driver made of it.
+#[derive(Debug, Clone)]
+pub struct Handed {
+    /// The messages sent.
+    pub messages: Vec<Message>,
+    /// The tool definitions sent.
+    pub tools: Vec<ToolDefinition>,
+    /// The session's count of the request, tools included.
+    pub tokens: usize,
+    /// The checkpoint sequence it was made at.
+    pub sequence: u64,
+    /// Whether the session said it is a compaction point.
+    pub point: bool,
+    /// How many leading messages the session says it shares with the previous request.
+    pub reused: usize,
+}
+
+impl Handed {
+    /// What the session made.
+    pub fn of(request: &SessionRequest) -> Self {
+        Handed {
+            messages: request.messages().to_vec(),
+            tools: request.tools().to_vec(),
+            tokens: request.tokens(),
+            sequence: request.sequence(),
+            point: request.is_compaction_point(),
+            reused: request.reused_prefix_len(),
+        }
+    }
 }

@@ -11,13 +11,16 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod backend;
 pub mod check;
 pub mod ctx;
 pub mod faults;
 pub mod model;
 pub mod rng;
 pub mod run;
+pub mod sabotage;
 pub mod shrink;
+pub mod sweep;
 pub mod twin;
 
 /// Invariants known to fail because of a break an open issue names, each with the issue whose

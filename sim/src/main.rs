@@ -1,23 +1,33 @@
-//! The simulator's command line: runs seeds, prints each failing invariant's first seed shrunk
-//! to a minimal trace, a count per invariant, and the seeds per second.
+//! The simulator's command line: runs seeds on a backend (on several threads, each over its own
+//! range of seeds), prints each failing invariant's first seed shrunk to a minimal trace, a
+//! count per invariant, and the throughput in steps per second.
 //!
 //! ```text
-//! cargo run --release -p compaction-sim -- --seeds N [--start S] [--steps K] [--window F]
-//! cargo run --release -p compaction-sim -- --replay SEED [--steps K] [--window F] [--faults crash,store,...]
+//! cargo run --release -p compaction-sim -- --seeds N [--start S] [--steps K] [--window F] [--backend memory|sqlite|postgres] [--jobs J]
+//! cargo run --release -p compaction-sim -- --replay SEED [--steps K] [--window F] [--faults crash,store,...] [--backend B]
 //! ```
 
+use compaction_sim::backend::BackendKind;
 use compaction_sim::check::INVARIANTS;
-use compaction_sim::ctx::Config;
+use compaction_sim::ctx::{Config, Failure};
 use compaction_sim::faults::FaultClasses;
 use compaction_sim::run::run;
 use compaction_sim::shrink::shrink;
+use compaction_sim::sweep::sweep;
 use compaction_sim::KNOWN_BREAKS;
-use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::Instant;
+
+// The facade's own throwaway cluster: `initdb`/`pg_ctl` of the machine's PostgreSQL on a free
+// loopback port, removed by a watchdog when this process ends.
+#[cfg(feature = "postgres")]
+#[path = "../../tests/pg/harness.rs"]
+mod pg_harness;
 
 const USAGE: &str = "usage: compaction-sim [--seeds N] [--start S] [--steps K] [--window F] \
-    [--faults crash,store,ledger,summarizer,model|none] [--replay SEED] [--list]\n\
+    [--faults crash,store,ledger,summarizer,model,takeover|none] [--backend memory|sqlite|postgres] \
+    [--jobs J] [--replay SEED] [--list]\n\
+    --jobs runs J threads, each over its own range of the seeds (default: the cores)\n\
+    --backend postgres uses COMPACTION_SIM_PG_URL, else starts a throwaway server (feature postgres)\n\
     --list prints every failure (seed, invariant, what was seen) instead of shrinking the first";
 
 struct Args {
@@ -26,6 +36,8 @@ struct Args {
     steps: usize,
     window: Option<usize>,
     classes: FaultClasses,
+    backend: BackendKind,
+    jobs: u64,
     replay: Option<u64>,
     list: bool,
 }
@@ -37,6 +49,8 @@ fn parse() -> Result<Args, String> {
         steps: 60,
         window: None,
         classes: FaultClasses::ALL,
+        backend: BackendKind::Memory,
+        jobs: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
         replay: None,
         list: false,
     };
@@ -62,6 +76,8 @@ fn parse() -> Result<Args, String> {
             "--window" => args.window = Some(number()? as usize),
             "--replay" => args.replay = Some(number()?),
             "--faults" => args.classes = classes(&value)?,
+            "--backend" => args.backend = BackendKind::parse(&value)?,
+            "--jobs" => args.jobs = number()?.max(1),
             other => return Err(format!("unknown option {other}\n{USAGE}")),
         }
     }
@@ -69,13 +85,7 @@ fn parse() -> Result<Args, String> {
 }
 
 fn classes(list: &str) -> Result<FaultClasses, String> {
-    let mut c = FaultClasses {
-        crash: false,
-        store: false,
-        ledger: false,
-        summarizer: false,
-        model: false,
-    };
+    let mut c = FaultClasses::NONE;
     for name in list.split(',').filter(|n| !n.is_empty() && *n != "none") {
         match name {
             "crash" => c.crash = true,
@@ -83,6 +93,7 @@ fn classes(list: &str) -> Result<FaultClasses, String> {
             "ledger" => c.ledger = true,
             "summarizer" => c.summarizer = true,
             "model" => c.model = true,
+            "takeover" => c.takeover = true,
             other => return Err(format!("unknown fault class {other}\n{USAGE}")),
         }
     }
@@ -93,6 +104,23 @@ fn known(invariant: &str) -> bool {
     KNOWN_BREAKS.iter().any(|(name, _)| *name == invariant)
 }
 
+/// Connects `--backend postgres` to a server: `COMPACTION_SIM_PG_URL`, else a throwaway one.
+fn postgres() -> Result<(), String> {
+    let url = match std::env::var("COMPACTION_SIM_PG_URL") {
+        Ok(url) => url,
+        #[cfg(feature = "postgres")]
+        Err(_) => pg_harness::cluster().url("postgres"),
+        #[cfg(not(feature = "postgres"))]
+        Err(_) => {
+            return Err(
+                "--backend postgres needs the simulator built with --features postgres".into(),
+            )
+        }
+    };
+    compaction_sim::backend::set_postgres_url(url);
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = match parse() {
         Ok(args) => args,
@@ -101,14 +129,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if args.backend == BackendKind::Postgres {
+        if let Err(message) = postgres() {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    }
     let config = |seed| Config {
-        seed,
-        steps: args.steps,
         fault_window: args.window.unwrap_or(args.steps * 2 / 3),
         classes: args.classes,
+        ..Config::new(seed, args.steps).on(args.backend)
     };
     if let Some(seed) = args.replay {
-        let report = run(&config(seed));
+        let report = match run(&config(seed)) {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("the {} backend did not open: {e}", args.backend.name());
+                return ExitCode::FAILURE;
+            }
+        };
         for line in &report.trace {
             println!("{line}");
         }
@@ -121,35 +160,34 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         };
     }
-    let mut running = std::time::Duration::ZERO;
-    let mut counts: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for seed in args.start..args.start + args.seeds {
-        let started = Instant::now();
-        let report = run(&config(seed));
-        running += started.elapsed();
-        for failure in &report.failures {
-            let entry = counts.entry(failure.invariant).or_insert((0, seed));
-            entry.0 += 1;
-            if args.list {
-                println!(
-                    "seed {seed}: `{}` at step {}: {}",
-                    failure.invariant, failure.step, failure.detail
-                );
-            } else if entry.0 == 1 {
-                // The first seed of each invariant, shrunk.
-                if let Some(shrunk) = shrink(&config(seed), failure.invariant) {
-                    println!("seed {seed}: {shrunk}");
-                }
-            }
+    let list = args.list;
+    let range = args.start..args.start + args.seeds;
+    let on_failure = |seed: u64, failure: &Failure| {
+        if list {
+            println!(
+                "seed {seed}: `{}` at step {}: {}",
+                failure.invariant, failure.step, failure.detail
+            );
         }
-    }
-    let secs = running.as_secs_f64();
+    };
+    let found = match sweep(range, args.jobs, config, on_failure) {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("the {} backend did not open: {e}", args.backend.name());
+            return ExitCode::FAILURE;
+        }
+    };
     println!(
-        "{} seeds x {} steps in {secs:.2} s: {:.1} seeds/s (shrinking not counted)",
-        args.seeds,
+        "{} seeds x {} steps = {} steps on {} in {:.2} s ({} jobs): {:.0} steps/s",
+        found.seeds,
         args.steps,
-        args.seeds as f64 / secs
+        found.steps,
+        args.backend.name(),
+        found.elapsed.as_secs_f64(),
+        found.jobs,
+        found.steps_per_second()
     );
+    let counts = &found.failed;
     let mut failed = false;
     for invariant in INVARIANTS {
         match counts.get(invariant) {
@@ -158,6 +196,11 @@ fn main() -> ExitCode {
                 let tag = if known(invariant) { "known" } else { "FAILED" };
                 failed |= !known(invariant);
                 println!("  {tag:<7} {invariant}: {n} seeds (first: {first})");
+                if !list {
+                    if let Some(shrunk) = shrink(&config(*first), invariant) {
+                        println!("seed {first}: {shrunk}");
+                    }
+                }
             }
         }
     }

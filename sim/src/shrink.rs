@@ -19,7 +19,7 @@ pub struct Shrunk {
 }
 
 fn fails(config: &Config, invariant: &str) -> Option<(Failure, Report)> {
-    let report = run(config);
+    let report = run(config).ok()?;
     let failure = report
         .failures
         .iter()
@@ -46,7 +46,8 @@ pub fn shrink(config: &Config, invariant: &str) -> Option<Shrunk> {
         }
     };
     type Off = fn(&mut FaultClasses);
-    let offs: [Off; 5] = [
+    let offs: [Off; 6] = [
+        |c| c.takeover = false,
         |c| c.crash = false,
         |c| c.store = false,
         |c| c.ledger = false,
@@ -89,11 +90,12 @@ impl std::fmt::Display for Shrunk {
         )?;
         writeln!(
             f,
-            "replay: cargo run --release -p compaction-sim -- --replay {} --steps {} --window {} --faults {}",
+            "replay: cargo run --release -p compaction-sim -- --replay {} --steps {} --window {} --faults {} --backend {}",
             c.seed,
             c.steps,
             c.fault_window,
-            c.classes.names().join(",")
+            c.classes.names().join(","),
+            c.backend.name()
         )?;
         writeln!(f, "trace (* = inside the fault window):")?;
         for line in &self.trace {

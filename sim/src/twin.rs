@@ -11,6 +11,9 @@ use crate::faults::{FaultClasses, Faults};
 use compaction::session::{Session, SessionError, SessionRequest};
 use compaction::{block_on, EffectLedger, MemoryLedger, MemoryStore, Store};
 
+/// The twin runs on memory copies: only a run on the memory backend has one.
+const NOT_MEMORY: &str = "the twin copies a memory store; this run is on another backend";
+
 /// A session resumed from a copy, and how much of the warm transcript it holds.
 pub struct Twin {
     session: Session<SimAgent>,
@@ -39,7 +42,7 @@ fn copy_store(store: &MemoryStore) -> MemoryStore {
 }
 
 /// Brings `twin`'s ledger to what `ledger` holds now (forward only, as a ledger moves).
-fn sync(ledger: &MemoryLedger, twin: &MemoryLedger) -> Result<(), String> {
+fn sync(ledger: &impl EffectLedger, twin: &MemoryLedger) -> Result<(), String> {
     let all = block_on(ledger.load_all()).map_err(|e| e.to_string())?;
     for (scope, log) in &all {
         block_on(twin.sync_log(scope, log)).map_err(|e| e.to_string())?;
@@ -50,7 +53,7 @@ fn sync(ledger: &MemoryLedger, twin: &MemoryLedger) -> Result<(), String> {
 impl Twin {
     /// Opens a twin from copies of `ctx`'s store and ledger as they are now.
     pub fn open(ctx: &Ctx) -> Result<Twin, String> {
-        let store = copy_store(&ctx.store.inner);
+        let store = copy_store(ctx.store.inner.as_memory().ok_or(NOT_MEMORY)?);
         let ledger = MemoryLedger::new();
         sync(&ctx.ledger.inner, &ledger)?;
         let newest =

@@ -1,75 +1,69 @@
-//! The simulator in CI: `COMPACTION_SIM_SEEDS` seeds (default below) of `STEPS` steps each,
-//! every invariant asserted except those `KNOWN_BREAKS` names (reported, not asserted, until
-//! their fixes land). A failure prints the seed, shrunk to a minimal trace.
+//! The simulator in CI: `COMPACTION_SIM_SEEDS` seeds (default below) of `STEPS` steps each on
+//! the memory backend, and `COMPACTION_SIM_SQLITE_SEEDS` on SQLite (temporary files), every
+//! invariant asserted except those `KNOWN_BREAKS` names (reported, not asserted, until their
+//! fixes land). A failure prints the seed, shrunk to a minimal trace. (PostgreSQL:
+//! `tests/postgres.rs`, feature `postgres`.)
 
+use compaction_sim::backend::BackendKind;
 use compaction_sim::check::INVARIANTS;
 use compaction_sim::ctx::Config;
 use compaction_sim::run::run;
-use compaction_sim::shrink::shrink;
+use compaction_sim::sweep::sweep;
 use compaction_sim::KNOWN_BREAKS;
-use std::collections::BTreeMap;
 
 /// Seeds by default: a debug build runs them in well under a minute on a 2-core machine.
 const DEFAULT_SEEDS: u64 = 300;
 /// Steps per seed (two thirds of them inside the fault window).
 const STEPS: usize = 40;
 
-#[test]
-fn every_invariant_holds_on_every_seed() {
-    let seeds = std::env::var("COMPACTION_SIM_SEEDS")
+/// Seeds on SQLite by default (each run opens a fresh database file).
+const DEFAULT_SQLITE_SEEDS: u64 = 60;
+
+fn seeds(variable: &str, default: u64) -> u64 {
+    std::env::var(variable)
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(DEFAULT_SEEDS);
-    let start = std::time::Instant::now();
-    // Seeds are independent runs: one shard per core (shard k takes seeds k, k + n, ...), merged
-    // so the report names each invariant's smallest failing seed, as a single loop would.
-    let shards = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let per_shard: Vec<BTreeMap<&str, (u64, u64)>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..shards)
-            .map(|shard| {
-                scope.spawn(move || {
-                    let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-                    for seed in (shard..seeds).step_by(shards as usize) {
-                        for failure in run(&Config::new(seed, STEPS)).failures {
-                            first.entry(failure.invariant).or_insert((seed, 0)).1 += 1;
-                        }
-                    }
-                    first
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().expect("a simulator shard panicked"))
-            .collect()
-    });
-    let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    for (invariant, (seed, n)) in per_shard.into_iter().flatten() {
-        let entry = first.entry(invariant).or_insert((seed, 0));
-        entry.0 = entry.0.min(seed);
-        entry.1 += n;
-    }
-    eprintln!(
-        "{seeds} seeds x {STEPS} steps in {:.1?} ({shards} shards)",
-        start.elapsed()
+        .unwrap_or(default)
+}
+
+#[test]
+fn every_invariant_holds_on_every_seed() {
+    every_invariant_holds(
+        BackendKind::Memory,
+        seeds("COMPACTION_SIM_SEEDS", DEFAULT_SEEDS),
     );
-    let mut unexpected = Vec::new();
-    for invariant in INVARIANTS {
-        let Some(&(seed, n)) = first.get(invariant) else {
-            continue;
-        };
-        let shrunk = shrink(&Config::new(seed, STEPS), invariant)
-            .map_or_else(|| format!("seed {seed}"), |s| format!("seed {seed}: {s}"));
-        match KNOWN_BREAKS.iter().find(|(name, _)| *name == invariant) {
-            Some((_, item)) => eprintln!(
+}
+
+#[test]
+fn every_invariant_holds_on_sqlite() {
+    every_invariant_holds(
+        BackendKind::Sqlite,
+        seeds("COMPACTION_SIM_SQLITE_SEEDS", DEFAULT_SQLITE_SEEDS),
+    );
+}
+
+/// Runs `seeds` seeds on `backend`, one range per core, and asserts every invariant not known
+/// broken.
+fn every_invariant_holds(backend: BackendKind, seeds: u64) {
+    let config = |seed| Config::new(seed, STEPS).on(backend);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let found = sweep(0..seeds, cores, config, |_, _| {}).expect("the backend opens");
+    eprintln!(
+        "{seeds} seeds x {STEPS} steps on {} in {:.1?} ({} jobs): {:.0} steps/s",
+        backend.name(),
+        found.elapsed,
+        found.jobs,
+        found.steps_per_second()
+    );
+    for (invariant, (n, seed)) in &found.failed {
+        if let Some((_, item)) = KNOWN_BREAKS.iter().find(|(name, _)| name == invariant) {
+            eprintln!(
                 "KNOWN BREAK ({item}), reported not asserted: `{invariant}` failed on {n} \
-                 seeds; the first, {shrunk}"
-            ),
-            None => unexpected.push(format!(
-                "`{invariant}` failed on {n} seeds; the first, {shrunk}"
-            )),
+                 seeds; the first, seed {seed}"
+            );
         }
     }
+    let unexpected = found.unexpected(config);
     assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
 }
 
@@ -85,8 +79,10 @@ fn a_known_break_names_an_invariant() {
 
 #[test]
 fn a_seed_replays_to_the_same_trace() {
-    let config = Config::new(7, 30);
-    let (a, b) = (run(&config), run(&config));
-    assert_eq!(a.trace, b.trace);
-    assert_eq!(a.failures, b.failures);
+    for backend in [BackendKind::Memory, BackendKind::Sqlite] {
+        let config = Config::new(7, 30).on(backend);
+        let (a, b) = (run(&config).unwrap(), run(&config).unwrap());
+        assert_eq!(a.trace, b.trace);
+        assert_eq!(a.failures, b.failures);
+    }
 }

@@ -1,6 +1,6 @@
 //! What the integration tests share: the guide's `MigrationState` (docs/compacting.md; from
-//! the shared fixtures crate, which benches and fuzz use too), a temporary directory, and the
-//! path of an example's binary.
+//! the shared fixtures crate, which benches and fuzz use too), a temporary directory, the
+//! path of an example's binary, and the random kill delays of the process tests.
 // Each test binary uses a part of what is shared.
 #![allow(dead_code, unused_imports)]
 
@@ -74,5 +74,33 @@ pub fn test_name(module_path: &str, name: &str) -> String {
     match module_path.split_once("::") {
         Some((_, below_the_crate)) => format!("{below_the_crate}::{name}"),
         None => name.to_owned(),
+    }
+}
+
+/// xorshift64*: the kill delays and victims of the process tests, from a seed they print for a
+/// rerun (no dependency).
+pub struct KillRng(pub u64);
+
+impl KillRng {
+    /// A seed from the clock (odd, so never the generator's fixed point 0).
+    pub fn from_clock() -> KillRng {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        KillRng(nanos | 1)
+    }
+
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The next number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }

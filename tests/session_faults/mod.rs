@@ -28,13 +28,14 @@ impl Switch {
     }
 }
 
-/// A `MemoryStore` whose next blob `put`, checkpoint save or checkpoint load can be made to
-/// fail once.
+/// A `MemoryStore` whose next blob `put` or checkpoint save can be made to fail once (`save`:
+/// nothing written; `lost_ack`: written, and the answer lost on the way back).
 #[derive(Clone, Default)]
 pub struct FlakyStore {
     pub inner: MemoryStore,
     pub put: Switch,
     pub save: Switch,
+    pub lost_ack: Switch,
 }
 
 impl Store for FlakyStore {
@@ -69,6 +70,15 @@ impl CheckpointStore for FlakyStore {
                 Err(CheckpointError::Store(StoreError::backend(
                     "injected checkpoint save failure",
                     "connection reset",
+                )))
+            });
+        }
+        if self.lost_ack.fires() {
+            return Box::pin(async move {
+                self.inner.save_row(agent_id, row).await?;
+                Err(CheckpointError::Store(StoreError::backend(
+                    "injected lost acknowledgement",
+                    "connection reset after commit",
                 )))
             });
         }

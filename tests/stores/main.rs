@@ -12,8 +12,11 @@ mod support;
 #[macro_use]
 #[path = "../seals/mod.rs"]
 mod seals;
+#[path = "../fleet/mod.rs"]
+mod fleet;
 
 mod checkpoint_schema;
+mod fleet_kills;
 mod keyed_seals;
 mod sqlite_crash;
 mod sqlite_ledger;

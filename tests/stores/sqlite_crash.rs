@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::TempDir;
+use common::{KillRng, TempDir};
 
 use compaction::sqlite::rusqlite::{self, Connection};
 use compaction::{EffectError, EffectStatus, SqliteLedger, SqliteLedgerError};
@@ -67,18 +67,6 @@ fn child_crash_entry() {
     }
 }
 
-/// xorshift64*: enough randomness for kill delays without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
 fn count_query(conn: &Connection, sql: &str) -> Vec<(String, i64)> {
     let mut stmt = conn.prepare(sql).unwrap();
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -97,7 +85,7 @@ fn sigkill_never_double_commits_and_leaves_claims_unknown() {
         .as_nanos() as u64
         | 1;
     println!("seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = KillRng(seed);
     let exe = std::env::current_exe().unwrap();
 
     // Everything the children said, over all runs.

@@ -360,3 +360,38 @@ fn parallel_results_paged_to_their_share_are_paged_further_before_refusing() {
         .count();
     assert_eq!(results, 6, "every call is sent with its result");
 }
+
+/// A save whose acknowledgement was lost (written), then a try that failed before writing: the
+/// store still holds the first, which is this session's own row, so the next try saves over it
+/// (found by the simulator, seed 3429: the session remembered only its last failed save and
+/// refused its own row as another writer's).
+#[test]
+fn a_lost_acknowledgement_then_a_failed_save_is_still_the_sessions_own_parent() {
+    let mut r = rig(100_000);
+    r.session.push(Message::user("deploy api"));
+    r.session.next_request_blocking().unwrap();
+    r.session.push(Message::user("then check the logs"));
+    r.store.lost_ack.arm();
+    assert!(r.session.next_request_blocking().is_err());
+    r.session.push(Message::user("and report"));
+    r.store.save.arm();
+    assert!(r.session.next_request_blocking().is_err());
+    let request = r.session.next_request_blocking().unwrap();
+    assert!(request.messages().iter().any(|m| m.content == "and report"));
+    // A worker that opens now resumes every message.
+    let resumed = Session::builder("agent-7")
+        .compactor(compactor(100_000))
+        .store(r.store.clone())
+        .ledger(r.ledger.clone())
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .unwrap();
+    let texts: Vec<&str> = resumed
+        .transcript()
+        .messages()
+        .iter()
+        .filter(|m| m.role == compaction::Role::User)
+        .map(|m| m.content.as_str())
+        .collect();
+    assert_eq!(texts, ["deploy api", "then check the logs", "and report"]);
+}

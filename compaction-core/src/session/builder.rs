@@ -356,7 +356,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             resumed_from,
             fence,
             parent,
-            unacked: None,
+            unacked: Vec::new(),
         })
     }
 

@@ -145,10 +145,16 @@ pub struct Session<S> {
     /// The row checksum of the checkpoint this session loaded or saved last: the next save is
     /// made over it, and only over it.
     parent: Option<String>,
-    /// The row checksum of a save that failed without saying whether it was written (an
-    /// acknowledgement lost): found as the store's newest, it is this session's own row.
-    unacked: Option<String>,
+    /// The row checksums of the saves that failed since the last one that succeeded, without
+    /// saying whether they were written (an acknowledgement lost): found as the store's
+    /// newest, any of them is this session's own row. (Every one is kept: after a save whose
+    /// acknowledgement was lost, a later try may fail before writing, and the store still
+    /// holds the first.)
+    unacked: Vec<String>,
 }
+
+/// How many unacknowledged saves a session remembers as possibly its own (see `unacked`).
+const MAX_UNACKED: usize = 32;
 
 impl<S> std::fmt::Debug for Session<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -222,7 +228,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
             // the store's newest is this session's own row, so this one goes over it.
             Err(CheckpointError::Conflict {
                 found: Some(found), ..
-            }) if self.unacked.as_deref() == Some(found.as_str()) => {
+            }) if self.unacked.contains(&found) => {
                 self.checkpoints
                     .save_row_over(&self.agent_id, &row, Some(&found))
                     .await
@@ -234,14 +240,19 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
                 error,
                 CheckpointError::Conflict { .. } | CheckpointError::Superseded(_)
             ) {
-                self.unacked = row.sha256().map(str::to_owned);
+                if self.unacked.len() == MAX_UNACKED {
+                    // The oldest goes: found later, it is refused as a conflict (loud, never
+                    // an overwrite).
+                    self.unacked.remove(0);
+                }
+                self.unacked.extend(row.sha256().map(str::to_owned));
             }
             return Err(SessionError::from_checkpoint(error));
         }
         // The store holds it now, whatever happens next: a retry after a failed advance saves
         // over this row (the same request planned again), not over the one before it.
         self.parent = row.sha256().map(str::to_owned);
-        self.unacked = None;
+        self.unacked.clear();
         self.ledger.advance(&self.compactor, &compacted).await?;
         allow(&mut self.resolver, &self.compactor, &compacted)?;
         Ok(compacted)
