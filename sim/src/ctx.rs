@@ -39,6 +39,9 @@ pub struct Config {
     pub backend: BackendKind,
     /// A part broken on purpose (the checker's own tests), if any.
     pub sabotage: Option<Sabotage>,
+    /// The model behind the library's HTTP clients and a loopback server (feature `http`),
+    /// else called directly.
+    pub http: bool,
 }
 
 impl Config {
@@ -51,6 +54,7 @@ impl Config {
             classes: FaultClasses::ALL,
             backend: BackendKind::Memory,
             sabotage: None,
+            http: false,
         }
     }
 
@@ -96,6 +100,9 @@ pub struct Ctx {
     pub ground: Ground,
     /// The part broken on purpose, if any.
     pub sabotage: Option<Sabotage>,
+    /// The model server and clients, when the run calls the model over HTTP.
+    #[cfg(feature = "http")]
+    pub model: Option<crate::wire::ModelServer>,
     /// The backend's temporary files (last: removed after the handles above are dropped).
     _files: TempFiles,
 }
@@ -106,6 +113,15 @@ impl Ctx {
         let faults = Faults::sabotaged(config.seed, config.classes, config.sabotage);
         let mut rng = Rng::new(config.seed, 0x5e55);
         let (store, ledger, files) = backend::open(config.backend, config.seed)?;
+        #[cfg(feature = "http")]
+        let model = match config.http {
+            true => Some(crate::wire::ModelServer::start(config.seed)?),
+            false => None,
+        };
+        #[cfg(not(feature = "http"))]
+        if config.http {
+            return Err("--http needs the simulator built with `--features http`".into());
+        }
         let ground = Ground::default();
         for rule in fresh_agent().rules {
             ground.protect(rule);
@@ -122,6 +138,8 @@ impl Ctx {
             faults,
             ground,
             sabotage: config.sabotage,
+            #[cfg(feature = "http")]
+            model,
             _files: files,
         })
     }
@@ -174,6 +192,13 @@ pub enum Act {
     Request(Box<Handed>),
     /// Pushed the model's reply (described).
     Response(String),
+    /// The model call failed (over HTTP): nothing pushed, the request is made again later.
+    ModelFailed {
+        /// The error's `Display`.
+        display: String,
+        /// The error's `Debug`.
+        debug: String,
+    },
     /// Answered a call (described).
     Answered(String),
     /// Ran (or refused) an effect.
@@ -189,6 +214,8 @@ pub enum Act {
 /// driver made of it.
 #[derive(Debug, Clone)]
 pub struct Handed {
+    /// The session's request itself (what the HTTP clients send).
+    pub request: SessionRequest,
     /// The messages sent.
     pub messages: Vec<Message>,
     /// The tool definitions sent.
@@ -207,6 +234,7 @@ impl Handed {
     /// What the session made.
     pub fn of(request: &SessionRequest) -> Self {
         Handed {
+            request: request.clone(),
             messages: request.messages().to_vec(),
             tools: request.tools().to_vec(),
             tokens: request.tokens(),

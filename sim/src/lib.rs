@@ -22,6 +22,8 @@ pub mod sabotage;
 pub mod shrink;
 pub mod sweep;
 pub mod twin;
+#[cfg(feature = "http")]
+pub mod wire;
 
 /// Invariants known to fail because of a break an open issue names, each with the issue whose
 /// fix makes it hold: the CI test reports their failures without failing, and asserts every

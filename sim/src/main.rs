@@ -25,7 +25,9 @@ mod pg_harness;
 
 const USAGE: &str = "usage: compaction-sim [--seeds N] [--start S] [--steps K] [--window F] \
     [--faults crash,store,ledger,summarizer,model,takeover|none] [--backend memory|sqlite|postgres] \
-    [--jobs J] [--replay SEED] [--list]\n\
+    [--jobs J] [--http] [--replay SEED] [--list]\n\
+    --http calls the model through the library's HTTP clients and a loopback server answering \
+    faults (feature http)\n\
     --jobs runs J threads, each over its own range of the seeds (default: the cores)\n\
     --backend postgres uses COMPACTION_SIM_PG_URL, else starts a throwaway server (feature postgres)\n\
     --list prints every failure (seed, invariant, what was seen) instead of shrinking the first";
@@ -40,6 +42,7 @@ struct Args {
     jobs: u64,
     replay: Option<u64>,
     list: bool,
+    http: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -53,6 +56,7 @@ fn parse() -> Result<Args, String> {
         jobs: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
         replay: None,
         list: false,
+        http: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +65,10 @@ fn parse() -> Result<Args, String> {
         }
         if flag == "--list" {
             args.list = true;
+            continue;
+        }
+        if flag == "--http" {
+            args.http = true;
             continue;
         }
         let value = it.next().ok_or(format!("{flag} needs a value\n{USAGE}"))?;
@@ -138,6 +146,7 @@ fn main() -> ExitCode {
     let config = |seed| Config {
         fault_window: args.window.unwrap_or(args.steps * 2 / 3),
         classes: args.classes,
+        http: args.http,
         ..Config::new(seed, args.steps).on(args.backend)
     };
     if let Some(seed) = args.replay {

@@ -55,6 +55,18 @@ fn drive<T>(faults: &Faults, future: impl Future<Output = T>) -> Option<T> {
     }
 }
 
+/// Runs `step`; `Err` with the panic's message when it panicked (the session is then dropped,
+/// as in a crash, and `no_panic` fails).
+fn guarded<T>(step: impl FnOnce() -> Option<T>) -> Result<Option<T>, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).map_err(|panic| {
+        panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
 /// The driver's memory between steps (lost in a crash, as a process's would be).
 #[derive(Default)]
 struct Driver {
@@ -106,6 +118,28 @@ async fn act(
         }
         let what = describe(&message);
         ctx.ground.protect_reply(&message);
+        #[cfg(feature = "http")]
+        if let Some(model) = &ctx.model {
+            let called = model
+                .call(&ctx.faults, &request.request, &message, ctx.anthropic)
+                .await;
+            return match called {
+                Ok(reply) => {
+                    reply.push(session)?;
+                    Ok(Act::Response(what))
+                }
+                Err(mut error) => {
+                    if ctx.sabotage == Some(Sabotage::LeakKeyInError) {
+                        error.display = format!("{} (with key {})", error.display, model.key);
+                    }
+                    driver.pending_request = Some(request);
+                    Ok(Act::ModelFailed {
+                        display: error.display,
+                        debug: error.debug,
+                    })
+                }
+            };
+        }
         session.push_response(message)?;
         return Ok(Act::Response(what));
     }
@@ -155,6 +189,9 @@ async fn answer(
     let args = call.arguments.value().unwrap_or_default();
     match call.name.as_str() {
         "read_file" => {
+            if ctx.sabotage == Some(Sabotage::PanicInTool) {
+                panic!("the read_file tool fell over");
+            }
             let path = args["path"].as_str().unwrap_or("?").to_owned();
             let bytes = args["bytes"].as_u64().unwrap_or(100).min(200_000) as usize;
             session.answer(call, file_content(ctx.seed, &path, bytes))?;
@@ -291,22 +328,35 @@ pub fn run(config: &Config) -> Result<Report, String> {
                 .is_some_and(|(own, newest)| own < newest);
         let durable_before =
             superseded.then(|| ctx.faults.suspended(|| check::DurableView::read(&ctx)));
+        let mut panicked = None;
         let result = match worker {
-            None => drive(&ctx.faults, ctx.open()).map(|opened| {
-                opened.map(|session| {
-                    let from = session.resumed_from();
-                    newest_open = newest_open.max(session.epoch());
-                    primary = Some(Worker {
-                        session,
-                        driver: Driver::default(),
-                    });
-                    Act::Opened(from)
+            None => {
+                let opened = guarded(|| drive(&ctx.faults, ctx.open())).unwrap_or_else(|p| {
+                    panicked = Some(p);
+                    None
+                });
+                opened.map(|opened| {
+                    opened.map(|session| {
+                        let from = session.resumed_from();
+                        newest_open = newest_open.max(session.epoch());
+                        primary = Some(Worker {
+                            session,
+                            driver: Driver::default(),
+                        });
+                        Act::Opened(from)
+                    })
                 })
+            }
+            Some(w) => guarded(|| {
+                drive(
+                    &ctx.faults,
+                    act(&ctx, &mut w.session, &mut w.driver, malformed),
+                )
+            })
+            .unwrap_or_else(|p| {
+                panicked = Some(p);
+                None
             }),
-            Some(w) => drive(
-                &ctx.faults,
-                act(&ctx, &mut w.session, &mut w.driver, malformed),
-            ),
         };
         let events = ctx.faults.take_events();
         let faulted = !events.is_empty();
@@ -318,7 +368,10 @@ pub fn run(config: &Config) -> Result<Report, String> {
         let mut line = format!("step {step:>3}{}{who}: ", if in_window { "*" } else { " " });
         match &result {
             None => {
-                line.push_str("CRASH (session dropped)");
+                line.push_str(match &panicked {
+                    Some(_) => "PANIC (session dropped)",
+                    None => "CRASH (session dropped)",
+                });
                 match actor {
                     Actor::Zombie => zombie = None,
                     Actor::Primary => primary = None,
@@ -345,6 +398,7 @@ pub fn run(config: &Config) -> Result<Report, String> {
                     faulted,
                     actor,
                     durable_before: durable_before.as_ref(),
+                    panicked: panicked.as_deref(),
                 },
                 session,
                 before.as_ref(),

@@ -32,11 +32,15 @@ pub enum Sabotage {
     UnfencedWrappers,
     /// The store acknowledges checkpoint saves it never made.
     LoseCheckpointSaves,
+    /// The driver's own error for a failed model call quotes the API key (feature `http`).
+    LeakKeyInError,
+    /// The `read_file` tool panics.
+    PanicInTool,
 }
 
 impl Sabotage {
     /// Every sabotage.
-    pub const ALL: [Sabotage; 12] = [
+    pub const ALL: [Sabotage; 14] = [
         Sabotage::RunEffectTwice,
         Sabotage::LedgerLosesCommit,
         Sabotage::EchoNoteInReply,
@@ -49,6 +53,8 @@ impl Sabotage {
         Sabotage::FaultsOutlastWindow,
         Sabotage::UnfencedWrappers,
         Sabotage::LoseCheckpointSaves,
+        Sabotage::LeakKeyInError,
+        Sabotage::PanicInTool,
     ];
 
     /// The invariant that must catch it.
@@ -66,6 +72,13 @@ impl Sabotage {
             Sabotage::FaultsOutlastWindow => "progress",
             Sabotage::UnfencedWrappers => "fenced_session_changes_nothing",
             Sabotage::LoseCheckpointSaves => "no_message_lost",
+            Sabotage::LeakKeyInError => "no_key_leaked",
+            Sabotage::PanicInTool => "no_panic",
         }
+    }
+
+    /// Whether it needs the model behind the HTTP clients (`Config::http`, feature `http`).
+    pub fn needs_http(self) -> bool {
+        self == Sabotage::LeakKeyInError
     }
 }

@@ -90,12 +90,14 @@ impl std::fmt::Display for Shrunk {
         )?;
         writeln!(
             f,
-            "replay: cargo run --release -p compaction-sim -- --replay {} --steps {} --window {} --faults {} --backend {}",
+            "replay: cargo run --release -p compaction-sim{} -- --replay {} --steps {} --window {} --faults {} --backend {}{}",
+            if c.http { " --features http" } else { "" },
             c.seed,
             c.steps,
             c.fault_window,
             c.classes.names().join(","),
-            c.backend.name()
+            c.backend.name(),
+            if c.http { " --http" } else { "" },
         )?;
         writeln!(f, "trace (* = inside the fault window):")?;
         for line in &self.trace {

@@ -16,6 +16,8 @@
 //! | `progress` | after the fault window every step of the agent's current session succeeds |
 //! | `no_message_lost` | every message a session held when its `next_request` succeeded is, in order, in every later checkpoint of the agent (read from the store) and in every session opened later |
 //! | `fenced_session_changes_nothing` | a superseded session (a zombie) changes nothing durable: checkpoint row, ledger, sequence, blobs; its requests all fail |
+//! | `no_key_leaked` | the model's API key is in no error (`Display` or `Debug`: the clients', the session's), no log line of any crate, no client's `Debug` (runs with `--http`) |
+//! | `no_panic` | no step panics (a panic is caught, reported, and the session dropped as in a crash) |
 
 mod durable;
 
@@ -32,7 +34,7 @@ use compaction::{
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every invariant, by name, in the order of the table above.
-pub const INVARIANTS: [&str; 12] = [
+pub const INVARIANTS: [&str; 14] = [
     "effect_once",
     "unknown_not_done",
     "summarizer_sees_nothing_protected",
@@ -45,6 +47,8 @@ pub const INVARIANTS: [&str; 12] = [
     "progress",
     "no_message_lost",
     "fenced_session_changes_nothing",
+    "no_key_leaked",
+    "no_panic",
 ];
 
 /// Which worker acted in a step.
@@ -69,6 +73,8 @@ pub struct Step<'a> {
     /// The durable parts before the step of a zombie a newer session has opened over (read
     /// only for those: a zombie whose takeover failed may still be the agent's newest).
     pub durable_before: Option<&'a Result<DurableView, String>>,
+    /// The panic's message, when the step panicked.
+    pub panicked: Option<&'a str>,
 }
 
 /// What a session looked like before a step: its sequence and what a step can change of its
@@ -161,6 +167,15 @@ impl Checker {
         report: &mut Report,
     ) {
         let at = step.index;
+        if let Some(message) = step.panicked {
+            self.fail(
+                report,
+                "no_panic",
+                at,
+                format!("the step panicked: {message}"),
+            );
+        }
+        self.check_key(ctx, at, result, report);
         for (key, n) in ctx.world.executions() {
             if n > 1 {
                 self.fail(
@@ -208,6 +223,51 @@ impl Checker {
             }
         }
         self.check_stored(ctx, at, report);
+    }
+
+    /// `no_key_leaked`: the run's API key (when it calls the model over HTTP) in no error of
+    /// this step, no log line so far, no client's `Debug`.
+    #[cfg(feature = "http")]
+    fn check_key(
+        &mut self,
+        ctx: &Ctx,
+        at: usize,
+        result: Option<&Result<Act, SessionError>>,
+        report: &mut Report,
+    ) {
+        let Some(model) = &ctx.model else {
+            return;
+        };
+        let key = model.key.as_str();
+        let texts = match result {
+            Some(Ok(Act::ModelFailed { display, debug })) => vec![display.clone(), debug.clone()],
+            Some(Err(error)) => vec![error.to_string(), format!("{error:?}")],
+            _ => Vec::new(),
+        };
+        let mut leaks: Vec<String> = texts.into_iter().filter(|t| t.contains(key)).collect();
+        leaks.extend(crate::wire::leaked_in_logs(key));
+        if model.clients_debug().contains(key) {
+            leaks.push("a client's Debug".into());
+        }
+        if let Some(leak) = leaks.first() {
+            let shown = crate::agent::cut(leak, 200);
+            self.fail(
+                report,
+                "no_key_leaked",
+                at,
+                format!("the API key is in: {shown}"),
+            );
+        }
+    }
+
+    #[cfg(not(feature = "http"))]
+    fn check_key(
+        &mut self,
+        _: &Ctx,
+        _: usize,
+        _: Option<&Result<Act, SessionError>>,
+        _: &mut Report,
+    ) {
     }
 
     /// `no_message_lost` on the store: the newest checkpoint, when it changed, holds every
@@ -510,6 +570,9 @@ pub fn describe_act(act: &Act) -> String {
             r.reused
         ),
         Act::Response(what) => format!("reply: {what}"),
+        Act::ModelFailed { display, .. } => {
+            format!("model call failed: {}", crate::agent::cut(display, 120))
+        }
         Act::Answered(what) => format!("answer: {what}"),
         Act::Effect { key, outcome } => format!("effect {key}: {outcome:?}"),
     }

@@ -90,6 +90,8 @@ pub enum Op {
     Summarize,
     /// A side-effecting tool's run.
     EffectRun,
+    /// A model call over HTTP (feature `http`): the server answers a fault first.
+    ModelCall,
 }
 
 /// What happens to one operation.
@@ -197,6 +199,11 @@ impl Faults {
         out
     }
 
+    /// A number below `n` from the plan's generator (what kind of fault, where to cut).
+    pub fn draw(&self, n: u64) -> u64 {
+        self.lock().rng.below(n.max(1))
+    }
+
     /// Decides what happens to `op`.
     pub fn decide(&self, op: Op) -> Decision {
         let mut s = self.lock();
@@ -231,6 +238,10 @@ impl Faults {
                 },
                 Op::LedgerRead if c.ledger => match roll {
                     0..=19 => Decision::Fail,
+                    _ => Decision::Pass,
+                },
+                Op::ModelCall if c.model => match roll {
+                    0..=299 => Decision::Fail,
                     _ => Decision::Pass,
                 },
                 Op::Summarize if c.summarizer => match roll {
