@@ -1,8 +1,8 @@
 //! `AnthropicClient` against the scripted loopback server's Messages API route (issue 31 item
 //! 1, feature `anthropic`; real HTTP, no network): whole and streamed replies equal to the
 //! recorded non-streamed one, 429 / 529 / 5xx / refused connections retried honouring
-//! `retry-after`, a stream retried only before its first event, typed errors that never hold
-//! the key.
+//! `retry-after`, a failed stream retried from the start when the same request may succeed,
+//! typed errors that never hold the key and say whether a call may succeed again.
 
 use compaction::anthropic::{
     from_anthropic_response, AnthropicClient, AnthropicClientError, AnthropicRequest,
@@ -169,23 +169,43 @@ fn stream_sends_stream_true_and_assembles_what_send_returns() {
     assert_eq!(reply, StreamAssembler::assemble(THINKING_SSE).unwrap());
 }
 
-#[test]
-fn a_stream_is_retried_only_before_its_first_event() {
-    // An `error` event as the first thing sent (the streamed 529): retried.
-    let overloaded = "event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n";
-    let server = FakeOpenAi::start([
-        Reply::Sse(overloaded.to_owned()),
-        Reply::Sse(TOOL_SSE.to_owned()),
-    ])
-    .unwrap();
-    let reply = compaction::block_on(client(&server).stream(&request())).unwrap();
-    assert_eq!(text(&reply), text(&recorded()));
-    assert_eq!(server.request_count(), 2);
+/// An `error` event of `kind`, as Anthropic streams it after the 200.
+fn error_event(kind: &str) -> String {
+    let data = json!({"type": "error", "error": {"type": kind, "message": "went wrong"}});
+    format!("event: error\ndata: {data}\n\n")
+}
 
-    // The same error after the reply began: an error, never a silent retry.
-    let cut = TOOL_SSE.find("event: content_block_start").unwrap();
-    let late = format!("{}{overloaded}", &TOOL_SSE[..cut]);
-    let server = FakeOpenAi::start([Reply::Sse(late), Reply::Sse(TOOL_SSE.to_owned())]).unwrap();
+/// `stream` hands nothing out before the whole reply: a stream that failed where the same
+/// request may succeed (an overload or server error event, a cut connection) is made again
+/// from the start, at any event, within `max_retries`; a stream that is wrong in itself (the
+/// provider refused the request, a malformed event) is an error at once.
+#[test]
+fn a_failed_stream_is_retried_from_the_start_when_it_may_succeed() {
+    let began = TOOL_SSE.find("event: content_block_start").unwrap();
+    let late = TOOL_SSE.find("event: message_delta").unwrap();
+    let retried = [
+        // The streamed 529 as the first thing sent.
+        error_event("overloaded_error"),
+        // The same after the reply began, and a server error late in the stream.
+        format!("{}{}", &TOOL_SSE[..began], error_event("overloaded_error")),
+        format!("{}{}", &TOOL_SSE[..late], error_event("api_error")),
+        // The connection closed before `message_stop`, mid-event too.
+        TOOL_SSE[..late].to_owned(),
+        TOOL_SSE[..late + 9].to_owned(),
+    ];
+    for failed in retried {
+        let server =
+            FakeOpenAi::start([Reply::Sse(failed.clone()), Reply::Sse(TOOL_SSE.to_owned())])
+                .unwrap();
+        let reply = compaction::block_on(client(&server).stream(&request()))
+            .unwrap_or_else(|e| panic!("{e:?} after {failed:?}"));
+        assert_eq!(text(&reply), text(&recorded()));
+        assert_eq!(server.request_count(), 2, "{failed:?}");
+    }
+
+    // Every attempt overloaded mid-stream: the last error, retryable, after 1 + 3 requests.
+    let overloaded = format!("{}{}", &TOOL_SSE[..began], error_event("overloaded_error"));
+    let server = FakeOpenAi::start(vec![Reply::Sse(overloaded); 4]).unwrap();
     let error = compaction::block_on(client(&server).stream(&request())).unwrap_err();
     assert!(
         matches!(
@@ -197,27 +217,54 @@ fn a_stream_is_retried_only_before_its_first_event() {
         ),
         "{error:?}"
     );
-    assert_eq!(server.request_count(), 1);
+    assert!(error.is_retryable());
+    assert_eq!(server.request_count(), 4);
 
-    // A stream cut short (the connection closed before `message_stop`): an error, one request.
-    let cut = TOOL_SSE.find("event: message_delta").unwrap();
-    let server = FakeOpenAi::start([
-        Reply::Sse(TOOL_SSE[..cut].to_owned()),
-        Reply::Sse(TOOL_SSE.to_owned()),
-    ])
-    .unwrap();
-    let error = compaction::block_on(client(&server).stream(&request())).unwrap_err();
-    assert!(
-        matches!(
-            &error,
-            AnthropicClientError::Stream {
-                source: AnthropicStreamError::Incomplete { .. },
-                ..
-            }
+    // A request the provider refuses, and a malformed event: final at once, not retryable.
+    for wrong in [
+        format!(
+            "{}{}",
+            &TOOL_SSE[..began],
+            error_event("invalid_request_error")
         ),
-        "{error:?}"
-    );
-    assert_eq!(server.request_count(), 1);
+        format!(
+            "{}event: content_block_start\ndata: {{\"type\": 7}}\n\n",
+            &TOOL_SSE[..began]
+        ),
+    ] {
+        let server =
+            FakeOpenAi::start([Reply::Sse(wrong.clone()), Reply::Sse(TOOL_SSE.to_owned())])
+                .unwrap();
+        let error = compaction::block_on(client(&server).stream(&request())).unwrap_err();
+        assert!(
+            matches!(&error, AnthropicClientError::Stream { .. }),
+            "{error:?}"
+        );
+        assert!(!error.is_retryable(), "{error:?}");
+        assert_eq!(server.request_count(), 1, "{wrong:?}");
+    }
+}
+
+/// `is_retryable` on the errors of whole calls: a 429 or 5xx after the retries, yes; another
+/// 4xx, an answer that is not a reply, an insecure URL, no.
+#[test]
+fn errors_say_whether_the_call_may_succeed_again() {
+    let cases = [
+        (anthropic_error(429, "rate_limit_error", "slow down"), true),
+        (anthropic_error(500, "api_error", "oops"), true),
+        (anthropic_error(400, "invalid_request_error", "no"), false),
+        (anthropic_error(401, "authentication_error", "who"), false),
+        (Reply::Raw("{\"not\": \"a reply\"}".into()), false),
+    ];
+    for (reply, retryable) in cases {
+        let server = FakeOpenAi::start(vec![reply; 4]).unwrap();
+        let error = compaction::block_on(client(&server).send(&request())).unwrap_err();
+        assert_eq!(error.is_retryable(), retryable, "{error:?}");
+    }
+    let insecure = AnthropicClient::new(KEY).base_url("http://api.example.invalid");
+    let error = compaction::block_on(insecure.send(&request())).unwrap_err();
+    assert!(!error.is_retryable());
+    assert!(!AnthropicClientError::MissingKey.is_retryable());
 }
 
 #[test]

@@ -64,6 +64,7 @@ fn retries_are_bounded_and_other_4xx_and_non_replies_are_not_retried() {
         matches!(error, OpenAiClientError::Http { status: 429, .. }),
         "{error}"
     );
+    assert!(error.is_retryable(), "a 429 may pass later");
     assert_eq!(server.request_count(), 3);
 
     // A server asking for a longer wait than allowed ends the call at once.
@@ -88,6 +89,7 @@ fn retries_are_bounded_and_other_4xx_and_non_replies_are_not_retried() {
         "{message}"
     );
     assert!(!format!("{error} {error:?}").contains(KEY));
+    assert!(!error.is_retryable(), "a 400 fails the same way again");
     assert_eq!(server.request_count(), 1);
 
     // A 200 that is not a completion.
@@ -97,6 +99,7 @@ fn retries_are_bounded_and_other_4xx_and_non_replies_are_not_retried() {
         matches!(error, OpenAiClientError::Malformed { .. }),
         "{error}"
     );
+    assert!(!error.is_retryable());
     assert_eq!(server.request_count(), 1);
 }
 

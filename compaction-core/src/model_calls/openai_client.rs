@@ -274,6 +274,23 @@ pub enum OpenAiClientError {
     },
 }
 
+impl OpenAiClientError {
+    /// Whether the same call, made again later, may well succeed: a 429 or 5xx after the
+    /// client's own retries, no connection, a timeout (not retried by the client: the request
+    /// may have been read, and a model call costs). `false` for what fails the same way again:
+    /// an insecure URL, another 4xx, an answer that is not a reply, an exchange that broke
+    /// otherwise. docs/models.md has the table of what to do for each.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            OpenAiClientError::Http { status, .. } => *status == 429 || *status >= 500,
+            OpenAiClientError::Connect { .. } | OpenAiClientError::Timeout { .. } => true,
+            OpenAiClientError::InsecureTransport { .. }
+            | OpenAiClientError::Transport { .. }
+            | OpenAiClientError::Malformed { .. } => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

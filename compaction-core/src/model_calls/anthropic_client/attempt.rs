@@ -1,6 +1,7 @@
 //! One attempt of a Messages API call, whole or streamed, and what it ended in: the reply, a
-//! failure worth a retry (429, 5xx, a refused connection, a stream that failed before its
-//! first event), or a final error.
+//! failure worth a retry (429, 5xx, a refused connection; a stream cut or failed with an
+//! overload or server error, at any event: `stream` hands nothing out before the whole reply),
+//! or a final error.
 
 use crate::integrations::anthropic::wire::AnthropicResponse;
 use crate::integrations::http::client::{HttpsClient, Transport};
@@ -68,14 +69,15 @@ pub(super) async fn stream_once(
                 return Attempt::Fatal(AnthropicClientError::Timeout { after });
             }
             Err(failure) => {
+                // Nothing of the reply was handed out (the caller gets it whole or not at
+                // all): the call starts again from the first byte.
                 let reason = settings.error_text().excerpt(&describe(failure));
                 let events = assembler.events();
-                if events == 0 {
-                    // Nothing of the reply was read: the call is as if never answered.
-                    let error = AnthropicClientError::Transport { reason };
-                    return Attempt::Transient(error, None);
-                }
-                return Attempt::Fatal(AnthropicClientError::Interrupted { events, reason });
+                let error = match events {
+                    0 => AnthropicClientError::Transport { reason },
+                    _ => AnthropicClientError::Interrupted { events, reason },
+                };
+                return Attempt::Transient(error, None);
             }
         };
         if let Err(source) = assembler.push_sse(&bytes) {
@@ -90,12 +92,13 @@ pub(super) async fn stream_once(
 }
 
 /// A stream that did not assemble (its error's text already scrubbed by the assembler):
-/// retried only when the provider's `error` event was the first thing it sent (the streamed
-/// form of a 529 or 5xx: nothing of the reply was read).
+/// retried from the start when the same request may well succeed (an overload, a server error
+/// or a rate limit in an `error` event, a stream cut short), whatever it had sent before:
+/// nothing of it was handed out. A malformed stream is final.
 fn stream_failed(events: usize, source: AnthropicStreamError) -> Outcome {
-    let first = events <= 1 && matches!(source, AnthropicStreamError::Provider { .. });
+    let retry = source.is_retryable();
     let error = AnthropicClientError::Stream { events, source };
-    if first {
+    if retry {
         Attempt::Transient(error, None)
     } else {
         Attempt::Fatal(error)

@@ -62,8 +62,10 @@ pub enum AnthropicClientError {
         /// What is wrong, with the start of the body.
         body: String,
     },
-    /// A streamed answer that did not assemble: cut before `message_stop`, an `error` event
-    /// after the reply began, an event out of order. Never retried once an event was read.
+    /// A streamed answer that did not assemble: cut before `message_stop`, an `error` event,
+    /// an event out of order. Retried from the start when
+    /// [`AnthropicStreamError::is_retryable`] (an overload, a server error, a cut), after the
+    /// retries.
     #[error("the streamed reply failed after {events} events: {source}")]
     Stream {
         /// Events read before the failure.
@@ -71,8 +73,9 @@ pub enum AnthropicClientError {
         /// Why it failed.
         source: AnthropicStreamError,
     },
-    /// The connection broke while the stream was read, after `events` events: not retried,
-    /// since part of the reply was already read.
+    /// The connection broke while the stream was read, after `events` events (retried from
+    /// the start: `stream` hands nothing out before the whole reply, so nothing was used),
+    /// after the retries.
     #[error("the stream broke after {events} events: {reason}")]
     Interrupted {
         /// Events read before the break.
@@ -80,4 +83,26 @@ pub enum AnthropicClientError {
         /// Why.
         reason: String,
     },
+}
+
+impl AnthropicClientError {
+    /// Whether the same call, made again later, may well succeed: a 429 or 5xx (529 included)
+    /// after the client's own retries, no connection, a timeout (not retried by the client:
+    /// the request may have been read, and a model call costs), a stream that broke or failed
+    /// with an overload or server error. `false` for what fails the same way again: no key, an
+    /// insecure URL, another 4xx, an answer that is not a reply, a malformed stream, an
+    /// exchange that broke otherwise. docs/models.md has the table of what to do for each.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AnthropicClientError::Http { status, .. } => *status == 429 || *status >= 500,
+            AnthropicClientError::Connect { .. }
+            | AnthropicClientError::Timeout { .. }
+            | AnthropicClientError::Interrupted { .. } => true,
+            AnthropicClientError::Stream { source, .. } => source.is_retryable(),
+            AnthropicClientError::MissingKey
+            | AnthropicClientError::InsecureTransport { .. }
+            | AnthropicClientError::Transport { .. }
+            | AnthropicClientError::Malformed { .. } => false,
+        }
+    }
 }

@@ -45,12 +45,14 @@ const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 ///   than [`max_backoff`](Self::max_backoff) (default 30 s) ends the call at once;
 /// - [`stream`](Self::stream) sends `"stream": true` and assembles the events with
 ///   [`StreamAssembler`](crate::anthropic::StreamAssembler) into the reply
-///   [`send`](Self::send) would return; it retries only before the first event arrived (an
-///   error status, a refused connection, a stream that broke or failed with an `error` event
-///   before anything else): once an event was read, a failure is an error, never a silent
-///   retry;
+///   [`send`](Self::send) would return; since it hands nothing out before the whole reply, a
+///   stream that failed where the same request may succeed (an `error` event of an overload,
+///   a server error or a rate limit; a connection cut; a stream that ended before
+///   `message_stop`) is made again from the start, at any event, within the same retries;
 /// - anything else is an [`AnthropicClientError`] at once: another 4xx (its status, the
-///   provider's error type and message), a timeout, a 2xx that is not a reply.
+///   provider's error type and message), a timeout, a 2xx that is not a reply, a malformed
+///   stream. [`AnthropicClientError::is_retryable`] says whether calling again later may
+///   succeed.
 ///
 /// The key goes as `x-api-key` over `https://`, or over plain `http://` only to loopback
 /// written as such (`127.0.0.0/8`, `::1`, `localhost`) or a host opted in with

@@ -129,7 +129,27 @@ pub enum AnthropicStreamError {
     },
 }
 
+/// The `error` event types of a failure on the provider's side, worth the same call again:
+/// `overloaded_error` (HTTP 529), `api_error` (500) and `rate_limit_error` (429), as
+/// Anthropic's error reference lists them (<https://docs.claude.com/en/api/errors>; a stream
+/// carries the same types in its `error` event once the 200 was sent).
+const RETRYABLE_TYPES: [&str; 3] = ["overloaded_error", "api_error", "rate_limit_error"];
+
 impl AnthropicStreamError {
+    /// Whether the same request, made again, may well succeed: the provider's `error` event of
+    /// an overload, a server error or a rate limit, or a stream that ended early (a cut
+    /// connection). Everything else is the stream's content (malformed events, events out of
+    /// order, a request the provider refused) and fails the same way again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            AnthropicStreamError::Provider { error_type, .. } => {
+                RETRYABLE_TYPES.contains(&error_type.as_str())
+            }
+            AnthropicStreamError::Incomplete { .. } => true,
+            _ => false,
+        }
+    }
+
     /// This error with every text it holds (all of it from the server's bytes, or quoting
     /// them) through [`ErrorText::excerpt`]: the assembler's secrets replaced, then cut. Every
     /// error leaves the assembler through here, so no variant is built with raw text.
