@@ -10,8 +10,9 @@
 //! in (`support/`, not part of the template, also reads `--world PATH` and `--deploy-ms N`).
 //!
 //! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`:
-//! the library's `AnthropicClient` (retries of 429 / 529 / 5xx; `stream` for SSE) and the
-//! request (a cache breakpoint at the stable prefix, the session's tools).
+//! the library's `AnthropicClient`, streaming (429, 529, 5xx and broken streams retried) and
+//! the request (a cache breakpoint at the stable prefix, the session's tools; extended thinking:
+//! `.with_thinking(budget)?` on it, `max_tokens` above the budget).
 
 mod support; // NOT PART OF THE TEMPLATE: the fake world and the loopback model server
 use compaction::anthropic::AnthropicClient;
@@ -123,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let given = said.filter(|m| m.role == Role::User).count();
         if given == 0 || session.awaiting_user() {
             let Some(task) = support::task(given) else {
-                break;
+                break session.finish_blocking()?; // the last reply durable: a re-run asks nothing
             };
             session.state_mut().working_on = format!("src/{}.rs", SERVICES[given]);
             session.push(Message::user(task));
@@ -134,7 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let point = ["", " (compaction point)"][usize::from(request.is_compaction_point())];
         println!("request #{sequence}: {tokens} tokens{point}");
         // Sent; then its calls: pointers by the session, deploys under the ledger, the rest here.
-        let reply = block_on(client.send(&request.anthropic_request(&model, 1_024)?))?; // glue
+        let reply = block_on(client.stream(&request.anthropic_request(&model, 1_024)?))?; // glue
         session.push_response(reply)?; // glue
         for run in session.run_tools_blocking(run_tool)? {
             if let (ToolRunOutcome::Effect(outcome), Some(deploy)) =

@@ -107,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let given = said.filter(|m| m.role == Role::User).count();
         if given == 0 || session.awaiting_user() {
             let Some(task) = support::task(given) else {
-                break;
+                break session.finish_blocking()?; // the last reply durable: a re-run asks nothing
             };
             session.state_mut().working_on = format!("src/{}.rs", SERVICES[given]);
             session.push(Message::user(task));

@@ -9,14 +9,14 @@
 //! base URL the loopback test server's scripted model stands in (`support/`, not part of the
 //! template, also reads `--world PATH` and `--deploy-ms N`: the fake deploys' log and duration).
 //!
-//! Glue (wire plumbing beyond the agent's own state, tools and loop): 5 lines, marked `// glue`:
-//! the library's `OpenAiClient` (retries of 429 / 5xx), the request (stateless, `store: false`:
-//! each reasoning item comes back encrypted and is replayed unchanged with its turn) and the
-//! reply's output items as messages; with your own async-openai client, send
+//! Glue (wire plumbing beyond the agent's own state, tools and loop): 3 lines, marked `// glue`:
+//! the library's `OpenAiClient` (retries of 429 / 5xx) and the request (stateless, `store:
+//! false`: each reasoning item comes back encrypted and is replayed unchanged with its turn);
+//! `push_response` takes the reply as it comes. With your own async-openai client, send
 //! `request.responses_request(..)` with it instead.
 
 mod support; // NOT PART OF THE TEMPLATE: the fake world and the loopback model server
-use compaction::openai::{from_responses_output, OpenAiClient};
+use compaction::openai::OpenAiClient;
 use compaction::pointer_tool::resolve_pointer_definition;
 use compaction::session::{EffectCall, Session, ToolFailure, ToolRunOutcome};
 use compaction::Transcript;
@@ -109,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let given = said.filter(|m| m.role == Role::User).count();
         if given == 0 || session.awaiting_user() {
             let Some(task) = support::task(given) else {
-                break;
+                break session.finish_blocking()?; // the last reply durable: a re-run asks nothing
             };
             session.state_mut().working_on = format!("src/{}.rs", SERVICES[given]);
             session.push(Message::user(task));
@@ -121,10 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("request #{sequence}: {tokens} tokens{point}");
         // Sent; then its calls: pointers by the session, deploys under the ledger, the rest here.
         let reply = block_on(client.responses(&request.responses_request(&model)))?; // glue
-        let messages = from_responses_output(&reply.output)?; // glue
-        messages
-            .into_iter()
-            .try_for_each(|m| session.push_response(m))?; // glue
+        session.push_response(reply)?; // its output items, reasoning kept for the replay
         for run in session.run_tools_blocking(run_tool)? {
             if let (ToolRunOutcome::Effect(outcome), Some(deploy)) =
                 (run.outcome, deploy_effect(&run.call))

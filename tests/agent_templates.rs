@@ -109,6 +109,16 @@ fn killed_twice_then_resumed(template: &str) {
     assert!(stdout.contains("resumed from checkpoint #"), "{stdout}");
     assert!(stdout.contains("all 6 tasks done"), "{stdout}");
 
+    // Run again once finished: its last reply is durable (`Session::finish`), so it asks the
+    // model nothing.
+    let again = command(&dir, template, 0).output().unwrap();
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(again.contains("all 6 tasks done"), "{again}");
+    assert!(
+        !again.contains("request #"),
+        "a finished agent asked again: {again}"
+    );
+
     // No deploy ran twice: the world logged each at most once, and the ledger claimed each
     // once (one `begin`); a committed deploy happened exactly once.
     let ledger = SqliteLedger::open(dir.db("agent.db")).unwrap();

@@ -9,8 +9,8 @@
 mod session_driver;
 
 use compaction::anthropic::{
-    check_anthropic, to_anthropic, AnthropicCaching, AnthropicRequest, AnthropicResponse,
-    CacheControl, ContentBlock, SystemBlock,
+    check_anthropic, to_anthropic, AnthropicCaching, AnthropicError, AnthropicRequest,
+    AnthropicResponse, CacheControl, ContentBlock, SystemBlock, MIN_THINKING_BUDGET,
 };
 use compaction::cache::{AnthropicCacheModel, AnthropicCacheRules, CacheTtl};
 use compaction::session::{Session, SessionRequest};
@@ -555,4 +555,35 @@ fn a_reply_carrying_a_breakpoint_in_its_thinking_is_refused_and_the_session_goes
     let thinking = &body["messages"][1]["content"][0];
     assert_eq!(thinking["type"], "thinking");
     assert!(thinking.get("cache_control").is_none(), "{thinking}");
+}
+
+/// Extended thinking is a request-builder option: `with_thinking` sets the documented
+/// `{"type": "enabled", "budget_tokens": N}`, and a budget the provider refuses (below 1,024,
+/// or not below `max_tokens`) is an error before anything is sent.
+#[test]
+fn thinking_is_a_request_option_checked_before_sending() {
+    let mut session = opened("thinking-agent");
+    session.push(Message::user("Plan the migration."));
+    let request = session.next_request_blocking().unwrap();
+    let wire = request
+        .anthropic_request("claude-sonnet-4-5", 8_000)
+        .unwrap();
+    assert!(wire.thinking.is_none(), "off unless asked");
+    let thinking = wire.clone().with_thinking(2_048).unwrap();
+    assert_eq!(
+        thinking.thinking,
+        Some(json!({"type": "enabled", "budget_tokens": 2048}))
+    );
+    let sent = serde_json::to_value(&thinking).unwrap();
+    assert_eq!(sent["thinking"]["budget_tokens"], 2048);
+    for budget in [0, 1_023, 8_000, 9_000] {
+        match wire.clone().with_thinking(budget) {
+            Err(AnthropicError::ThinkingBudget {
+                budget_tokens,
+                max_tokens: 8_000,
+            }) => assert_eq!(budget_tokens, budget),
+            other => panic!("budget {budget}: {other:?}"),
+        }
+    }
+    assert!(wire.with_thinking(MIN_THINKING_BUDGET).is_ok());
 }

@@ -21,6 +21,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use wire::{answered, object_arguments, text};
 
+mod session_driver;
 mod wire;
 
 const OUTPUT: &str = include_str!("../fixtures/openai/responses_output.json");
@@ -74,6 +75,62 @@ fn a_recorded_response_becomes_our_assistant_turn_with_its_reasoning_unchanged()
         r#"{"path": "tests/math.rs", "max_bytes": 123456789012345678901234567890}"#
     );
     assert!(sent[2].get("id").is_none(), "the fc_ item id is not kept");
+}
+
+/// `push_response` takes a Responses reply as it comes (no conversion of the caller's): its
+/// output items become the assistant turn, reasoning kept; a reply whose calls come before
+/// more turns, or with nothing in it, is refused and nothing is pushed.
+#[test]
+fn push_response_takes_a_responses_reply_whole_or_not_at_all() {
+    use compaction::openai::async_openai::types::responses::Response;
+    use compaction::session::{ResponseProblem, Session, SessionError};
+    use compaction::{MemoryLedger, MemoryStore};
+    let mut session = Session::builder("responses-agent")
+        .compactor(session_driver::compactor(8_000))
+        .store(MemoryStore::new())
+        .ledger(MemoryLedger::new())
+        .open_blocking(session_driver::fresh_agent)
+        .unwrap();
+    session.push(Message::user("Why does the test fail?"));
+    session.next_request_blocking().unwrap();
+    // The recorded reply's `usage` is OpenAI's documented example, not async-openai's shape
+    // (the client drops it the same way).
+    let response = |mut json: Value| -> Response {
+        json.as_object_mut().unwrap().remove("usage");
+        serde_json::from_value(json).unwrap()
+    };
+    let reply = response(serde_json::from_str(OUTPUT).unwrap());
+    let before = session.transcript().len();
+
+    // Calls, then a message after them: two turns, the first with calls. Refused whole.
+    let mut late: Value = serde_json::from_str(OUTPUT).unwrap();
+    let text = json!({"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": "Reading it.", "annotations": []}]});
+    late["output"].as_array_mut().unwrap().push(text);
+    let late = response(late);
+    match session.push_response(&late) {
+        Err(SessionError::InvalidResponse {
+            problem: ResponseProblem::CallsBeforeMore { call_ids },
+        }) => assert_eq!(call_ids, ["call_X3yHh2N1d5cKqLq1v3rVdA9m"]),
+        other => panic!("{other:?}"),
+    }
+    let mut empty: Value = serde_json::from_str(OUTPUT).unwrap();
+    empty["output"] = json!([]);
+    let empty = response(empty);
+    assert!(matches!(
+        session.push_response(empty),
+        Err(SessionError::Response(_))
+    ));
+    assert_eq!(session.transcript().len(), before, "nothing pushed");
+
+    session.push_response(&reply).unwrap();
+    let pushed = session.transcript().messages().last().unwrap();
+    assert_eq!(pushed, &from_responses_output(&reply.output).unwrap()[0]);
+    assert_eq!(pushed.opaque[0].kind(), OpaqueKind::OpenAiReasoning);
+    assert_eq!(
+        session.pending_calls()[0].id,
+        "call_X3yHh2N1d5cKqLq1v3rVdA9m"
+    );
 }
 
 #[test]

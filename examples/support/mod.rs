@@ -7,7 +7,7 @@
 
 use compaction::pointer_tool::RESOLVE_POINTER;
 use compaction::{Message, Role, ToolCall};
-use compaction_fixtures::openai_server::{FakeOpenAi, RecordedRequest, Reply};
+use compaction_fixtures::openai_server::{anthropic_sse, FakeOpenAi, RecordedRequest, Reply};
 use serde_json::{json, Value};
 use std::error::Error;
 use std::io::Write;
@@ -189,14 +189,17 @@ fn render(request: &RecordedRequest, reply: Message) -> Reply {
         "/v1/messages" => {
             let content = compaction::anthropic::to_anthropic(&[reply])
                 .map(|c| c.messages[0].content.clone());
-            Reply::Raw(
-                json!({
-                    "id": "msg_loopback", "type": "message", "role": "assistant",
-                    "model": "loopback", "content": content.unwrap_or_default(),
-                    "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1},
-                })
-                .to_string(),
-            )
+            let whole = json!({
+                "id": "msg_loopback", "type": "message", "role": "assistant",
+                "model": "loopback", "content": content.unwrap_or_default(),
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            });
+            // A streamed request gets the same reply as its event stream.
+            match request.json()["stream"].as_bool() {
+                Some(true) => Reply::Sse(anthropic_sse(&whole)),
+                _ => Reply::Raw(whole.to_string()),
+            }
         }
         "/v1/responses" => {
             let first = reply

@@ -15,7 +15,7 @@ use compaction::anthropic::AnthropicClient;
 use compaction::openai::OpenAiClient;
 use compaction::session::{Session, SessionRequest};
 use compaction::Message;
-use compaction_fixtures::openai_server::{FakeOpenAi, Reply};
+use compaction_fixtures::openai_server::{anthropic_sse, FakeOpenAi, Reply};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -256,60 +256,9 @@ fn anthropic_json(reply: &Message) -> Value {
     })
 }
 
-/// `reply` as Anthropic's event stream (content_block_start, deltas, stop, per block).
+/// `reply` as Anthropic's event stream (the facade's test server's rendering).
 fn anthropic_stream(reply: &Message) -> String {
-    let mut out = String::new();
-    let mut event = |name: &str, data: Value| {
-        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
-    };
-    event(
-        "message_start",
-        json!({"type": "message_start", "message": {"id": "msg_sim", "type": "message",
-            "role": "assistant", "model": "sim-model", "content": [], "stop_reason": null,
-            "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 0}}}),
-    );
-    for (index, block) in anthropic_blocks(reply).into_iter().enumerate() {
-        let (start, deltas) = match block["type"].as_str() {
-            Some("thinking") => (
-                json!({"type": "thinking", "thinking": "", "signature": ""}),
-                vec![
-                    json!({"type": "thinking_delta", "thinking": block["thinking"]}),
-                    json!({"type": "signature_delta", "signature": block["signature"]}),
-                ],
-            ),
-            Some("text") => (
-                json!({"type": "text", "text": ""}),
-                vec![json!({"type": "text_delta", "text": block["text"]})],
-            ),
-            _ => (
-                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
-                vec![
-                    json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
-                ],
-            ),
-        };
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": start}),
-        );
-        for delta in deltas {
-            event(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": index, "delta": delta}),
-            );
-        }
-        event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": index}),
-        );
-    }
-    event(
-        "message_delta",
-        json!({"type": "message_delta", "delta": {"stop_reason": stop_reason(reply),
-            "stop_sequence": null}, "usage": {"output_tokens": 1}}),
-    );
-    event("message_stop", json!({"type": "message_stop"}));
-    out
+    anthropic_sse(&anthropic_json(reply))
 }
 
 /// `reply` as an OpenAI chat completion's message (no thinking: the chat wire has none).

@@ -80,6 +80,66 @@ fn a_fresh_session_counts_its_sequence_and_resumes_on_sqlite() {
     assert_eq!(again.sequence(), 3, "the sequence goes on after a restart");
 }
 
+/// `finish` makes the last reply durable without a request: a re-run resumes after it,
+/// awaiting the user, where without it the reply is lost and the model is asked again.
+#[test]
+fn finish_makes_the_last_reply_durable_so_a_rerun_asks_nothing() {
+    for finished in [true, false] {
+        let (store, ledger) = (MemoryStore::new(), MemoryLedger::new());
+        let mut s = session("agent-1", &store, &ledger).unwrap();
+        s.push(Message::user("summarize the release"));
+        s.next_request_blocking().unwrap();
+        s.push_response(Message::assistant("Released 1.2: three fixes."))
+            .unwrap();
+        if finished {
+            s.finish_blocking().unwrap();
+            assert_eq!(s.sequence(), 2);
+            // Pending calls: refused like a request, nothing saved.
+            s.push(Message::user("and deploy it"));
+            s.next_request_blocking().unwrap();
+            s.push_response(Message::assistant_with_tools(
+                "",
+                vec![deploy_call("d1", "k")],
+            ))
+            .unwrap();
+            assert!(matches!(
+                s.finish_blocking(),
+                Err(SessionError::CallsPending { .. })
+            ));
+            assert_eq!(s.sequence(), 3);
+        }
+        drop(s);
+        let resumed = session("agent-1", &store, &ledger).unwrap();
+        let said: Vec<&str> = resumed
+            .transcript()
+            .messages()
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        if finished {
+            assert!(said.contains(&"Released 1.2: three fixes."), "{said:?}");
+            assert_eq!(resumed.resumed_from(), Some(3));
+        } else {
+            assert!(
+                !resumed.awaiting_user(),
+                "without finish the reply is not durable"
+            );
+            assert_eq!(said.last(), Some(&"summarize the release"));
+        }
+    }
+    // A finished agent, resumed, awaits the user.
+    let (store, ledger) = (MemoryStore::new(), MemoryLedger::new());
+    let mut s = session("agent-2", &store, &ledger).unwrap();
+    s.push(Message::user("hello"));
+    s.next_request_blocking().unwrap();
+    s.push_response(Message::assistant("hi")).unwrap();
+    s.finish_blocking().unwrap();
+    drop(s);
+    let resumed = session("agent-2", &store, &ledger).unwrap();
+    assert!(resumed.awaiting_user());
+    assert_eq!(last_content(&resumed), "hi");
+}
+
 #[test]
 fn a_request_waits_for_every_call_and_a_response_is_the_models() {
     let (mut s, _, _) = with_calls(vec![

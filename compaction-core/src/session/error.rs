@@ -272,6 +272,14 @@ pub enum ResponseProblem {
     /// The reply carries a `tool_call_id` (only a tool result may).
     #[error("the model's message carries a tool_call_id (only a tool result may)")]
     CallIdOnReply,
+    /// A reply of several assistant turns (a Responses API output with text or reasoning after
+    /// its calls) whose calls are not in its last turn: they would wait for results while the
+    /// reply goes on.
+    #[error("the reply calls {call_ids:?} and then goes on with another turn")]
+    CallsBeforeMore {
+        /// The calls of the earlier turn.
+        call_ids: Vec<String>,
+    },
 }
 
 impl ResponseProblem {

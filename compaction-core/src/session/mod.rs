@@ -279,6 +279,22 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     pub fn next_request_blocking(&mut self) -> Result<SessionRequest, SessionError> {
         block_on(self.next_request())
     }
+
+    /// Makes what was pushed since the last request durable without asking the model again:
+    /// call it when the agent is done (its last reply pushed), so that running it again
+    /// resumes after that reply ([`awaiting_user`](Self::awaiting_user) is then true) instead
+    /// of sending the last request once more. It saves the checkpoint
+    /// [`next_request`](Self::next_request) would (the same compaction, fence and ledger
+    /// records, the same errors, nothing changed on an error) and sends nothing: the request
+    /// it planned is dropped, and a later `next_request` counts its reused prefix against it.
+    pub async fn finish(&mut self) -> Result<(), SessionError> {
+        self.next_request().await.map(drop)
+    }
+
+    /// [`finish`](Self::finish) for synchronous callers.
+    pub fn finish_blocking(&mut self) -> Result<(), SessionError> {
+        block_on(self.finish())
+    }
 }
 
 impl<S: HasTranscript> Session<S> {
@@ -361,16 +377,35 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// without an id or with one already used, calls of the last message still waiting); in
     /// both cases nothing is pushed.
     pub fn push_response(&mut self, response: impl ModelResponse) -> Result<(), SessionError> {
-        let mut message = response.into_message()?;
-        if message.role != Role::Assistant {
-            return Err(SessionError::NotAResponse { role: message.role });
+        let mut messages = response.into_messages()?;
+        if messages.is_empty() {
+            return Err(SessionError::Response(
+                "a reply with no message in it".into(),
+            ));
         }
-        turn::check_response(self.state.transcript(), &message)
-            .map_err(|problem| SessionError::InvalidResponse { problem })?;
-        if let Some(map) = &self.effect_calls {
-            effect::link_effects(&mut message, &**map);
+        // Every message is checked before any is pushed: the transcript only grows, so a
+        // reply is taken whole or not at all. Only the last may call tools (the calls of an
+        // earlier one would wait for results the reply itself does not hold).
+        let last = messages.len().saturating_sub(1);
+        for (at, message) in messages.iter().enumerate() {
+            if message.role != Role::Assistant {
+                return Err(SessionError::NotAResponse { role: message.role });
+            }
+            turn::check_response(self.state.transcript(), message)
+                .map_err(|problem| SessionError::InvalidResponse { problem })?;
+            if at < last && !message.tool_calls.is_empty() {
+                let problem = ResponseProblem::CallsBeforeMore {
+                    call_ids: message.tool_calls.iter().map(|c| c.id.clone()).collect(),
+                };
+                return Err(SessionError::InvalidResponse { problem });
+            }
         }
-        self.push(message);
+        for mut message in messages.drain(..) {
+            if let Some(map) = &self.effect_calls {
+                effect::link_effects(&mut message, &**map);
+            }
+            self.push(message);
+        }
         Ok(())
     }
 

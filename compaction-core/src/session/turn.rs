@@ -9,12 +9,22 @@ use std::collections::HashSet;
 /// What [`Session::push_response`](crate::session::Session::push_response) takes: the model's
 /// response as our [`Message`], or, with the `openai-types` feature, async-openai's chat
 /// completion (`CreateChatCompletionResponse`: its first choice) or its message
-/// (`ChatCompletionResponseMessage`), and with `anthropic-types` a Messages API reply
-/// (`compaction::anthropic::AnthropicResponse`), by value or by reference.
+/// (`ChatCompletionResponseMessage`), with `openai-responses` a Responses API reply
+/// (`async_openai::types::responses::Response`: its `output`), and with `anthropic-types` a
+/// Messages API reply (`compaction::anthropic::AnthropicResponse`), by value or by reference.
 pub trait ModelResponse {
     /// The response as our message (what our messages cannot carry is
     /// [`SessionError::Response`]).
     fn into_message(self) -> Result<Message, SessionError>;
+
+    /// The response as our messages, in order: one, but for a reply whose items make several
+    /// assistant turns (a Responses API output with text or reasoning after its calls).
+    fn into_messages(self) -> Result<Vec<Message>, SessionError>
+    where
+        Self: Sized,
+    {
+        Ok(vec![self.into_message()?])
+    }
 }
 
 impl ModelResponse for Message {

@@ -60,6 +60,18 @@ pub enum AnthropicError {
         /// What it holds.
         what: String,
     },
+    /// [`AnthropicRequest::with_thinking`](crate::anthropic::AnthropicRequest::with_thinking)
+    /// was given a budget the provider refuses: below 1,024 tokens, or not below `max_tokens`.
+    #[error(
+        "extended thinking needs budget_tokens of at least 1024 and below max_tokens \
+         ({max_tokens}): got {budget_tokens}; raise max_tokens or lower the budget"
+    )]
+    ThinkingBudget {
+        /// The budget given.
+        budget_tokens: u32,
+        /// The request's `max_tokens`.
+        max_tokens: u32,
+    },
     /// The request carries more cache breakpoints of the caller's own than the provider
     /// allows (on tool definitions, or in thinking or raw blocks, which the library neither
     /// places nor clears); the library's own give way to the caller's up to that limit.

@@ -47,5 +47,5 @@ pub use crate::model_calls::anthropic_client::{AnthropicClient, AnthropicClientE
 pub use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
-    CacheControl, ContentBlock, SystemBlock, ToolResultContent,
+    CacheControl, ContentBlock, SystemBlock, ToolResultContent, MIN_THINKING_BUDGET,
 };

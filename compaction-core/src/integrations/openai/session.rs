@@ -44,6 +44,40 @@ impl ModelResponse for CreateChatCompletionResponse {
     }
 }
 
+/// A Responses API reply: its `output` as [`from_responses_output`] reads it (reasoning items
+/// kept to be replayed unchanged), usually one assistant message; what it cannot carry is
+/// [`SessionError::Response`].
+///
+/// [`from_responses_output`]: crate::integrations::openai::responses::from_responses_output
+#[cfg(feature = "openai-responses")]
+impl ModelResponse for &async_openai::types::responses::Response {
+    fn into_message(self) -> Result<Message, SessionError> {
+        let mut messages = self.into_messages()?;
+        match messages.len() {
+            1 => Ok(messages.remove(0)),
+            n => Err(SessionError::Response(
+                format!("a Responses output of {n} assistant turns: push the reply itself").into(),
+            )),
+        }
+    }
+
+    fn into_messages(self) -> Result<Vec<Message>, SessionError> {
+        crate::integrations::openai::responses::from_responses_output(&self.output)
+            .map_err(|e| SessionError::Response(Box::new(e)))
+    }
+}
+
+#[cfg(feature = "openai-responses")]
+impl ModelResponse for async_openai::types::responses::Response {
+    fn into_message(self) -> Result<Message, SessionError> {
+        (&self).into_message()
+    }
+
+    fn into_messages(self) -> Result<Vec<Message>, SessionError> {
+        (&self).into_messages()
+    }
+}
+
 impl SessionRequest {
     /// The request as async-openai chat completion messages (as
     /// [`Compacted::openai_messages`](crate::Compacted::openai_messages): provider-opaque
