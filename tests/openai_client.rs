@@ -289,3 +289,63 @@ fn a_session_requests_tokens_bound_its_responses_body_with_tools() {
     // The bound held across compaction points, not only on whole transcripts.
     assert!(compacted > 0, "the session never compacted");
 }
+
+const CHAT_SSE: &str = include_str!("../fixtures/openai/chat_stream_tool_calls.sse");
+const CHAT_JSON: &str = include_str!("../fixtures/openai/chat_stream_tool_calls.json");
+
+/// `chat_stream` sends `"stream": true` (and asks for the usage chunk), assembles the chunks
+/// into the completion `chat` returns, and makes a stream that broke or ended early again from
+/// the start; an error object in the stream is final, its text without the key.
+#[test]
+fn chat_stream_assembles_what_chat_returns_and_retries_a_cut_stream() {
+    use compaction::openai::async_openai::types::chat::CreateChatCompletionResponse;
+    // The recorded completion read as async-openai's type (as `chat` would), without its
+    // `usage` (OpenAI's example's shape is not async-openai's).
+    let mut recorded: serde_json::Value = serde_json::from_str(CHAT_JSON).unwrap();
+    recorded.as_object_mut().unwrap().remove("usage");
+    let recorded: CreateChatCompletionResponse = serde_json::from_value(recorded).unwrap();
+    let recorded = serde_json::to_value(&recorded).unwrap();
+    let server = FakeOpenAi::start([
+        Reply::rate_limited("0"),
+        Reply::Sse(CHAT_SSE[..CHAT_SSE.len() / 2].to_owned()),
+        Reply::Sse(CHAT_SSE.to_owned()),
+    ])
+    .unwrap();
+    let reply = block_on(client(&server).chat_stream(&body())).unwrap();
+    let reply = serde_json::to_value(&reply).unwrap();
+    assert_eq!(reply["choices"], recorded["choices"]);
+    assert_eq!(reply["id"], recorded["id"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "a 429, a cut stream, then the whole one");
+    let sent = requests[2].json();
+    assert_eq!(sent["stream"], true);
+    assert_eq!(sent["stream_options"], json!({"include_usage": true}));
+    assert_eq!(sent["messages"], body()["messages"]);
+
+    // Every attempt cut: the last error, retryable.
+    let cut = Reply::Sse(CHAT_SSE[..CHAT_SSE.len() / 3].to_owned());
+    let server = FakeOpenAi::start(vec![cut; 4]).unwrap();
+    let error = block_on(client(&server).chat_stream(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Stream { .. }),
+        "{error:?}"
+    );
+    assert!(error.is_retryable());
+    assert_eq!(server.request_count(), 4);
+
+    // The server's error object in the stream, echoing the key: final, the key scrubbed.
+    let first = CHAT_SSE.split("\n\n").next().unwrap();
+    let echo = format!(
+        "{first}\n\ndata: {}\n\n",
+        json!({"error": {"message": format!("bad key {KEY}"), "type": "invalid_request_error"}})
+    );
+    let server = FakeOpenAi::start([Reply::Sse(echo), Reply::Sse(CHAT_SSE.to_owned())]).unwrap();
+    let error = block_on(client(&server).chat_stream(&body())).unwrap_err();
+    assert!(
+        matches!(error, OpenAiClientError::Stream { .. }),
+        "{error:?}"
+    );
+    assert!(!error.is_retryable());
+    assert!(!format!("{error} {error:?}").contains(KEY), "{error:?}");
+    assert_eq!(server.request_count(), 1);
+}

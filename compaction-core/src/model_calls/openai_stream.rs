@@ -67,6 +67,14 @@ pub enum ChatStreamError {
     },
 }
 
+impl ChatStreamError {
+    /// Whether the same request, made again, may well succeed: a stream that ended early (a
+    /// cut connection). Everything else is the stream's content and fails the same way again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, ChatStreamError::Incomplete { .. })
+    }
+}
+
 /// Assembles OpenAI chat completion chunks into the completion the same request without
 /// `stream` returns, for [`Session::push_response`](crate::Session::push_response).
 ///
@@ -93,7 +101,7 @@ pub enum ChatStreamError {
 /// assert_eq!(call.function.arguments, r#"{"path": "a.rs"}"#); // the fragments, byte for byte
 /// # Ok::<(), compaction::openai::ChatStreamError>(())
 /// ```
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ChatStreamAssembler {
     sse: SseDecoder,
     head: Option<Head>,
@@ -103,6 +111,18 @@ pub struct ChatStreamAssembler {
     /// Raw bytes were pushed: the stream must end with `[DONE]`.
     framed: bool,
     failed: Option<ChatStreamError>,
+    /// What every error's text goes through (a client's holds its key).
+    text: ErrorText,
+}
+
+impl std::fmt::Debug for ChatStreamAssembler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatStreamAssembler")
+            .field("choices", &self.choices.len())
+            .field("done", &self.done)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -135,6 +155,15 @@ impl ChatStreamAssembler {
     /// An assembler waiting for the first chunk.
     pub fn new() -> Self {
         ChatStreamAssembler::default()
+    }
+
+    /// An assembler whose errors never hold a client's secrets (`OpenAiClient::chat_stream`).
+    #[cfg_attr(not(feature = "openai"), allow(dead_code))]
+    pub(crate) fn scrubbing(text: ErrorText) -> Self {
+        ChatStreamAssembler {
+            text,
+            ..ChatStreamAssembler::default()
+        }
     }
 
     /// Reads the next bytes of the server-sent-event stream (`data: {chunk}` events, then
@@ -241,8 +270,10 @@ impl ChatStreamAssembler {
                     .ok()
                     .and_then(|v| v.get("error").map(|e| e.to_string()));
                 let reason = match error {
-                    Some(error) => format!("the server sent an error: {}", short(&error)),
-                    None => short(&e.to_string()),
+                    Some(error) => {
+                        format!("the server sent an error: {}", self.text.excerpt(&error))
+                    }
+                    None => self.text.excerpt(&e.to_string()),
                 };
                 ChatStreamError::BadChunk { reason }
             })?;
@@ -256,8 +287,8 @@ impl ChatStreamAssembler {
         match &self.head {
             Some(head) if head.id != chunk.id => {
                 return Err(ChatStreamError::MixedStreams {
-                    expected: short(&head.id),
-                    found: short(&chunk.id),
+                    expected: self.text.excerpt(&head.id),
+                    found: self.text.excerpt(&chunk.id),
                 })
             }
             Some(_) => {}
@@ -386,10 +417,4 @@ impl Choice {
             logprobs: self.logprobs,
         }
     }
-}
-
-/// The start of a server's text, for an error value: through the one function every error
-/// text from a server's bytes takes (this assembler holds no key, so it only cuts).
-fn short(text: &str) -> String {
-    ErrorText::default().excerpt(text)
 }

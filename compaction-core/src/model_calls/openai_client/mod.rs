@@ -3,12 +3,14 @@
 //! retries of 429, 5xx and refused connections, honouring `retry-after`. The summarizers' call
 //! made public for the agent's own turn, so a template needs no HTTP code of its own.
 
-use crate::integrations::http::client::Transport;
-use crate::integrations::http::guard::insecure_host;
-use crate::integrations::http::retry::{error_message, with_retries, Attempt};
+mod attempt;
+mod error;
+
+pub use error::OpenAiClientError;
+
 use crate::integrations::http::summary::env;
-use crate::integrations::http::wait::retry_after;
 use crate::model_calls::client::{on_runtime, ClientCore};
+use crate::model_calls::openai_client::attempt::{call, call_chat_stream};
 use async_openai::types::chat::CreateChatCompletionResponse;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -125,6 +127,32 @@ impl OpenAiClient {
         self.post("/chat/completions", request).await
     }
 
+    /// Posts `request` with `"stream": true` (and `stream_options.include_usage`, unless the
+    /// request sets its own) to `{base_url}/chat/completions` and returns the completion its
+    /// chunks make, the same [`chat`](Self::chat) returns (see
+    /// [`ChatStreamAssembler`](crate::openai::ChatStreamAssembler)). Nothing is handed out
+    /// before the whole reply, so a stream that broke or ended early is made again from the
+    /// start, within the same retries as a 429 or 5xx.
+    pub async fn chat_stream(
+        &self,
+        request: &impl Serialize,
+    ) -> Result<CreateChatCompletionResponse, OpenAiClientError> {
+        let transport = |reason: String| OpenAiClientError::Transport { reason };
+        let mut body = serde_json::to_value(request)
+            .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
+        let Some(fields) = body.as_object_mut() else {
+            return Err(transport("the request is not a JSON object".into()));
+        };
+        fields.insert("stream".into(), serde_json::Value::Bool(true));
+        fields
+            .entry("stream_options")
+            .or_insert_with(|| serde_json::json!({"include_usage": true}));
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
+        let url = format!("{}/chat/completions", self.core.settings.base_url);
+        on_runtime(call_chat_stream(self.core.clone(), url, body), transport).await
+    }
+
     /// Posts `request` (a Responses API request: async-openai's `CreateResponse` or JSON) to
     /// `{base_url}/responses` and returns the response; its `output` becomes our messages with
     /// [`from_responses_output`](crate::openai::from_responses_output).
@@ -147,147 +175,6 @@ impl OpenAiClient {
             .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
         let url = format!("{}{path}", self.core.settings.base_url);
         on_runtime(call::<T>(self.core.clone(), url, body), transport).await
-    }
-}
-
-/// One call: its attempts, retried as the settings say.
-async fn call<T: DeserializeOwned>(
-    core: ClientCore<()>,
-    url: String,
-    body: Vec<u8>,
-) -> Result<T, OpenAiClientError> {
-    let settings = &core.settings;
-    let key = Some(settings.api_key.as_str()).filter(|k| !k.is_empty());
-    if key.is_some() {
-        // Checked before any connection: the key never goes in the clear to a host not trusted.
-        if let Some(host) = insecure_host(&url, &settings.insecure_http_hosts) {
-            return Err(OpenAiClientError::InsecureTransport { host });
-        }
-    }
-    let client = core
-        .connection()
-        .map_err(|reason| OpenAiClientError::Transport { reason })?;
-    let mut headers = Vec::new();
-    if let Some(key) = key {
-        headers.push(("authorization", format!("Bearer {key}")));
-    }
-    let attempt = || async {
-        let answer = match client.post_json(&url, &headers, body.clone()).await {
-            Ok(answer) => answer,
-            Err(Transport::Connect(reason)) => {
-                let server = settings.base_url.clone();
-                let reason = settings.error_text().excerpt(&reason);
-                return Attempt::Transient(OpenAiClientError::Connect { server, reason }, None);
-            }
-            Err(Transport::Timeout) => {
-                let after = client.timeout();
-                return Attempt::Fatal(OpenAiClientError::Timeout { after });
-            }
-            Err(Transport::Other(reason)) => {
-                let reason = settings.error_text().excerpt(&reason);
-                return Attempt::Fatal(OpenAiClientError::Transport { reason });
-            }
-        };
-        let text = String::from_utf8_lossy(&answer.body);
-        if !(200..300).contains(&answer.status) {
-            let error = OpenAiClientError::Http {
-                status: answer.status,
-                message: settings.error_text().excerpt(&error_message(&text)),
-            };
-            return match answer.status == 429 || (500..600).contains(&answer.status) {
-                true => Attempt::Transient(error, retry_after(&answer.headers)),
-                false => Attempt::Fatal(error),
-            };
-        }
-        let reply = serde_json::from_str::<T>(&text);
-        match reply.map_err(|e| (without_usage(&text), e)) {
-            Ok(reply) | Err((Some(reply), _)) => Attempt::Answer(reply),
-            Err((None, e)) => {
-                let body = settings.error_text().excerpt(&format!("{e}: {text}"));
-                Attempt::Fatal(OpenAiClientError::Malformed { body })
-            }
-        }
-    };
-    with_retries(settings.max_retries, settings.max_backoff, attempt).await
-}
-
-/// The reply of `text` read without its `usage` block, when only that block was in another
-/// shape than async-openai's (a compatible server's, or OpenAI's documented examples without
-/// `input_tokens_details`): the bill's details are not a reason to lose the model's reply.
-fn without_usage<T: DeserializeOwned>(text: &str) -> Option<T> {
-    let mut reply: serde_json::Value = serde_json::from_str(text).ok()?;
-    reply.as_object_mut()?.remove("usage")?;
-    serde_json::from_value(reply).ok()
-}
-
-/// Why [`OpenAiClient::chat`] or `OpenAiClient::responses` gave no reply. No variant,
-/// message or `Debug` output ever holds the API key: a server that echoes it back has it
-/// replaced by `<api key>`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum OpenAiClientError {
-    /// The key would go over plain `http://` to a host neither loopback nor opted in: nothing
-    /// was sent.
-    #[error(
-        "refusing to send the API key over plain http to `{host}`: use https, or opt the host \
-         in with .allow_insecure_http_to(\"{host}\") if its network is trusted"
-    )]
-    InsecureTransport {
-        /// The host the URL names.
-        host: String,
-    },
-    /// The server answered with an error status (after the retries, for 429 and 5xx).
-    #[error("the server answered {status}: {message}")]
-    Http {
-        /// The HTTP status.
-        status: u16,
-        /// The provider's error type and message, else the start of the body.
-        message: String,
-    },
-    /// No connection could be made, after the retries (nothing was sent).
-    #[error("cannot connect to {server}: {reason}")]
-    Connect {
-        /// The base URL.
-        server: String,
-        /// Why.
-        reason: String,
-    },
-    /// The call took longer than the client's timeout (not retried: the request may have
-    /// been read).
-    #[error("no whole answer within {after:?}")]
-    Timeout {
-        /// The timeout.
-        after: Duration,
-    },
-    /// The exchange broke another way (a connection closed mid-request, an answer too
-    /// large); not retried.
-    #[error("HTTP error: {reason}")]
-    Transport {
-        /// Why.
-        reason: String,
-    },
-    /// A 2xx answer that is not the reply asked for.
-    #[error("the answer is not a reply of this API: {body}")]
-    Malformed {
-        /// What is wrong, with the start of the body.
-        body: String,
-    },
-}
-
-impl OpenAiClientError {
-    /// Whether the same call, made again later, may well succeed: a 429 or 5xx after the
-    /// client's own retries, no connection, a timeout (not retried by the client: the request
-    /// may have been read, and a model call costs). `false` for what fails the same way again:
-    /// an insecure URL, another 4xx, an answer that is not a reply, an exchange that broke
-    /// otherwise. docs/models.md has the table of what to do for each.
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            OpenAiClientError::Http { status, .. } => *status == 429 || *status >= 500,
-            OpenAiClientError::Connect { .. } | OpenAiClientError::Timeout { .. } => true,
-            OpenAiClientError::InsecureTransport { .. }
-            | OpenAiClientError::Transport { .. }
-            | OpenAiClientError::Malformed { .. } => false,
-        }
     }
 }
 
