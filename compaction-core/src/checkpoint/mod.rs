@@ -17,6 +17,7 @@ mod transcript_record;
 mod typed;
 mod verify;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use backend::{check_agent_id, check_parent};
 pub use backend::{CheckpointError, CheckpointStore, TakenEpoch};
 pub use compacted::Compacted;

@@ -15,11 +15,11 @@ use serde::de::DeserializeOwned;
 
 type Outcome<T> = Attempt<T, OpenAiClientError>;
 
+/// The headers of every request (the key as a bearer token, when there is one).
+type Headers = Vec<(&'static str, String)>;
+
 /// The client, its headers and the URL checked, before the first attempt.
-fn prepare(
-    core: &ClientCore<()>,
-    url: &str,
-) -> Result<(HttpsClient, Vec<(&'static str, String)>), OpenAiClientError> {
+fn prepare(core: &ClientCore<()>, url: &str) -> Result<(HttpsClient, Headers), OpenAiClientError> {
     let settings = &core.settings;
     let key = Some(settings.api_key.as_str()).filter(|k| !k.is_empty());
     if key.is_some() {
