@@ -28,6 +28,7 @@ mod rules;
 mod session;
 #[cfg(feature = "anthropic")]
 mod summarizer;
+mod thinking;
 mod tool;
 pub(crate) mod wire;
 
@@ -45,7 +46,8 @@ pub use tool::resolve_pointer_anthropic_tool;
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub use crate::model_calls::anthropic_client::{AnthropicClient, AnthropicClientError};
 pub use crate::model_calls::anthropic_stream::{AnthropicStreamError, StreamAssembler};
+pub use thinking::MIN_THINKING_BUDGET;
 pub use wire::{
     AnthropicMessage, AnthropicRequest, AnthropicResponse, AnthropicRole, AnthropicUsage,
-    CacheControl, ContentBlock, SystemBlock, ToolResultContent, MIN_THINKING_BUDGET,
+    CacheControl, ContentBlock, SystemBlock, ToolResultContent,
 };
