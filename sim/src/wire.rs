@@ -1,7 +1,8 @@
 //! The model behind the library's own HTTP clients (feature `http`): the scripted model's reply
 //! goes out from a loopback server (the facade's test server, `compaction-fixtures`) in the
 //! run's wire, Anthropic's Messages API (whole or streamed) or OpenAI's chat completions, and
-//! comes back through `AnthropicClient::send` / `stream` or `OpenAiClient::chat`. In the fault
+//! comes back through `AnthropicClient::send` / `stream` or `OpenAiClient::chat` /
+//! `chat_stream`. In the fault
 //! window the server first answers what the fault plan says: a 429 or 529 with any
 //! `retry-after` (huge, negative, not a number), a 401 that echoes the API key, a stream cut at
 //! any byte, an `error` event mid-stream that echoes the key, malformed SSE or JSON.
@@ -111,13 +112,12 @@ impl ModelServer {
         reply: &Message,
         anthropic: bool,
     ) -> Result<WireReply, WireError> {
-        let stream = anthropic && faults.draw(2) == 0;
-        let good = if !anthropic {
-            Reply::Message(openai_message(reply))
-        } else if stream {
-            Reply::Sse(anthropic_stream(reply))
-        } else {
-            Reply::Raw(anthropic_json(reply).to_string())
+        let stream = faults.draw(2) == 0;
+        let good = match (anthropic, stream) {
+            (true, true) => Reply::Sse(anthropic_stream(reply)),
+            (true, false) => Reply::Raw(anthropic_json(reply).to_string()),
+            (false, true) => Reply::Sse(openai_stream(reply)),
+            (false, false) => Reply::Message(openai_message(reply)),
         };
         self.server.clear_script();
         if let Some(fault) = self.fault(faults, reply, anthropic, stream) {
@@ -138,9 +138,12 @@ impl ModelServer {
                 .map_err(|e| WireError::of(&e))
         } else {
             let wire = request.openai_chat_request("sim-model");
-            self.openai
-                .chat(&wire)
-                .await
+            let answer = if stream {
+                self.openai.chat_stream(&wire).await
+            } else {
+                self.openai.chat(&wire).await
+            };
+            answer
                 .map(|r| WireReply::OpenAi(Box::new(r)))
                 .map_err(|e| WireError::of(&e))
         }
@@ -198,12 +201,24 @@ impl ModelServer {
                 headers: vec![],
             },
             4 if stream => {
-                let whole = anthropic_stream(reply);
+                let whole = match anthropic {
+                    true => anthropic_stream(reply),
+                    false => openai_stream(reply),
+                };
                 let mut at = faults.draw(whole.len() as u64) as usize;
                 while !whole.is_char_boundary(at) {
                     at -= 1;
                 }
                 Reply::Sse(whole[..at].to_owned())
+            }
+            5 if stream && !anthropic => {
+                let start = openai_stream(&Message::assistant(""));
+                let first = start.split("\n\n").next().unwrap_or_default();
+                Reply::Sse(format!(
+                    "{first}\n\ndata: {}\n\n",
+                    json!({"error": {"type": "server_error",
+                        "message": format!("upstream rejected {key} at byte {}", key.len())}})
+                ))
             }
             5 if stream => {
                 let start = anthropic_stream(&Message::assistant(""));
@@ -214,9 +229,10 @@ impl ModelServer {
                         "message": format!("upstream rejected {key} at byte {}", key.len())}})
                 ))
             }
-            6 if stream => Reply::Sse(format!(
+            6 if stream && anthropic => Reply::Sse(format!(
                 "event: message_start\ndata: {{\"type\":\n\n: {key}\n\ndata: ]]\n\n"
             )),
+            6 if stream => Reply::Sse(format!("data: {{\"id\":\n\n: {key}\n\ndata: ]]\n\n")),
             _ => Reply::Raw(format!("{{\"id\": \"msg\", \"content\": [ {key}")),
         })
     }
@@ -279,6 +295,39 @@ fn openai_message(reply: &Message) -> Value {
         message["tool_calls"] = json!(calls);
     }
     message
+}
+
+/// `reply` as OpenAI's chat completion chunks (streaming guide: a first chunk with the role
+/// and content, each tool call's start then its arguments, a last chunk with the finish
+/// reason, `data: [DONE]`).
+fn openai_stream(reply: &Message) -> String {
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let chunk = json!({"id": "chatcmpl-sim", "object": "chat.completion.chunk",
+            "created": 1, "model": "sim-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let content = (!reply.content.is_empty()).then_some(reply.content.as_str());
+    let mut out = chunk(json!({"role": "assistant", "content": content}), None);
+    for (index, call) in reply.tool_calls.iter().enumerate() {
+        out.push_str(&chunk(
+            json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}]}),
+            None,
+        ));
+        out.push_str(&chunk(
+            json!({"tool_calls": [{"index": index,
+                "function": {"arguments": call.arguments_text()}}]}),
+            None,
+        ));
+    }
+    let finish = match reply.tool_calls.is_empty() {
+        true => "stop",
+        false => "tool_calls",
+    };
+    out.push_str(&chunk(json!({}), Some(finish)));
+    out.push_str("data: [DONE]\n\n");
+    out
 }
 
 /// The API keys of the runs in this process, and every log line that held one.

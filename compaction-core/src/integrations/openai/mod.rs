@@ -39,6 +39,9 @@ pub use responses::{
 pub use responses_rules::{check_responses_input, ResponsesError, ResponsesRuleError};
 // Streamed chat completions are assembled beside the wires (`model_calls/`), re-exported here.
 pub use crate::model_calls::openai_stream::{ChatStreamAssembler, ChatStreamError};
+#[cfg(feature = "openai-responses")]
+#[cfg_attr(docsrs, doc(cfg(feature = "openai-responses")))]
+pub use crate::model_calls::responses_stream::{ResponsesStreamAssembler, ResponsesStreamError};
 #[cfg(feature = "openai")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai")))]
 pub use summarizer::{OpenAiSummarizer, DEFAULT_INSTRUCTIONS};

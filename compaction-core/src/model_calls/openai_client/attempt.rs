@@ -2,6 +2,7 @@
 //! and what each ended in (the reply, a failure worth a retry, a final error), retried as the
 //! client's settings say.
 
+use crate::integrations::error_text::ErrorText;
 use crate::integrations::http::client::{HttpsClient, Transport};
 use crate::integrations::http::guard::insecure_host;
 use crate::integrations::http::retry::{error_message, with_retries, Attempt};
@@ -9,6 +10,8 @@ use crate::integrations::http::wait::retry_after;
 use crate::model_calls::client::{ClientCore, Settings};
 use crate::model_calls::openai_client::error::OpenAiClientError;
 use crate::model_calls::openai_stream::{ChatStreamAssembler, ChatStreamError};
+#[cfg(feature = "openai-responses")]
+use crate::model_calls::responses_stream::{ResponsesStreamAssembler, ResponsesStreamError};
 use async_openai::types::chat::CreateChatCompletionResponse;
 use hyper::header::HeaderMap;
 use serde::de::DeserializeOwned;
@@ -102,14 +105,73 @@ pub(super) async fn call<T: DeserializeOwned>(
     with_retries(settings.max_retries, settings.max_backoff, attempt).await
 }
 
-/// One streamed chat completion: its attempts, each read chunk by chunk into an assembler.
-/// Nothing is handed out before the whole reply, so a stream that broke or ended early is made
-/// again from the start, within the same retries.
-pub(super) async fn call_chat_stream(
+/// A streamed reply's assembler, as the streamed call drives it.
+pub(super) trait Assemble: Sized + Send {
+    /// The reply it makes.
+    type Reply: Send;
+    /// Its error.
+    type Error;
+    /// An assembler whose errors go through `text`.
+    fn scrubbing(text: ErrorText) -> Self;
+    /// Reads the next bytes.
+    fn push(&mut self, bytes: &[u8]) -> Result<(), Self::Error>;
+    /// The reply, once whole.
+    fn finish(self) -> Result<Self::Reply, Self::Error>;
+    /// Whether the same request may well succeed (the stream ended early, say).
+    fn retryable(error: &Self::Error) -> bool;
+    /// The client's error for it.
+    fn error(error: Self::Error) -> OpenAiClientError;
+}
+
+impl Assemble for ChatStreamAssembler {
+    type Reply = CreateChatCompletionResponse;
+    type Error = ChatStreamError;
+    fn scrubbing(text: ErrorText) -> Self {
+        ChatStreamAssembler::scrubbing(text)
+    }
+    fn push(&mut self, bytes: &[u8]) -> Result<(), ChatStreamError> {
+        self.push_sse(bytes)
+    }
+    fn finish(self) -> Result<CreateChatCompletionResponse, ChatStreamError> {
+        ChatStreamAssembler::finish(self)
+    }
+    fn retryable(error: &ChatStreamError) -> bool {
+        error.is_retryable()
+    }
+    fn error(source: ChatStreamError) -> OpenAiClientError {
+        OpenAiClientError::Stream { source }
+    }
+}
+
+#[cfg(feature = "openai-responses")]
+impl Assemble for ResponsesStreamAssembler {
+    type Reply = async_openai::types::responses::Response;
+    type Error = ResponsesStreamError;
+    fn scrubbing(text: ErrorText) -> Self {
+        ResponsesStreamAssembler::scrubbing(text)
+    }
+    fn push(&mut self, bytes: &[u8]) -> Result<(), ResponsesStreamError> {
+        self.push_sse(bytes)
+    }
+    fn finish(self) -> Result<Self::Reply, ResponsesStreamError> {
+        ResponsesStreamAssembler::finish(self)
+    }
+    fn retryable(error: &ResponsesStreamError) -> bool {
+        error.is_retryable()
+    }
+    fn error(source: ResponsesStreamError) -> OpenAiClientError {
+        OpenAiClientError::ResponsesStream { source }
+    }
+}
+
+/// One streamed call: its attempts, each read event by event into a fresh `A`. Nothing is
+/// handed out before the whole reply, so a stream that broke, ended early or that the server
+/// ended with a server-side error is made again from the start, within the same retries.
+pub(super) async fn call_stream<A: Assemble>(
     core: ClientCore<()>,
     url: String,
     body: Vec<u8>,
-) -> Result<CreateChatCompletionResponse, OpenAiClientError> {
+) -> Result<A::Reply, OpenAiClientError> {
     let settings = &core.settings;
     let (client, headers) = prepare(&core, &url)?;
     let attempt = || async {
@@ -122,12 +184,12 @@ pub(super) async fn call_chat_stream(
             let body = answer.rest().await.unwrap_or_default();
             return error_status(settings, status, &head, &body);
         }
-        let mut assembler = ChatStreamAssembler::scrubbing(settings.error_text().clone());
+        let mut assembler = A::scrubbing(settings.error_text().clone());
         loop {
             match answer.next().await {
                 Ok(Some(bytes)) => {
-                    if let Err(source) = assembler.push_sse(&bytes) {
-                        return stream_failed(source);
+                    if let Err(source) = assembler.push(&bytes) {
+                        return stream_failed::<A>(source);
                     }
                 }
                 Ok(None) => break,
@@ -143,17 +205,16 @@ pub(super) async fn call_chat_stream(
         }
         match assembler.finish() {
             Ok(reply) => Attempt::Answer(reply),
-            Err(source) => stream_failed(source),
+            Err(source) => stream_failed::<A>(source),
         }
     };
     with_retries(settings.max_retries, settings.max_backoff, attempt).await
 }
 
-/// A stream that did not assemble: retried from the start when it may succeed (it ended
-/// early), else final.
-fn stream_failed<T>(source: ChatStreamError) -> Outcome<T> {
-    let retry = source.is_retryable();
-    let error = OpenAiClientError::Stream { source };
+/// A stream that did not assemble: retried from the start when it may succeed, else final.
+fn stream_failed<A: Assemble>(source: A::Error) -> Outcome<A::Reply> {
+    let retry = A::retryable(&source);
+    let error = A::error(source);
     if retry {
         Attempt::Transient(error, None)
     } else {

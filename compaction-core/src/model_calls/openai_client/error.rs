@@ -65,6 +65,16 @@ pub enum OpenAiClientError {
         /// Why it failed.
         source: ChatStreamError,
     },
+    /// A streamed Responses reply
+    /// ([`responses_stream`](crate::openai::OpenAiClient::responses_stream)) that did not
+    /// assemble: an event that does not read, a response that failed or ended incomplete (after
+    /// the retries, when the server's error was its own).
+    #[cfg(feature = "openai-responses")]
+    #[error("the streamed response failed: {source}")]
+    ResponsesStream {
+        /// Why it failed.
+        source: crate::model_calls::responses_stream::ResponsesStreamError,
+    },
     /// The connection broke while a stream was read, after the retries.
     #[error("the stream broke: {reason}")]
     Interrupted {
@@ -86,6 +96,8 @@ impl OpenAiClientError {
             | OpenAiClientError::Timeout { .. }
             | OpenAiClientError::Interrupted { .. } => true,
             OpenAiClientError::Stream { source } => source.is_retryable(),
+            #[cfg(feature = "openai-responses")]
+            OpenAiClientError::ResponsesStream { source } => source.is_retryable(),
             OpenAiClientError::InsecureTransport { .. }
             | OpenAiClientError::Transport { .. }
             | OpenAiClientError::Malformed { .. } => false,

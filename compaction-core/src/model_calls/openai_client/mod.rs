@@ -10,7 +10,8 @@ pub use error::OpenAiClientError;
 
 use crate::integrations::http::summary::env;
 use crate::model_calls::client::{on_runtime, ClientCore};
-use crate::model_calls::openai_client::attempt::{call, call_chat_stream};
+use crate::model_calls::openai_client::attempt::{call, call_stream};
+use crate::model_calls::openai_stream::ChatStreamAssembler;
 use async_openai::types::chat::CreateChatCompletionResponse;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -138,19 +139,29 @@ impl OpenAiClient {
         request: &impl Serialize,
     ) -> Result<CreateChatCompletionResponse, OpenAiClientError> {
         let transport = |reason: String| OpenAiClientError::Transport { reason };
-        let mut body = serde_json::to_value(request)
-            .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
-        let Some(fields) = body.as_object_mut() else {
-            return Err(transport("the request is not a JSON object".into()));
-        };
-        fields.insert("stream".into(), serde_json::Value::Bool(true));
-        fields
-            .entry("stream_options")
-            .or_insert_with(|| serde_json::json!({"include_usage": true}));
-        let body = serde_json::to_vec(&body)
-            .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
+        let body = streamed(request, true)?;
         let url = format!("{}/chat/completions", self.core.settings.base_url);
-        on_runtime(call_chat_stream(self.core.clone(), url, body), transport).await
+        let call = call_stream::<ChatStreamAssembler>(self.core.clone(), url, body);
+        on_runtime(call, transport).await
+    }
+
+    /// Posts `request` (a Responses API request) with `"stream": true` to
+    /// `{base_url}/responses` and returns the `Response` its events make, the same
+    /// [`responses`](Self::responses) returns (see
+    /// [`ResponsesStreamAssembler`](crate::openai::ResponsesStreamAssembler)). A stream that
+    /// broke, ended early, or that the server ended with a server-side error is made again from
+    /// the start, within the same retries.
+    #[cfg(feature = "openai-responses")]
+    pub async fn responses_stream(
+        &self,
+        request: &impl Serialize,
+    ) -> Result<async_openai::types::responses::Response, OpenAiClientError> {
+        use crate::model_calls::responses_stream::ResponsesStreamAssembler;
+        let transport = |reason: String| OpenAiClientError::Transport { reason };
+        let body = streamed(request, false)?;
+        let url = format!("{}/responses", self.core.settings.base_url);
+        let call = call_stream::<ResponsesStreamAssembler>(self.core.clone(), url, body);
+        on_runtime(call, transport).await
     }
 
     /// Posts `request` (a Responses API request: async-openai's `CreateResponse` or JSON) to
@@ -176,6 +187,24 @@ impl OpenAiClient {
         let url = format!("{}{path}", self.core.settings.base_url);
         on_runtime(call::<T>(self.core.clone(), url, body), transport).await
     }
+}
+
+/// `request` as a streamed call's body: `"stream": true` set, and for chat completions
+/// `stream_options.include_usage` unless the request sets its own (the usage chunk).
+fn streamed(request: &impl Serialize, usage: bool) -> Result<Vec<u8>, OpenAiClientError> {
+    let transport = |reason: String| OpenAiClientError::Transport { reason };
+    let mut body = serde_json::to_value(request)
+        .map_err(|e| transport(format!("cannot serialize the request: {e}")))?;
+    let Some(fields) = body.as_object_mut() else {
+        return Err(transport("the request is not a JSON object".into()));
+    };
+    fields.insert("stream".into(), serde_json::Value::Bool(true));
+    if usage {
+        fields
+            .entry("stream_options")
+            .or_insert_with(|| serde_json::json!({"include_usage": true}));
+    }
+    serde_json::to_vec(&body).map_err(|e| transport(format!("cannot serialize the request: {e}")))
 }
 
 #[cfg(test)]
