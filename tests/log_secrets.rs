@@ -18,7 +18,7 @@ use compaction::{
     block_on, Compacted, Compactor, EffectLedger, EffectLog, FieldOutcome, Store, Tokenizer,
 };
 use std::sync::{Mutex, Once};
-use support::capture::{Capture, Marker, Recording};
+use support::capture::{capturing, Capture, Marker, Recording};
 use support::states::{oracle_reacquirer, PropState};
 
 #[cfg(feature = "postgres")]
@@ -201,8 +201,7 @@ fn sqlite_backends_log_no_value_key_or_pointer() {
     let path = dir.join("agent.db");
     let (mut marker, state, agent) = marked();
     let tracing = Capture::default();
-    let addresses = tracing::subscriber::with_default(tracing.clone(), || {
-        fresh_interest();
+    let addresses = capturing(&tracing, || {
         let store = compaction::SqliteStore::open(&path).unwrap();
         let ledger = compaction::SqliteLedger::open(&path).unwrap();
         block_on(drive_ledger(&ledger, &state, &mut marker));
@@ -240,8 +239,7 @@ fn postgres_backends_log_no_value_key_or_pointer() {
     let namespace = pg::fresh_namespace(&marker.mark("tenant"));
     let url = pg::shared_db().url().to_string();
     let tracing = Capture::default();
-    let addresses = tracing::subscriber::with_default(tracing.clone(), || {
-        fresh_interest();
+    let addresses = capturing(&tracing, || {
         let store = block_on(compaction::PgStore::connect(&url, &namespace)).unwrap();
         let ledger = block_on(compaction::PgLedger::connect(&url, &namespace)).unwrap();
         block_on(drive_ledger(&ledger, &state, &mut marker));
@@ -290,8 +288,7 @@ fn the_openai_summarizer_logs_no_value() {
     let (marker, state, _) = marked();
     let server = FakeOpenAi::start([]).expect("a loopback server");
     let tracing = Capture::default();
-    let compacted = tracing::subscriber::with_default(tracing.clone(), || {
-        fresh_interest();
+    let compacted = capturing(&tracing, || {
         let summarizer = OpenAiSummarizer::new("fake-model")
             .base_url(server.base_url())
             .api_key("sk-test-key");
@@ -331,8 +328,7 @@ fn a_hugging_face_tokenizer_logs_no_value_once_its_target_is_filtered() {
     tokenizer.with_pre_tokenizer(Some(ByteLevel::default()));
     let counter = HfTokenizer::from_tokenizer(tokenizer).unwrap();
     let tracing = Capture::default();
-    tracing::subscriber::with_default(tracing.clone(), || {
-        fresh_interest();
+    capturing(&tracing, || {
         let compactor = Compactor::builder()
             .budget(2_000)
             .token_counter(counter)
@@ -359,18 +355,10 @@ fn the_in_memory_ledger_logs_nothing() {
     let (mut marker, state, _) = marked();
     let ledger = compaction::MemoryLedger::new();
     let tracing = Capture::default();
-    tracing::subscriber::with_default(tracing.clone(), || {
-        fresh_interest();
+    capturing(&tracing, || {
         block_on(drive_ledger(&ledger, &state, &mut marker));
         let log: EffectLog = block_on(ledger.load_log("migrations")).unwrap();
         assert!(!log.is_empty());
     });
     assert_nothing_logged("memory", &needles(&marker, &[]), &tracing);
-}
-
-/// Every callsite asked again whether this thread's subscriber wants it: a callsite first hit
-/// while another test's subscriber was being set up can keep a stale "never" (tracing's
-/// interest cache is global), and then a test sees none of its events.
-fn fresh_interest() {
-    tracing::callsite::rebuild_interest_cache();
 }

@@ -10,7 +10,7 @@ use crate::support;
 
 use compaction::{CompactionError, Compactor, FieldOutcome, MemoryLedger, MemoryStore, Tokenizer};
 use proptest::prelude::*;
-use support::capture::{Capture, Marker, Recording};
+use support::capture::{capturing, Capture, Marker, Recording};
 use support::states::{oracle_reacquirer, PropState};
 use support::strategies::state;
 
@@ -86,8 +86,7 @@ proptest! {
         let state = marker.state(&raw);
         let capture = Capture::default();
         let (summaries, compacted) =
-            tracing::subscriber::with_default(capture.clone(), || {
-                fresh_interest();
+            capturing(&capture, || {
                 exercise(&state, budget)
             });
         let log = capture.text();
@@ -135,8 +134,7 @@ fn spans_carry_the_counts_and_cache_hits() {
     let state = support::fixtures::rich_state();
     let budget = summarizing_budget(&state);
     let capture = Capture::default();
-    let (first, second) = tracing::subscriber::with_default(capture.clone(), || {
-        fresh_interest();
+    let (first, second) = capturing(&capture, || {
         let compactor = Compactor::builder()
             .budget(budget)
             .summarizer(Recording::default())
@@ -222,8 +220,7 @@ fn transcript_folds_are_traced_without_their_text() {
     };
     let summarizer = Recording::default();
     let capture = Capture::default();
-    let compacted = tracing::subscriber::with_default(capture.clone(), || {
-        fresh_interest();
+    let compacted = capturing(&capture, || {
         Compactor::builder()
             .budget(1_500)
             .summarizer(summarizer.clone())
@@ -249,11 +246,4 @@ fn transcript_folds_are_traced_without_their_text() {
             "a summary was logged:\n{log}"
         );
     }
-}
-
-/// Every callsite asked again whether this thread's subscriber wants it: a callsite first hit
-/// while another test's subscriber was being set up can keep a stale "never" (tracing's
-/// interest cache is global), and then a test sees none of its events.
-fn fresh_interest() {
-    tracing::callsite::rebuild_interest_cache();
 }

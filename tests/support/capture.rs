@@ -1,6 +1,7 @@
 //! What the tests that read logs share: a `tracing` subscriber that keeps every span, record
-//! and event as text ([`Capture`]), states whose every string carries a unique marker
-//! ([`Marker`]), and a summarizer that keeps the summaries it made ([`Recording`]).
+//! and event as text ([`Capture`], installed with [`capturing`]), states whose every string
+//! carries a unique marker ([`Marker`]), and a summarizer that keeps the summaries it made
+//! ([`Recording`]).
 
 use super::states::{Leaf, Mid, PropState};
 use compaction::{Effect, EffectLog, Extractive, Summarizer, SummarizerError, SummaryRequest};
@@ -27,6 +28,66 @@ impl Capture {
     pub fn text(&self) -> String {
         self.lines.lock().unwrap().join("\n")
     }
+}
+
+/// Runs `f` with every span, record and event of this thread kept in `capture`.
+///
+/// Through one global subscriber that routes each thread's to its capture, not a scoped one per
+/// test: `tracing` caches each call site's interest when the site is first hit, and a site first
+/// hit on another test's thread while this test's scoped subscriber was being registered kept
+/// "never" for it (its events silently lost: the README's test command failed now and then).
+/// A global subscriber is there before, and for, every registration.
+pub fn capturing<T>(capture: &Capture, f: impl FnOnce() -> T) -> T {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // Another test of the binary may have set one already: then this binary's captures
+        // would see nothing, and their own checks (spans present) fail loudly.
+        let _ = tracing::subscriber::set_global_default(Router);
+    });
+    // Sites registered before the global subscriber was set are asked again.
+    tracing::callsite::rebuild_interest_cache();
+    CURRENT.with(|c| *c.borrow_mut() = Some(capture.clone()));
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CURRENT.with(|c| *c.borrow_mut() = None);
+        }
+    }
+    let _reset = Reset;
+    f()
+}
+
+thread_local! {
+    static CURRENT: std::cell::RefCell<Option<Capture>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The global subscriber: everything of a thread that is capturing goes to its capture; every
+/// other thread's is dropped.
+struct Router;
+
+fn with_current<T>(f: impl FnOnce(&Capture) -> T) -> Option<T> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
+}
+
+impl Subscriber for Router {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::TRACE)
+    }
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        with_current(|c| c.new_span(span)).unwrap_or_else(|| Id::from_u64(u64::MAX))
+    }
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        with_current(|c| c.record(span, values));
+    }
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        with_current(|c| c.event(event));
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
 }
 
 /// Writes each field as `name=value`: strings raw (so no escaping hides a value), everything
