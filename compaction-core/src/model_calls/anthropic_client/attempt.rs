@@ -71,12 +71,11 @@ pub(super) async fn stream_once(
             Err(failure) => {
                 // Nothing of the reply was handed out (the caller gets it whole or not at
                 // all): the call starts again from the first byte.
+                // (`Interrupted` even before the first event: the error a caller gets after
+                // the retries says, like every retried one, that calling again may help.)
                 let reason = settings.error_text().excerpt(&describe(failure));
                 let events = assembler.events();
-                let error = match events {
-                    0 => AnthropicClientError::Transport { reason },
-                    _ => AnthropicClientError::Interrupted { events, reason },
-                };
+                let error = AnthropicClientError::Interrupted { events, reason };
                 return Attempt::Transient(error, None);
             }
         };
