@@ -37,7 +37,7 @@ pub use turn::ModelResponse;
 
 use crate::checkpoint::{CheckpointError, CheckpointRow, CheckpointStore, Compacted};
 use crate::compactor::Compactor;
-use crate::conversation::message::{Message, Role, ToolCall};
+use crate::conversation::message::{Message, ToolCall};
 use crate::conversation::transcript::Transcript;
 use crate::error::CompactionError;
 use crate::fence::Fence;
@@ -378,28 +378,8 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// both cases nothing is pushed.
     pub fn push_response(&mut self, response: impl ModelResponse) -> Result<(), SessionError> {
         let mut messages = response.into_messages()?;
-        if messages.is_empty() {
-            return Err(SessionError::Response(
-                "a reply with no message in it".into(),
-            ));
-        }
-        // Every message is checked before any is pushed: the transcript only grows, so a
-        // reply is taken whole or not at all. Only the last may call tools (the calls of an
-        // earlier one would wait for results the reply itself does not hold).
-        let last = messages.len().saturating_sub(1);
-        for (at, message) in messages.iter().enumerate() {
-            if message.role != Role::Assistant {
-                return Err(SessionError::NotAResponse { role: message.role });
-            }
-            turn::check_response(self.state.transcript(), message)
-                .map_err(|problem| SessionError::InvalidResponse { problem })?;
-            if at < last && !message.tool_calls.is_empty() {
-                let problem = ResponseProblem::CallsBeforeMore {
-                    call_ids: message.tool_calls.iter().map(|c| c.id.clone()).collect(),
-                };
-                return Err(SessionError::InvalidResponse { problem });
-            }
-        }
+        // The transcript only grows: a reply is checked whole before any of it is pushed.
+        turn::check_reply(self.state.transcript(), &messages)?;
         for mut message in messages.drain(..) {
             if let Some(map) = &self.effect_calls {
                 effect::link_effects(&mut message, &**map);

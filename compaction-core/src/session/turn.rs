@@ -39,6 +39,36 @@ impl ModelResponse for &Message {
     }
 }
 
+/// Whether `transcript` can take the reply `messages` whole (checked before any is pushed):
+/// at least one message, every one the model's and valid after the transcript
+/// ([`check_response`]), and only the last calling tools (the calls of an earlier one would wait
+/// for results the reply itself does not hold).
+pub(crate) fn check_reply(
+    transcript: &Transcript,
+    messages: &[Message],
+) -> Result<(), SessionError> {
+    if messages.is_empty() {
+        return Err(SessionError::Response(
+            "a reply with no message in it".into(),
+        ));
+    }
+    let last = messages.len() - 1;
+    for (at, message) in messages.iter().enumerate() {
+        if message.role != Role::Assistant {
+            return Err(SessionError::NotAResponse { role: message.role });
+        }
+        check_response(transcript, message)
+            .map_err(|problem| SessionError::InvalidResponse { problem })?;
+        if at < last && !message.tool_calls.is_empty() {
+            let problem = ResponseProblem::CallsBeforeMore {
+                call_ids: message.tool_calls.iter().map(|c| c.id.clone()).collect(),
+            };
+            return Err(SessionError::InvalidResponse { problem });
+        }
+    }
+    Ok(())
+}
+
 /// Whether `transcript` can take `reply` (the model's message) and stay valid: the calls of its
 /// last message all answered, no result id on the reply, every call id present, and new (in the
 /// reply and in the conversation). Checked before anything is pushed: a transcript only grows
