@@ -238,6 +238,12 @@ impl ModelServer {
     }
 }
 
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        unwatch(&self.key);
+    }
+}
+
 /// The content blocks of `reply` in Anthropic's shape: its thinking blocks as recorded, its
 /// text, its tool calls.
 fn anthropic_blocks(reply: &Message) -> Vec<Value> {
@@ -365,6 +371,18 @@ pub fn watch_logs(key: &str) {
     KEYS.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(key.to_owned());
+}
+
+/// Stops watching for `key` (its run ended): every line is checked against the keys of the runs
+/// alive, not of every run the process made.
+fn unwatch(key: &str) {
+    KEYS.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|k| k != key);
+    LEAKS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|line| !line.contains(key));
 }
 
 /// A log line that held `key`, if any.

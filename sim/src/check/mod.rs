@@ -28,8 +28,8 @@ use crate::ctx::{Act, Ctx, Failure, Handed, Report};
 use crate::twin::Twin;
 use compaction::session::{EffectAnswer, EffectOutcome, Session, SessionError};
 use compaction::{
-    block_on, AnthropicMessages, ChatFormat, EffectLedger, EffectStatus, Message, NoReacquire,
-    OpenAiChat, Role, Tokenizer, Transcript,
+    block_on, AnthropicMessages, ChatFormat, EffectLedger, EffectLog, EffectStatus, Message,
+    NoReacquire, OpenAiChat, Role, Tokenizer, Transcript,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -118,6 +118,11 @@ pub struct Checker {
     durable: Vec<Message>,
     stored: StoredCheckpoint,
     failed: BTreeSet<&'static str>,
+}
+
+/// The deploys' log as the ledger holds it now.
+fn deploys_log(ctx: &Ctx) -> EffectLog {
+    block_on(ctx.ledger.inner.load_log(SCOPE)).expect("the ledger reads")
 }
 
 fn status(ctx: &Ctx, key: &str) -> Option<EffectStatus> {
@@ -222,7 +227,19 @@ impl Checker {
                 self.after_act(ctx, at, session, act, report);
             }
         }
-        self.check_stored(ctx, at, report);
+        // A user turn, an answer or a pushed reply only changes the session in memory: the
+        // store is read again after any other step (a request, an open, an effect, an error or
+        // a crash may have written it).
+        let in_memory_only = matches!(
+            result,
+            Some(Ok(Act::User(_)
+                | Act::Answered(_)
+                | Act::Response(_)
+                | Act::ModelFailed { .. }))
+        );
+        if !in_memory_only {
+            self.check_stored(ctx, at, report);
+        }
     }
 
     /// `no_key_leaked`: the run's API key (when it calls the model over HTTP) in no error of
@@ -279,7 +296,8 @@ impl Checker {
                 let kept = common_prefix(&self.durable, &stored);
                 if kept < self.durable.len() {
                     let detail = format!(
-                        "the newest checkpoint holds {} messages, of which the first {kept} are                          the {} made durable by an earlier request",
+                        "the newest checkpoint holds {} messages, of which the first {kept} are \
+                         the {} made durable by an earlier request",
                         stored.len(),
                         self.durable.len()
                     );
@@ -338,7 +356,8 @@ impl Checker {
                 let kept = common_prefix(&self.durable, held);
                 if kept < self.durable.len() {
                     let detail = format!(
-                        "a session opened (resumed from {from:?}) with {} messages, of which the                          first {kept} are the {} made durable",
+                        "a session opened (resumed from {from:?}) with {} messages, of which the \
+                         first {kept} are the {} made durable",
                         held.len(),
                         self.durable.len()
                     );
@@ -362,7 +381,18 @@ impl Checker {
     /// but one the session recorded as an unknown outcome (`Message::effect_answer`, not the
     /// wording).
     fn check_answers(&mut self, ctx: &Ctx, at: usize, messages: &[Message], report: &mut Report) {
-        let log = block_on(ctx.ledger.inner.load_log(SCOPE)).expect("the ledger reads");
+        let log = deploys_log(ctx);
+        self.answers_not_done(ctx, at, &log, messages, report);
+    }
+
+    fn answers_not_done(
+        &mut self,
+        ctx: &Ctx,
+        at: usize,
+        log: &EffectLog,
+        messages: &[Message],
+        report: &mut Report,
+    ) {
         for effect in log.with_status(EffectStatus::Unknown) {
             let key = &effect.idempotency_key;
             let Some(answer) = ctx.world.answer_of(key) else {
@@ -420,7 +450,9 @@ impl Checker {
         // (read again even if the row looks unchanged: a save may have been lost).
         self.durable = session.transcript().messages().to_vec();
         self.stored.forget();
-        // Rehydration, and what the checkpoint shows of live effects.
+        // Rehydration, and what the checkpoint shows of live effects (one read of the ledger
+        // for both checks of unknown effects).
+        let log = deploys_log(ctx);
         match session.last_checkpoint() {
             None => self.fail(report, "rehydrate_identical", at, "no checkpoint".into()),
             Some(checkpoint) => {
@@ -437,12 +469,12 @@ impl Checker {
                             let detail = format!("field `{field}` came back different");
                             self.fail(report, "rehydrate_identical", at, detail);
                         }
-                        self.check_unknowns(ctx, at, &back, messages, report);
+                        self.check_unknowns(at, &log, &back, messages, report);
                     }
                 }
             }
         }
-        self.check_answers(ctx, at, messages, report);
+        self.answers_not_done(ctx, at, &log, messages, report);
         self.check_twin(ctx, at, session, request, report);
         // What the request claims of the previous one.
         if let Some(prev) = self.prev_request.take() {
@@ -504,20 +536,20 @@ impl Checker {
 
     fn check_unknowns(
         &mut self,
-        ctx: &Ctx,
         at: usize,
+        log: &EffectLog,
         back: &SimAgent,
         messages: &[Message],
         report: &mut Report,
     ) {
-        let log = block_on(ctx.ledger.inner.load_log(SCOPE)).expect("the ledger reads");
         let text: String = messages.iter().map(|m| m.content.as_str()).collect();
         for effect in log.with_status(EffectStatus::Unknown) {
             let key = &effect.idempotency_key;
             let shown = back.deploys.status(key);
             if shown != Some(EffectStatus::Unknown) || !text.contains(key.as_str()) {
                 let detail = format!(
-                    "effect {key} is unknown in the ledger; the checkpoint shows {shown:?}, the                      request names it: {}",
+                    "effect {key} is unknown in the ledger; the checkpoint shows {shown:?}, the \
+                     request names it: {}",
                     text.contains(key.as_str())
                 );
                 self.fail(report, "unknown_not_done", at, detail);
