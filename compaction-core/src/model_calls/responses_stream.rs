@@ -48,6 +48,8 @@ pub enum ResponsesStreamError {
     Ended {
         /// The event.
         event: String,
+        /// The error's `code` (`server_error`, `rate_limit_exceeded`, ...), when it has one.
+        code: Option<String>,
         /// Its error or incompleteness, as the server wrote it (cut, the key replaced).
         reason: String,
     },
@@ -68,11 +70,10 @@ impl ResponsesStreamError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ResponsesStreamError::Incomplete => true,
-            ResponsesStreamError::Ended { reason, .. } => {
-                ["server_error", "rate_limit_exceeded", "overloaded"]
-                    .iter()
-                    .any(|code| reason.contains(code))
-            }
+            // By the code, never by the message's words (which are cut to 200 characters).
+            ResponsesStreamError::Ended {
+                code: Some(code), ..
+            } => ["server_error", "rate_limit_exceeded", "overloaded"].contains(&code.as_str()),
             _ => false,
         }
     }
@@ -226,8 +227,10 @@ impl ResponsesStreamAssembler {
                     "response.incomplete" => &response["incomplete_details"],
                     _ => event,
                 };
+                let code = why["code"].as_str().map(|c| self.text.excerpt(c));
                 return Err(ResponsesStreamError::Ended {
                     event: kind.clone(),
+                    code,
                     reason: self.text.excerpt(&why.to_string()),
                 });
             }
