@@ -52,7 +52,7 @@ pub use compaction_core::{Extractive, FnSummarizer, Summarizer, SummarizerError,
 
 // The checkpoint: what a compaction returns, its seals and binding, and where it is kept.
 pub use compaction_core::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, TakenEpoch,
+    CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore, TakenEpoch,
 };
 pub use compaction_core::{CheckpointBinding, Compacted, SealKey, SealKeyError};
 

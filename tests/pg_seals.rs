@@ -9,7 +9,7 @@ mod seals;
 
 use common::MigrationState;
 use compaction::{block_on, CompactionError, Compactor, ContentHash, PgLedger, PgStore};
-use pg::harness::{scalar, TestDb};
+use pg::harness::TestDb;
 use pg::{hex, store};
 use seals::Backend;
 
@@ -44,16 +44,7 @@ impl Backend for Postgres {
         "tenant-a"
     }
     fn row(&self, agent: &str) -> Vec<u8> {
-        // Agent ids here are plain ASCII words chosen by the scenarios.
-        scalar(
-            self.db.url(),
-            &format!(
-                "SELECT json FROM compaction.checkpoints
-                 WHERE namespace = 'tenant-a' AND agent_id = '{agent}'"
-            ),
-        )
-        .expect("a checkpoint row")
-        .into_bytes()
+        seals::whole_row(&self.store, agent)
     }
     fn write_row(&self, agent: &str, json: &[u8]) {
         let rows = self.db.sql(&format!(
@@ -185,7 +176,14 @@ fn row_copied_across_namespaces_is_refused() {
         "SELECT json FROM compaction.checkpoints WHERE namespace = 'tenant-b'",
     )
     .unwrap();
-    let copied: compaction::Compacted<MigrationState> = serde_json::from_str(&json).unwrap();
+    // The row is a manifest: its parts are tenant A's, read from there into the whole JSON.
+    let row = compaction::CheckpointRow::stored(json.into_bytes(), None);
+    let from_a: &dyn compaction::CheckpointStore = &store_a;
+    let whole = block_on(from_a.read_parts(row))
+        .unwrap()
+        .whole_json()
+        .unwrap();
+    let copied: compaction::Compacted<MigrationState> = serde_json::from_slice(&whole).unwrap();
     seals::assert_foreign(
         b.rehydrate_blocking(&copied, &compaction::NoReacquire),
         Some("agent-7"),

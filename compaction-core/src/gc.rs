@@ -2,7 +2,7 @@
 //! ([`GcOptions`], [`GcReport`], [`GcError`]), what it lists ([`BlobInfo`], [`EntryInfo`]),
 //! which blobs a checkpoint keeps, and which summary cache entries are worth keeping (the
 //! rules are on [`GcOptions`]).
-use crate::checkpoint::Compacted;
+use crate::checkpoint::{is_manifest, referenced_by_manifest, Compacted};
 use crate::future::BoxFuture;
 use crate::store::{ContentHash, StoreError};
 use crate::summaries::cache::{inspect_entry, Inspected};
@@ -205,8 +205,15 @@ pub(crate) fn time_of(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }
 
-/// The blobs a checkpoint row's JSON refers to; `None` when it does not parse.
-pub(crate) fn pointers_of(json: &[u8]) -> Option<Vec<ContentHash>> {
+/// The blobs a checkpoint row's JSON refers to (for a manifest, its parts too, reading the
+/// parts that name blobs with `part_bytes`); `None` when it does not parse.
+pub(crate) fn pointers_of(
+    json: &[u8],
+    part_bytes: &dyn Fn(&ContentHash) -> Option<Vec<u8>>,
+) -> Option<Vec<ContentHash>> {
+    if is_manifest(json) {
+        return referenced_by_manifest(json, part_bytes);
+    }
     // The state type is only a marker: any `Compacted<_>` reads every checkpoint.
     let compacted = serde_json::from_slice::<Compacted<()>>(json).ok()?;
     Some(compacted.pointers().into_iter().map(|p| p.hash()).collect())
@@ -221,14 +228,17 @@ pub(crate) struct Referenced {
 }
 
 impl Referenced {
-    /// Adds one checkpoint row; `Err(agent_id)` when its JSON does not parse.
+    /// Adds one checkpoint row, reading a manifest's parts that name blobs with `part_bytes`
+    /// ([`gc_parts`] lists them); `Err(agent_id)` when its JSON (or such a part) does not parse
+    /// or is missing.
     pub(crate) fn add(
         &mut self,
         agent_id: String,
         checksum: Option<Vec<u8>>,
         json: Option<&[u8]>,
+        part_bytes: &dyn Fn(&ContentHash) -> Option<Vec<u8>>,
     ) -> Result<(), String> {
-        let Some(hashes) = json.and_then(pointers_of) else {
+        let Some(hashes) = json.and_then(|json| pointers_of(json, part_bytes)) else {
             return Err(agent_id);
         };
         self.hashes.extend(hashes);

@@ -7,7 +7,7 @@
 
 use compaction::fence::{Fence, FenceRecord};
 use compaction::{
-    AnnotatedTransition, BoxFuture, CheckpointError, CheckpointInfo, CheckpointRow,
+    AnnotatedTransition, BoxFuture, CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow,
     CheckpointStore, ContentHash, Effect, EffectError, EffectLedger, EffectLog, EffectStatus,
     MemoryLedger, MemoryStore, Settlement, SqliteLedger, SqliteLedgerError, SqliteStore, Store,
     StoreError, SyncSummary, TakenEpoch, Transition,
@@ -212,6 +212,17 @@ impl CheckpointStore for Durable {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
         each_store!(self, s => CheckpointStore::load_row(s, agent_id))
+    }
+
+    fn stores_parts(&self) -> bool {
+        each_store!(self, s => CheckpointStore::stores_parts(s))
+    }
+
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        each_store!(self, s => CheckpointStore::load_parts(s, hashes))
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {

@@ -133,3 +133,20 @@ fn postgres_fixture() -> Fixture<compaction::PgStore> {
 fn postgres_checkpoints_conform() {
     check(postgres_fixture);
 }
+
+/// Incremental rows (format 4): parts shared, tampered parts, format-3 rows read.
+#[test]
+fn memory_parts_conform() {
+    conformance::parts::check(memory_fixture);
+}
+
+#[test]
+fn sqlite_parts_conform() {
+    conformance::parts::check(sqlite_fixture);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_parts_conform() {
+    conformance::parts::check(postgres_fixture);
+}

@@ -113,7 +113,15 @@ pub fn rules<T: CheckpointStore + Store + StoreAdmin + Clone + 'static>(fixture:
     assert!(dry.dry_run);
     let removed: Vec<&str> = dry.removed.iter().map(|b| b.address.as_str()).collect();
     assert_eq!(removed, [orphan_hash.to_hex().as_str()], "{dry:?}");
-    assert_eq!(dry.kept_referenced, compacted.pointers().len(), "{dry:?}");
+    // The blobs the checkpoint points at, and its row's parts (kept beside the blobs).
+    let row = block_on(checkpoints.load_row("agent")).unwrap().unwrap();
+    let parts = block_on(checkpoints.read_parts(row)).unwrap().parts().len();
+    assert!(parts > 0, "every built-in store keeps parts");
+    assert_eq!(
+        dry.kept_referenced,
+        compacted.pointers().len() + parts,
+        "{dry:?}"
+    );
     let mut gone: Vec<&str> = dry
         .removed_entries
         .iter()
@@ -147,7 +155,8 @@ pub fn rules<T: CheckpointStore + Store + StoreAdmin + Clone + 'static>(fixture:
         assert!(holds(store, &pointer.hash()), "{pointer} was removed");
     }
 
-    // The checkpoint goes: its blobs, once old, go, and the summaries of its sources with them.
+    // The checkpoint goes: its blobs and parts, once old, go, and the summaries of its
+    // sources with them.
     assert!(block_on(checkpoints.delete("agent")).unwrap());
     (fixture.age)(2 * HOUR);
     let report = gc(store, &GcOptions::new());
@@ -155,16 +164,17 @@ pub fn rules<T: CheckpointStore + Store + StoreAdmin + Clone + 'static>(fixture:
         let mut hashes: Vec<ContentHash> = compacted.pointers().iter().map(|p| p.hash()).collect();
         hashes.sort();
         hashes.dedup();
-        hashes.len()
+        hashes.len() + parts
     });
     assert_eq!(report.removed_entries.len(), live.len(), "{report:?}");
     assert_eq!(entry_names(store), ["my-own-entry"]);
 }
 
-/// A writer compacts and saves in a loop while gc runs, with every blob the writer needs in
-/// the store already as old, unreferenced garbage (left over from an earlier run): exactly
-/// what gc may remove until the writer's `put` refreshes it and its checkpoint refers to it.
-/// Every save succeeds and every saved checkpoint's blobs are there, during and after.
+/// A writer compacts and saves in a loop while gc runs, with every blob and checkpoint part the
+/// writer needs in the store already as old, unreferenced garbage (left over from an earlier
+/// run): exactly what gc may remove until the writer's `put` refreshes a blob, or its save
+/// holds (or writes again) a part, and its checkpoint refers to them. Every save succeeds and
+/// every saved checkpoint loads (each of its parts there) with its blobs, during and after.
 pub fn concurrent_saves<T: CheckpointStore + Store + StoreAdmin + Clone + 'static>(
     fixture: Fixture<T>,
 ) {
@@ -179,9 +189,14 @@ pub fn concurrent_saves<T: CheckpointStore + Store + StoreAdmin + Clone + 'stati
     {
         let store = fixture.store.clone();
         let compactor = spilling_compactor(&store);
+        let checkpoints: &dyn CheckpointStore = &store;
         for state in &states {
-            compactor.compact_blocking(state).unwrap();
+            let compacted = compactor.compact_blocking(state).unwrap();
+            // Its checkpoint's parts too: saved once, then left unreferenced, they are old
+            // garbage the writer's saves name again without writing them (they are held).
+            block_on(checkpoints.save("warmup", &compacted)).unwrap();
         }
+        assert!(block_on(checkpoints.delete("warmup")).unwrap());
         (fixture.age)(2 * HOUR);
     }
     let writer = {

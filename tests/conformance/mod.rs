@@ -9,6 +9,7 @@ pub mod checkpoint;
 pub mod fence;
 pub mod gc;
 pub mod ledger;
+pub mod parts;
 pub mod store;
 
 /// Proptest cases per backend: `PROPTEST_CASES / 8` (at least 8; 48 by default), so CI's case

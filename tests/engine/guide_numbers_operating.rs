@@ -130,10 +130,10 @@ fn with_format<S: Compactable>(compacted: &Compacted<S>, format: u32) -> Compact
     serde_json::from_value(value).unwrap()
 }
 
-/// docs/guarantees.md:55-58: checkpoints are written as format 3; format 1 is refused; format 2
-/// is refused when it carries a transcript.
+/// docs/guarantees.md: checkpoints are written as format 4 (format 3 is still read); format 1 is
+/// refused; format 2 is refused when it carries a transcript.
 #[test]
-fn checkpoints_are_format_3_and_older_ones_are_refused_by_their_number() {
+fn checkpoints_are_format_4_and_older_ones_are_refused_by_their_number() {
     stated(
         "docs/guarantees.md",
         "Checkpoints of format 1 (before the fingerprint) are refused with `CheckpointFormat`",
@@ -142,6 +142,7 @@ fn checkpoints_are_format_3_and_older_ones_are_refused_by_their_number() {
         "docs/guarantees.md",
         "So are checkpoints of format 2 that carry a transcript (format 3 seals",
     );
+    stated("docs/guarantees.md", "Checkpoints are written as format 4");
     let compactor = Compactor::builder().budget(2_000).build().unwrap();
     fn refused<T>(result: Result<T, CompactionError>) -> (u32, u32) {
         match result {
@@ -152,22 +153,22 @@ fn checkpoints_are_format_3_and_older_ones_are_refused_by_their_number() {
     }
     // Without a transcript.
     let counter = compactor.compact_blocking(&Counter { step: 3 }).unwrap();
-    assert_eq!(serde_json::to_value(&counter).unwrap()["format"], 3);
+    assert_eq!(serde_json::to_value(&counter).unwrap()["format"], 4);
     // (A genuine format-2 checkpoint is sealed with its number: one cannot be made here.)
     let old = with_format(&counter, 1);
     assert_eq!(
         refused(compactor.rehydrate_blocking(&old, &NoReacquire)),
-        (1, 3)
+        (1, 4)
     );
     // With one.
     let mut agent = RecentDefault::default();
     agent.chat.push(Message::user("hello"));
     let chat = compactor.compact_blocking(&agent).unwrap();
-    assert_eq!(serde_json::to_value(&chat).unwrap()["format"], 3);
+    assert_eq!(serde_json::to_value(&chat).unwrap()["format"], 4);
     let old = with_format(&chat, 2);
     assert_eq!(
         refused(compactor.rehydrate_blocking(&old, &NoReacquire)),
-        (2, 3)
+        (2, 4)
     );
 }
 

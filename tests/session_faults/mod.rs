@@ -5,9 +5,9 @@
 #![allow(dead_code)]
 
 use compaction::{
-    BoxFuture, CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, ContentHash,
-    Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger, MemoryStore, Store,
-    StoreError, Summarizer, SummarizerError, SummaryRequest,
+    BoxFuture, CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore,
+    ContentHash, Effect, EffectError, EffectLedger, EffectLog, EffectStatus, MemoryLedger,
+    MemoryStore, Store, StoreError, Summarizer, SummarizerError, SummaryRequest,
 };
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -89,6 +89,15 @@ impl CheckpointStore for FlakyStore {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
         self.inner.load_row(agent_id)
+    }
+    fn stores_parts(&self) -> bool {
+        self.inner.stores_parts()
+    }
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        self.inner.load_parts(hashes)
     }
     fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {
         self.inner.list()

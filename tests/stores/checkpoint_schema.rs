@@ -149,7 +149,7 @@ fn a_format_1_checkpoint_is_refused_with_its_format() {
     let loaded: Compacted<v1::State> = serde_json::from_slice(&old).unwrap();
     match compactor().rehydrate_blocking(&loaded, &NoReacquire) {
         Err(CompactionError::CheckpointFormat { found, supported }) => {
-            assert_eq!((found, supported), (1, 3));
+            assert_eq!((found, supported), (1, 4));
         }
         other => panic!("format-1 checkpoint accepted: {:?}", other.err()),
     }

@@ -63,15 +63,7 @@ impl Sqlite {
 impl Backend for Sqlite {
     library_half!();
     fn row(&self, agent: &str) -> Vec<u8> {
-        let raw = Connection::open(&self.path).unwrap();
-        let json: String = raw
-            .query_row(
-                "SELECT json FROM checkpoints WHERE agent_id = ?1",
-                [agent],
-                |r| r.get(0),
-            )
-            .unwrap();
-        json.into_bytes()
+        seals::whole_row(&self.store, agent)
     }
     fn write_row(&self, agent: &str, json: &[u8]) {
         let raw = Connection::open(&self.path).unwrap();

@@ -280,14 +280,14 @@ fn a_checkpoint_of_another_format_version_is_refused() {
     let (compactor, compacted) = spilling_compaction(&store, &Extractive);
     let bytes = checkpoint_bytes(&compacted);
     let text = String::from_utf8(bytes).unwrap();
-    assert!(text.starts_with("{\"format\":3,"));
-    let other = text.replacen("{\"format\":3,", "{\"format\":4,", 1);
+    assert!(text.starts_with("{\"format\":4,"));
+    let other = text.replacen("{\"format\":4,", "{\"format\":5,", 1);
     let resealed = reseal_bytes(other.as_bytes()).unwrap();
     let loaded: Compacted<PropState> = serde_json::from_slice(&resealed).unwrap();
     assert!(!loaded.verify_seal());
     let r = compactor.rehydrate_blocking(&loaded, &oracle_reacquirer(&rich_state()));
     assert!(
-        matches!(r, Err(CompactionError::CheckpointFormat { found: 4, .. })),
+        matches!(r, Err(CompactionError::CheckpointFormat { found: 5, .. })),
         "{r:?}"
     );
 }
@@ -333,7 +333,7 @@ mod random {
                     continue;
                 };
                 match compactor.rehydrate_blocking(&loaded, &reacquire) {
-                    // A flip of the format number (`"format":3` -> `2`) is refused by its number.
+                    // A flip of the format number (`"format":4` -> `5`) is refused by its number.
                     Err(CompactionError::Integrity { .. } | CompactionError::CheckpointFormat { .. }) => {}
                     Ok(restored) => {
                         // Accepted only when the flip did not change the meaning.

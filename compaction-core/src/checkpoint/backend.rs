@@ -8,11 +8,12 @@
 //! proves each backend alike (round trip, listing, tampering, swapped rows, namespaces).
 
 use crate::binding::{foreign_message, CheckpointBinding};
+use crate::checkpoint::row::CheckpointPart;
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::error::{CompactionError, CHECKPOINT_FIELD};
 use crate::fence::{AgentLive, Fence, Superseded};
 use crate::future::BoxFuture;
-use crate::store::StoreError;
+use crate::store::{ContentHash, StoreError};
 use std::time::Duration;
 
 /// Why a checkpoint could not be saved, loaded, listed or deleted. Converts into
@@ -241,6 +242,26 @@ pub trait CheckpointStore: Send + Sync {
         &'a self,
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>>;
+
+    /// Whether this store keeps the parts of incremental rows (format 4): then a row saved to it
+    /// is a manifest, whose [`CheckpointRow::parts`] [`save_row`](Self::save_row) stores (those
+    /// it does not hold yet) in the save's transaction, and [`load_parts`](Self::load_parts)
+    /// reads back. Every built-in store does; the default (a store of your own) is `false`,
+    /// and its rows stay whole checkpoints. A store that wraps another forwards both.
+    fn stores_parts(&self) -> bool {
+        false
+    }
+
+    /// The parts stored under `hashes`, in any order, for loading a manifest
+    /// ([`CheckpointRow::part_hashes`]); a part this store does not hold is left out (loading
+    /// then fails with `Store(NotFound)`). The default holds none.
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        let _ = hashes;
+        Box::pin(std::future::ready(Ok(Vec::new())))
+    }
 
     /// The saved checkpoints, by agent id.
     fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>>;

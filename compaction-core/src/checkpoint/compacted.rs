@@ -91,19 +91,53 @@ pub struct Compacted<S> {
     pub(crate) _state: PhantomData<fn() -> S>,
 }
 
+/// Every store pointer the window's entries reference (spilled values, spilled effect records
+/// and payloads, summary sources and the summarized values).
+pub(crate) fn entry_pointers(entries: &[Entry]) -> Vec<Pointer> {
+    let mut out = Vec::new();
+    for entry in entries {
+        match &entry.form {
+            Form::ProtectedSpilled { pointer } => out.push(pointer.clone()),
+            Form::Summary { source, value, .. } => {
+                out.push(source.clone());
+                if let Some(SummaryValue::Stored(pointer)) = value {
+                    out.push(pointer.clone());
+                }
+            }
+            Form::Effects {
+                spilled,
+                payloads_spilled,
+                ..
+            } => {
+                out.extend(spilled.iter().map(|s| s.pointer.clone()));
+                out.extend(payloads_spilled.iter().cloned());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The checkpoint format this version writes and reads. Format 1 (no schema fingerprint) is
 /// refused with `CheckpointFormat`: without a fingerprint, nothing proves which type wrote it.
 /// Format 3 seals a transcript's messages through their digests and each block's chunks through
-/// its manifest's hash (see [`SealedTranscript`]);
-/// a format 2 checkpoint without a transcript has the same seal bytes, and is still read.
-pub(crate) const FORMAT: u32 = 3;
+/// its manifest's hash (see [`SealedTranscript`]); a format 2 checkpoint without a transcript has
+/// the same seal bytes, and is still read. Format 4 has format 3's content and seals; the
+/// built-in stores save it as a manifest over shared parts (`checkpoint/parts.rs`), and still
+/// read format 3's whole rows.
+pub(crate) const FORMAT: u32 = 4;
+
+/// The format before checkpoints were saved as manifests over parts: the same content.
+const FORMAT_WHOLE_ROWS: u32 = 3;
 
 /// The format before transcript messages were sealed through their digests.
 const FORMAT_WITHOUT_DIGESTS: u32 = 2;
 
 /// Whether this version reads a checkpoint of `format` (with a transcript or not).
 pub(crate) fn format_supported(format: u32, has_transcript: bool) -> bool {
-    format == FORMAT || (format == FORMAT_WITHOUT_DIGESTS && !has_transcript)
+    format == FORMAT
+        || format == FORMAT_WHOLE_ROWS
+        || (format == FORMAT_WITHOUT_DIGESTS && !has_transcript)
 }
 
 #[derive(Serialize)]
@@ -194,27 +228,7 @@ impl<S> Compacted<S> {
     /// Every store pointer this window references (spilled values, spilled effect records and
     /// payloads, summary sources and the summarized values).
     pub fn pointers(&self) -> Vec<Pointer> {
-        let mut out = Vec::new();
-        for entry in &self.entries {
-            match &entry.form {
-                Form::ProtectedSpilled { pointer } => out.push(pointer.clone()),
-                Form::Summary { source, value, .. } => {
-                    out.push(source.clone());
-                    if let Some(SummaryValue::Stored(pointer)) = value {
-                        out.push(pointer.clone());
-                    }
-                }
-                Form::Effects {
-                    spilled,
-                    payloads_spilled,
-                    ..
-                } => {
-                    out.extend(spilled.iter().map(|s| s.pointer.clone()));
-                    out.extend(payloads_spilled.iter().cloned());
-                }
-                _ => {}
-            }
-        }
+        let mut out = entry_pointers(&self.entries);
         if let Some(transcript) = &self.transcript {
             out.extend(transcript.memory.pointers());
         }

@@ -5,11 +5,12 @@
 use crate::checkpoint::backend::{
     check_agent_id, check_parent, CheckpointError, CheckpointStore, TakenEpoch,
 };
+use crate::checkpoint::row::CheckpointPart;
 use crate::checkpoint::row::{CheckpointInfo, CheckpointRow};
 use crate::fence::{now_ms, Fence, FenceRecord};
 use crate::future::BoxFuture;
 use crate::store::memory::{MemoryCheckpoint, MemoryStore};
-use crate::store::StoreError;
+use crate::store::{ContentHash, StoreError};
 use std::time::{Duration, SystemTime};
 
 impl MemoryStore {
@@ -26,13 +27,16 @@ impl MemoryStore {
         let _fenced = self.write_lock()?;
         // Blobs are never removed from a memory store, so one that is there now stays.
         let mut checkpoints = self.checkpoints();
-        if let Some(hash) = row.blobs().iter().find(|h| !self.holds(h)) {
-            return Err(StoreError::NotFound { hash: *hash }.into());
-        }
         if let Some(parent) = parent {
             let found = checkpoints.get(agent_id).and_then(|c| c.sha256.clone());
             check_parent(agent_id, parent, found)?;
         }
+        if let Some(hash) = row.blobs().iter().find(|h| !self.holds(h)) {
+            return Err(StoreError::NotFound { hash: *hash }.into());
+        }
+        // Parts beside the blobs, like every backend's (content-addressed: one held is the
+        // same bytes).
+        self.insert_parts(row.parts().iter().map(|p| (p.hash(), p.bytes())));
         let saved = MemoryCheckpoint {
             json: row.json().to_vec(),
             sha256: row.sha256().map(str::to_owned),
@@ -66,6 +70,22 @@ impl CheckpointStore for MemoryStore {
             Ok(self
                 .raw_checkpoint(agent_id)
                 .map(|(json, sha256)| CheckpointRow::stored(json, sha256)))
+        })
+    }
+
+    fn stores_parts(&self) -> bool {
+        true
+    }
+
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        Box::pin(async move {
+            Ok(hashes
+                .iter()
+                .filter_map(|hash| Some(CheckpointPart::stored(*hash, self.raw(hash)?)))
+                .collect())
         })
     }
 

@@ -2,7 +2,7 @@
 //! rehydrate it), the schema fingerprint that ties it to its state type, its seals (plain and
 //! keyed), the binding to its agent that the keyed seal covers, the checks it passes before
 //! use, and where it is kept: the [`CheckpointStore`] every backend implements, over the
-//! [`CheckpointRow`] they store.
+//! [`CheckpointRow`] they store (whole, or as a manifest over parts that checkpoints share).
 
 mod backend;
 mod codec;
@@ -11,6 +11,7 @@ mod fields;
 mod fingerprint;
 mod memory;
 mod owner;
+mod parts;
 mod row;
 mod seal;
 mod transcript_record;
@@ -24,7 +25,11 @@ pub use compacted::Compacted;
 pub(crate) use compacted::FORMAT;
 pub(crate) use fingerprint::SchemaFingerprint;
 pub(crate) use owner::Owner;
-pub use row::{CheckpointInfo, CheckpointRow};
+#[cfg(feature = "postgres")]
+pub(crate) use parts::gc_parts;
+
+pub(crate) use parts::{is_manifest, referenced_by_manifest};
+pub use row::{CheckpointInfo, CheckpointPart, CheckpointRow};
 pub(crate) use seal::SealKeys;
 pub use seal::{SealKey, SealKeyError};
 pub(crate) use transcript_record::{

@@ -1,7 +1,9 @@
 //! What every checkpoint backend moves: the row a checkpoint is saved as ([`CheckpointRow`]:
-//! its JSON, that JSON's own SHA-256, its state type and the blobs it points at) and what a
-//! listing says about one ([`CheckpointInfo`]). Making a row from a `Compacted` and back is
-//! `codec.rs`; the backends (`sqlite/checkpoint.rs`, `postgres/checkpoint.rs`, `memory.rs`) only store rows.
+//! its JSON, that JSON's own SHA-256, its state type, the blobs it points at and, for an
+//! incremental row, its [`CheckpointPart`]s) and what a listing says about one
+//! ([`CheckpointInfo`]). Making a row from a `Compacted` and back (and reading a manifest's
+//! parts) is `codec.rs`; the backends (`sqlite/checkpoint.rs`, `postgres/checkpoint.rs`,
+//! `memory.rs`) only store rows and parts.
 
 use crate::store::ContentHash;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -15,7 +17,8 @@ pub struct CheckpointInfo {
     pub state_type: String,
     /// When it was saved (the database's clock).
     pub saved_at: SystemTime,
-    /// Size of its JSON, in bytes.
+    /// Size of its stored JSON, in bytes (for an incremental row, its manifest's: the parts
+    /// it shares with other checkpoints are not counted).
     pub size: usize,
 }
 
@@ -36,6 +39,13 @@ impl CheckpointInfo {
 /// SHA-256 of exactly those bytes, the state type (for listings) and the blobs it points at
 /// (which a backend must hold before it saves the row, or a restart could not rehydrate it).
 ///
+/// For a store that keeps parts ([`CheckpointStore::stores_parts`](crate::checkpoint::CheckpointStore::stores_parts),
+/// every built-in one), the JSON is a small manifest and the row carries its
+/// [`parts`](Self::parts): the messages, the window's front and the planner memory's growing
+/// tables, each addressed by its SHA-256, which the backend stores beside its blobs (only
+/// those it does not hold yet) in the save's own transaction. Consecutive checkpoints share
+/// most parts, so a request writes what is new.
+///
 /// Rows are made by `save` on a [`CheckpointStore`](crate::checkpoint::CheckpointStore) from a
 /// sealed `Compacted`; a backend reads one back with [`stored`](Self::stored), unchecked:
 /// loading checks its bytes, its checksum and then its seal.
@@ -45,6 +55,7 @@ pub struct CheckpointRow {
     pub(crate) sha256: Option<String>,
     pub(crate) state_type: String,
     pub(crate) blobs: Vec<ContentHash>,
+    pub(crate) parts: Vec<CheckpointPart>,
 }
 
 impl CheckpointRow {
@@ -56,7 +67,15 @@ impl CheckpointRow {
             sha256,
             state_type: String::new(),
             blobs: Vec::new(),
+            parts: Vec::new(),
         }
+    }
+
+    /// The row with `parts` read back from storage attached beside those it has (unchecked:
+    /// loading checks each against its address).
+    pub fn with_parts(mut self, parts: Vec<CheckpointPart>) -> CheckpointRow {
+        self.parts.extend(parts);
+        self
     }
 
     /// The checkpoint's JSON, the bytes to store.
@@ -85,5 +104,38 @@ impl CheckpointRow {
     /// back): a backend refuses to save the row unless it holds every one.
     pub fn blobs(&self) -> &[ContentHash] {
         &self.blobs
+    }
+
+    /// The parts of an incremental row, each once: every part it names (its runs' messages
+    /// included) when it was made from a `Compacted` (a backend stores those it does not hold
+    /// yet, in the save's transaction, before it checks [`blobs`](Self::blobs)); for a row read
+    /// back, those attached with [`with_parts`](Self::with_parts). Empty for a whole checkpoint.
+    pub fn parts(&self) -> &[CheckpointPart] {
+        &self.parts
+    }
+}
+
+/// One part of an incremental row: its bytes and their SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointPart {
+    pub(crate) hash: ContentHash,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl CheckpointPart {
+    /// A part as a backend read it back: the address it is stored under and the stored bytes,
+    /// unchecked (loading checks them against the address).
+    pub fn stored(hash: ContentHash, bytes: Vec<u8>) -> CheckpointPart {
+        CheckpointPart { hash, bytes }
+    }
+
+    /// The SHA-256 of [`bytes`](Self::bytes): the part's address.
+    pub fn hash(&self) -> &ContentHash {
+        &self.hash
+    }
+
+    /// The bytes to store under [`hash`](Self::hash).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }

@@ -17,7 +17,8 @@ impl dyn CheckpointStore + '_ {
         compacted: &'a Compacted<S>,
     ) -> BoxFuture<'a, Result<(), CheckpointError>> {
         Box::pin(async move {
-            let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
+            let row =
+                CheckpointRow::encode(compacted, agent_id, self.namespace(), self.stores_parts())?;
             self.save_row(agent_id, &row).await
         })
     }
@@ -32,8 +33,37 @@ impl dyn CheckpointStore + '_ {
     ) -> BoxFuture<'a, Result<Option<Compacted<S>>, CheckpointError>> {
         Box::pin(async move {
             match self.load_row(agent_id).await? {
-                Some(row) => row.decode(agent_id, self.namespace()).map(Some),
+                Some(row) => self
+                    .read_parts(row)
+                    .await?
+                    .decode(agent_id, self.namespace())
+                    .map(Some),
                 None => Ok(None),
+            }
+        })
+    }
+
+    /// `row` with every part it needs read from this store and attached (a whole row as it
+    /// is): the manifest's parts, then the messages its runs name. A part the store lacks is
+    /// left out (decoding the row then reports it).
+    pub fn read_parts<'a>(
+        &'a self,
+        row: CheckpointRow,
+    ) -> BoxFuture<'a, Result<CheckpointRow, CheckpointError>> {
+        Box::pin(async move {
+            let mut row = row;
+            // Two rounds for a manifest (its parts, then its runs' messages); a round that
+            // finds nothing new ends it.
+            loop {
+                let needed = row.parts_needed()?;
+                if needed.is_empty() {
+                    return Ok(row);
+                }
+                let found = self.load_parts(&needed).await?;
+                if found.is_empty() {
+                    return Ok(row);
+                }
+                row = row.with_parts(found);
             }
         })
     }

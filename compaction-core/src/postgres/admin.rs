@@ -9,23 +9,31 @@
 //! names. A save that comes later waits for the batch and then finds the blob gone, so it is
 //! refused (`Store(NotFound)`) rather than saved pointing at nothing.
 
+use super::checkpoint::read_parts;
 use super::db::Db;
 use super::error::Cause;
 use super::hidden::hidden;
 use super::store::PgStore;
+use crate::checkpoint::gc_parts;
 use crate::future::BoxFuture;
 use crate::gc::{candidates, entry_is_garbage, time_of, Referenced};
 use crate::gc::{BlobInfo, EntryInfo, GcError, GcOptions, GcReport, Progress, StoreAdmin};
 use crate::store::{ContentHash, StoreError};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio_postgres::IsolationLevel;
 
 /// Removals per transaction of [`PgStore::collect_garbage`].
 const DELETE_BATCH: usize = 1000;
 
-/// One checkpoint row: agent id, checksum, JSON.
-type CheckpointRow = (String, Option<Vec<u8>>, Option<Vec<u8>>);
+/// One checkpoint row: agent id, checksum, JSON, and (for a manifest) the bytes of the parts
+/// that name blobs ([`gc_parts`]).
+type CheckpointRow = (
+    String,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    HashMap<ContentHash, Vec<u8>>,
+);
 
 impl PgStore {
     /// Every blob of this namespace: address, size and time, by address. Verify one with
@@ -106,9 +114,11 @@ impl PgStore {
             })
             .await?;
         let mut referenced = Referenced::default();
-        for (agent_id, checksum, json) in rows {
+        for (agent_id, checksum, json, parts) in rows {
             referenced
-                .add(agent_id, checksum, json.as_deref())
+                .add(agent_id, checksum, json.as_deref(), &|h| {
+                    parts.get(h).cloned()
+                })
                 .map_err(|agent_id| GcError::UnreadableCheckpoint { agent_id })?;
         }
         let mut report = GcReport {
@@ -144,9 +154,11 @@ impl PgStore {
                 })
                 .await?;
             report.checkpoints = count;
-            for (agent_id, checksum, json) in changed {
+            for (agent_id, checksum, json, parts) in changed {
                 referenced
-                    .add(agent_id, checksum, json.as_deref())
+                    .add(agent_id, checksum, json.as_deref(), &|h| {
+                        parts.get(h).cloned()
+                    })
                     .map_err(|agent_id| GcError::UnreadableCheckpoint { agent_id })?;
             }
             let removed: HashSet<String> = removed.into_iter().collect();
@@ -317,7 +329,21 @@ async fn read_checkpoints(
             .await?
             .map(|row| row.try_get(0))
             .transpose()?;
-        out.push((agent_id, checksum, json.map(String::into_bytes)));
+        let json = json.map(String::into_bytes);
+        let wanted: Vec<String> = json
+            .as_deref()
+            .map(gc_parts)
+            .unwrap_or_default()
+            .iter()
+            .map(ContentHash::to_hex)
+            .collect();
+        let mut parts = HashMap::new();
+        if !wanted.is_empty() {
+            for part in read_parts(client, db.namespace(), &wanted).await? {
+                parts.insert(*part.hash(), part.bytes().to_vec());
+            }
+        }
+        out.push((agent_id, checksum, json, parts));
     }
     Ok(out)
 }
@@ -359,9 +385,11 @@ async fn remove_batch(
         .try_get(0)?;
     let changed = read_checkpoints(&tx, db, Some(&seen)).await?;
     let mut referenced = Referenced::default();
-    for (agent_id, checksum, json) in &changed {
+    for (agent_id, checksum, json, parts) in &changed {
         if referenced
-            .add(agent_id.clone(), checksum.clone(), json.as_deref())
+            .add(agent_id.clone(), checksum.clone(), json.as_deref(), &|h| {
+                parts.get(h).cloned()
+            })
             .is_err()
         {
             // Reported by the caller, which parses the same rows; remove nothing here.

@@ -9,7 +9,8 @@ use super::hidden::hidden;
 use super::store::{begin, PgStore};
 use crate::checkpoint::{check_agent_id, check_parent};
 use crate::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
+    CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore, Compacted,
+    TakenEpoch,
 };
 use crate::error::CompactionError;
 use crate::fence::Fence;
@@ -40,7 +41,7 @@ impl PgStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted, agent_id, self.namespace())?;
+        let row = CheckpointRow::encode(compacted, agent_id, self.namespace(), true)?;
         Ok(self.save_row_task(agent_id, &row, None).await?)
     }
 
@@ -58,7 +59,11 @@ impl PgStore {
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         match self.load_row_task(agent_id).await? {
-            Some(row) => Ok(Some(row.decode(agent_id, self.namespace())?)),
+            Some(row) => {
+                let store: &dyn CheckpointStore = self;
+                let row = store.read_parts(row).await?;
+                Ok(Some(row.decode(agent_id, self.namespace())?))
+            }
             None => Ok(None),
         }
     }
@@ -98,7 +103,13 @@ impl PgStore {
         parent: Option<Option<&str>>,
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
         let refused = check_agent_id(agent_id).err();
-        let hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
+        let mut hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
+        let parts: Vec<(String, Vec<u8>)> = row
+            .parts()
+            .iter()
+            .map(|part| (part.hash().to_hex(), part.bytes().to_vec()))
+            .collect();
+        hashes.extend(parts.iter().map(|(hash, _)| hash.clone()));
         let json = row.json_text().map(str::to_owned);
         let sha256 = row.sha256().map(str::to_owned);
         let agent = agent_id.to_string();
@@ -136,11 +147,30 @@ impl PgStore {
                     hidden![ns, hashes],
                 )
                 .await?;
-            let present: Vec<String> = present
+            let present: std::collections::HashSet<String> = present
                 .iter()
                 .map(|row| row.try_get(0))
                 .collect::<Result<_, _>>()?;
-            if let Some(missing) = hashes.iter().find(|h| !present.contains(h)) {
+            // The parts not held yet, written here (only their bytes cross the wire); held ones
+            // are locked above like the blobs.
+            let (new_hashes, new_bytes): (Vec<&String>, Vec<&Vec<u8>>) = parts
+                .iter()
+                .filter(|(hash, _)| !present.contains(hash))
+                .map(|(hash, bytes)| (hash, bytes))
+                .unzip();
+            if !new_hashes.is_empty() {
+                tx.execute(
+                    "INSERT INTO compaction.blobs (namespace, hash, bytes, size, created_at_ms)
+                     SELECT $1, part.hash, part.bytes, octet_length(part.bytes),
+                            compaction.now_ms()
+                     FROM unnest($2::text[], $3::bytea[]) AS part(hash, bytes)
+                     ON CONFLICT (namespace, hash) DO NOTHING",
+                    hidden![ns, new_hashes, new_bytes],
+                )
+                .await?;
+            }
+            let is_part = |hash: &String| parts.iter().any(|(part, _)| part == hash);
+            if let Some(missing) = hashes.iter().find(|h| !present.contains(*h) && !is_part(h)) {
                 let hash = ContentHash::from_hex(missing).expect("hex written by to_hex");
                 return Ok(Err(StoreError::NotFound { hash }.into()));
             }
@@ -215,6 +245,23 @@ impl PgStore {
                 .await?
                 .map(|(json, sha256)| CheckpointRow::stored(json.into_bytes(), Some(sha256))))
         }
+    }
+
+    /// The parts stored under `hashes` in this namespace (those it holds).
+    fn load_parts_task(
+        &self,
+        hashes: Vec<ContentHash>,
+    ) -> impl Future<Output = Result<Vec<CheckpointPart>, CheckpointError>> + Send + 'static {
+        let hexes: Vec<String> = hashes.iter().map(ContentHash::to_hex).collect();
+        let parts = self.run("loading checkpoint parts".into(), move |db| async move {
+            if hexes.is_empty() {
+                return Ok(Vec::new());
+            }
+            let client = db.client().await?;
+            let parts = read_parts(&client, db.namespace(), &hexes).await?;
+            Ok(parts)
+        });
+        async move { Ok(parts.await?) }
     }
 
     fn list_task(
@@ -377,6 +424,28 @@ async fn stored_sha256(
     })
 }
 
+/// The parts (blobs) stored under `hexes` in `namespace`, those it holds; a row whose address is
+/// not a hash names no part (loading finds that part missing).
+pub(super) async fn read_parts(
+    client: &impl GenericClient,
+    namespace: &str,
+    hexes: &[String],
+) -> Result<Vec<CheckpointPart>, Cause> {
+    let rows = client
+        .query(
+            "SELECT hash, bytes FROM compaction.blobs WHERE namespace = $1 AND hash = ANY($2)",
+            hidden![namespace, hexes],
+        )
+        .await?;
+    let mut parts = Vec::with_capacity(rows.len());
+    for row in rows {
+        if let Some(hash) = ContentHash::from_hex(&row.try_get::<_, String>(0)?) {
+            parts.push(CheckpointPart::stored(hash, row.try_get(1)?));
+        }
+    }
+    Ok(parts)
+}
+
 impl CheckpointStore for PgStore {
     fn namespace(&self) -> &str {
         PgStore::namespace(self)
@@ -395,6 +464,17 @@ impl CheckpointStore for PgStore {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
         Box::pin(self.load_row_task(agent_id))
+    }
+
+    fn stores_parts(&self) -> bool {
+        true
+    }
+
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        Box::pin(self.load_parts_task(hashes.to_vec()))
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {

@@ -292,6 +292,17 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
         let namespace = self.checkpoints.namespace().to_owned();
         let (high, low) = self.marks;
         let (fence, row) = self.take_epoch().await?;
+        // A manifest's parts are immutable and content-addressed: read after the epoch's
+        // transaction, they are the ones the row names (checked against their addresses).
+        let row = match row {
+            Some(row) => Some(
+                self.checkpoints
+                    .read_parts(row)
+                    .await
+                    .map_err(CompactionError::from)?,
+            ),
+            None => None,
+        };
         let mut compactor = self.compactor;
         if let Some(format) = self.chat_format {
             compactor = compactor.shared_chat_format(format);

@@ -217,7 +217,8 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
     /// its sequence and allows its pointers.
     async fn checkpointed(&mut self) -> Result<Compacted<S>, SessionError> {
         let compacted = self.ledger.compact(&self.compactor, &self.state).await?;
-        let row = CheckpointRow::encode(&compacted, &self.agent_id, &self.namespace)
+        let incremental = self.checkpoints.stores_parts();
+        let row = CheckpointRow::encode(&compacted, &self.agent_id, &self.namespace, incremental)
             .map_err(CompactionError::from)?;
         let saved = match self
             .checkpoints

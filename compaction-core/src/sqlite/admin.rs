@@ -189,6 +189,18 @@ impl StoreAdmin for SqliteStore {
     }
 }
 
+/// The stored bytes of a checkpoint part (a blob), read for garbage collection; `None` when
+/// missing or unreadable (the checkpoint is then unreadable, and nothing is removed).
+fn part_bytes(conn: &Connection, hash: &ContentHash) -> Option<Vec<u8>> {
+    conn.query_row(
+        "SELECT bytes FROM blobs WHERE hash = ?1",
+        [hash.to_hex()],
+        |row| Ok(raw_bytes(row.get_ref(0)?)),
+    )
+    .ok()
+    .flatten()
+}
+
 fn blob_present(conn: &Connection, hash: &ContentHash) -> rusqlite::Result<bool> {
     conn.query_row(
         "SELECT 1 FROM blobs WHERE hash = ?1",
@@ -287,7 +299,9 @@ fn add_changed_checkpoints(
             |row| Ok(raw_bytes(row.get_ref(0)?)),
         )?;
         referenced
-            .add(agent_id, sha256, json.as_deref())
+            .add(agent_id, sha256, json.as_deref(), &|hash| {
+                part_bytes(conn, hash)
+            })
             .map_err(ScanError::Unreadable)?;
     }
     Ok(count)
@@ -305,7 +319,12 @@ fn referenced_hashes(conn: &Connection, progress: Progress<'_>) -> Result<Refere
         progress(referenced.seen.len(), total);
         let json = raw_bytes(row.get_ref(2)?);
         referenced
-            .add(row.get(0)?, raw_bytes(row.get_ref(1)?), json.as_deref())
+            .add(
+                row.get(0)?,
+                raw_bytes(row.get_ref(1)?),
+                json.as_deref(),
+                &|hash| part_bytes(conn, hash),
+            )
             .map_err(ScanError::Unreadable)?;
     }
     Ok(referenced)

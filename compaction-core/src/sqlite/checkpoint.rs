@@ -6,12 +6,13 @@ use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
 use crate::checkpoint::{check_agent_id, check_parent};
 use crate::checkpoint::{
-    CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, Compacted, TakenEpoch,
+    CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore, Compacted,
+    TakenEpoch,
 };
 use crate::error::CompactionError;
 use crate::fence::Fence;
 use crate::future::BoxFuture;
-use crate::store::StoreError;
+use crate::store::{ContentHash, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +32,7 @@ impl SqliteStore {
         agent_id: &str,
         compacted: &Compacted<S>,
     ) -> Result<(), CompactionError> {
-        let row = CheckpointRow::encode(compacted, agent_id, "")?;
+        let row = CheckpointRow::encode(compacted, agent_id, "", true)?;
         Ok(self.save_row_now(agent_id, &row, None)?)
     }
 
@@ -49,7 +50,23 @@ impl SqliteStore {
         agent_id: &str,
     ) -> Result<Option<Compacted<S>>, CompactionError> {
         match self.load_row_now(agent_id)? {
-            Some(row) => Ok(Some(row.decode(agent_id, "")?)),
+            Some(mut row) => {
+                // The manifest's parts, then its runs' messages; a round that finds nothing
+                // new ends it (decoding reports a part missing).
+                loop {
+                    let needed = row.parts_needed()?;
+                    let found = if needed.is_empty() {
+                        Vec::new()
+                    } else {
+                        self.load_parts_now(&needed)?
+                    };
+                    if found.is_empty() {
+                        break;
+                    }
+                    row = row.with_parts(found);
+                }
+                Ok(Some(row.decode(agent_id, "")?))
+            }
             None => Ok(None),
         }
     }
@@ -69,6 +86,7 @@ impl SqliteStore {
             if let Some(parent) = parent {
                 check_parent(agent_id, parent, stored_sha256(tx, agent_id).map_err(sql)?)?;
             }
+            store_parts(tx, row.parts()).map_err(sql)?;
             for hash in row.blobs() {
                 let present = tx
                     .query_row(
@@ -100,6 +118,37 @@ impl SqliteStore {
             .map_err(sql)?;
             Ok(())
         })
+    }
+
+    /// The parts stored under `hashes` (those this store holds), read in one transaction.
+    fn load_parts_now(
+        &self,
+        hashes: &[ContentHash],
+    ) -> Result<Vec<CheckpointPart>, CheckpointError> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let map = |e| CheckpointError::from(self.store_error("loading checkpoint parts", e));
+        let mut conn = self.db.lock();
+        let tx = conn.transaction().map_err(map)?;
+        let mut parts = Vec::with_capacity(hashes.len());
+        {
+            let mut read = tx
+                .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+                .map_err(map)?;
+            for hash in hashes {
+                let bytes = read
+                    .query_row([hash.to_hex()], |row| Ok(raw_bytes(row.get_ref(0)?)))
+                    .optional()
+                    .map_err(map)?
+                    .flatten();
+                if let Some(bytes) = bytes {
+                    parts.push(CheckpointPart::stored(*hash, bytes));
+                }
+            }
+        }
+        tx.commit().map_err(map)?;
+        Ok(parts)
     }
 
     fn load_row_now(&self, agent_id: &str) -> Result<Option<CheckpointRow>, CheckpointError> {
@@ -207,6 +256,33 @@ impl SqliteStore {
     }
 }
 
+/// Stores the parts of an incremental row that `tx`'s database does not hold yet (a part held
+/// is the same bytes: its address is their SHA-256). Written with the blobs' time, so garbage
+/// collection treats a part exactly as a blob.
+fn store_parts(tx: &Connection, parts: &[CheckpointPart]) -> rusqlite::Result<()> {
+    if parts.is_empty() {
+        return Ok(());
+    }
+    let mut held = tx.prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    let now = now_ms();
+    for part in parts {
+        let hex = part.hash().to_hex();
+        if held.exists([&hex])? {
+            continue;
+        }
+        insert.execute(rusqlite::params![
+            hex,
+            part.bytes(),
+            part.bytes().len() as i64,
+            now
+        ])?;
+    }
+    Ok(())
+}
+
 /// The checksum of `agent_id`'s stored row, the identity a save names as its parent.
 fn stored_sha256(conn: &Connection, agent_id: &str) -> rusqlite::Result<Option<String>> {
     conn.query_row(
@@ -236,6 +312,17 @@ impl CheckpointStore for SqliteStore {
         agent_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<CheckpointRow>, CheckpointError>> {
         Box::pin(async move { self.load_row_now(agent_id) })
+    }
+
+    fn stores_parts(&self) -> bool {
+        true
+    }
+
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        Box::pin(async move { self.load_parts_now(hashes) })
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<CheckpointInfo>, CheckpointError>> {

@@ -68,6 +68,18 @@ impl MemoryStore {
         self.lock().insert(hash, bytes);
     }
 
+    /// Stores the parts of an incremental checkpoint row (address and bytes) that this store
+    /// does not hold yet.
+    pub(crate) fn insert_parts<'a>(
+        &self,
+        parts: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
+    ) {
+        let mut blobs = self.lock();
+        for (hash, bytes) in parts {
+            blobs.entry(*hash).or_insert_with(|| bytes.to_vec());
+        }
+    }
+
     /// The raw bytes under `hash`, unverified.
     pub fn raw(&self, hash: &ContentHash) -> Option<Vec<u8>> {
         self.lock().get(hash).cloned()

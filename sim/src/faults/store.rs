@@ -7,8 +7,8 @@ use crate::backend::Durable;
 use crate::sabotage::Sabotage;
 use compaction::fence::Fence;
 use compaction::{
-    BoxFuture, CheckpointError, CheckpointInfo, CheckpointRow, CheckpointStore, ContentHash, Store,
-    StoreError, TakenEpoch,
+    BoxFuture, CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore,
+    ContentHash, Store, StoreError, TakenEpoch,
 };
 use std::time::Duration;
 
@@ -177,6 +177,32 @@ impl CheckpointStore for FaultyStore {
                 Decision::Corrupt => Ok(self.inner.load_row(agent_id).await?.map(corrupt_row)),
                 Decision::Crash(_) => die().await,
                 _ => self.inner.load_row(agent_id).await,
+            }
+        })
+    }
+
+    fn stores_parts(&self) -> bool {
+        self.inner.stores_parts()
+    }
+
+    fn load_parts<'a>(
+        &'a self,
+        hashes: &'a [ContentHash],
+    ) -> BoxFuture<'a, Result<Vec<CheckpointPart>, CheckpointError>> {
+        Box::pin(async move {
+            match self.faults.decide(Op::CheckpointLoad) {
+                Decision::Fail => Err(injected("checkpoint parts read failure").into()),
+                // One part's bytes altered in storage: loading must refuse it.
+                Decision::Corrupt => {
+                    let mut parts = self.inner.load_parts(hashes).await?;
+                    if let Some(part) = parts.pop() {
+                        let bytes = flip(part.bytes().to_vec());
+                        parts.push(CheckpointPart::stored(*part.hash(), bytes));
+                    }
+                    Ok(parts)
+                }
+                Decision::Crash(_) => die().await,
+                _ => self.inner.load_parts(hashes).await,
             }
         })
     }
