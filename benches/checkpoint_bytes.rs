@@ -17,7 +17,11 @@
 //! that records the checkpoint's sequence in the ledger), for NEW in 512 B, 4 KiB, 16 KiB, 64 KiB. `--whole`: checkpoints saved
 //! whole (format 3's rows, what every store wrote before incremental checkpoints), through a
 //! store that does not keep parts; the baseline. Prints one JSON line: the run's totals, and the
-//! bytes per request over the requests of the first 300 turns and of the last 300.
+//! bytes per request over the requests of the first 300 turns and of the last 300, and a digest
+//! of every request sent (`requests_sha256`): two runs sent the same requests exactly when it is
+//! the same. `CHECKPOINT_BYTES_REOPEN=K` reopens the session from its file after every K
+//! requests, as a restarted worker would: a resume from either format must send what an
+//! uninterrupted run sends.
 
 #[path = "whole_rows.rs"]
 mod whole_rows;
@@ -179,6 +183,13 @@ fn play<S: SessionState + Clone>(
         .filter(|e| matches!(e, Event::Push(m) if m.role == Role::User))
         .count();
     let (mut turn, mut new_content) = (0, 0);
+    let mut requests = compaction::ContentHash::of(b"");
+    let mut sent_requests = 0usize;
+    // `CHECKPOINT_BYTES_REOPEN=K`: the session reopened from the file after every K requests.
+    let reopen_every = std::env::var("CHECKPOINT_BYTES_REOPEN")
+        .ok()
+        .map(|k| k.parse::<usize>().expect("CHECKPOINT_BYTES_REOPEN=K"))
+        .filter(|k| *k > 0);
     let detail = std::env::var_os("CHECKPOINT_BYTES_DETAIL").is_some();
     let mut last_blobs = 0i64;
     let mut samples = Vec::new();
@@ -187,8 +198,25 @@ fn play<S: SessionState + Clone>(
             Event::Request => {
                 let before = written();
                 let start = Instant::now();
-                agent.next_request_blocking().expect("a request");
+                let request = agent.next_request_blocking().expect("a request");
                 let micros = start.elapsed().as_secs_f64() * 1e6;
+                // Every request's messages, chained: two runs sent the same requests exactly
+                // when their digests are equal.
+                let sent = serde_json::to_vec(&request.into_messages()).expect("JSON");
+                requests = compaction::ContentHash::of(
+                    format!(
+                        "{}{}",
+                        requests.to_hex(),
+                        compaction::ContentHash::of(&sent).to_hex()
+                    )
+                    .as_bytes(),
+                );
+                sent_requests += 1;
+                if reopen_every.is_some_and(|k| sent_requests.is_multiple_of(k)) {
+                    // The agent resumed from its checkpoint, as a restarted worker would.
+                    drop(agent);
+                    agent = open(initial.clone());
+                }
                 if detail {
                     let conn = compaction::sqlite::rusqlite::Connection::open(&path).unwrap();
                     let blobs: i64 = conn
@@ -282,6 +310,8 @@ fn play<S: SessionState + Clone>(
             "first_300_turns": first,
             "last_300_turns": last,
             "median_request_ms": median / 1e3,
+            "requests_sha256": requests.to_hex(),
+            "reopened_every": reopen_every,
             "resume_ms": resumes,
             "load_checkpoint_ms": loads,
             "file_bytes": std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),

@@ -253,7 +253,7 @@ pub trait CheckpointStore: Send + Sync {
     }
 
     /// The parts stored under `hashes`, in any order, for loading a manifest
-    /// ([`CheckpointRow::part_hashes`]); a part this store does not hold is left out (loading
+    /// ([`CheckpointRow::parts_needed`]); a part this store does not hold is left out (loading
     /// then fails with `Store(NotFound)`). The default holds none.
     fn load_parts<'a>(
         &'a self,

@@ -8,7 +8,7 @@ use crate::checkpoint::compacted::Compacted;
 use crate::checkpoint::parts::{
     assemble, check_part, is_manifest, manifest_head, parts_needed, split, whole_json,
 };
-use crate::checkpoint::row::CheckpointRow;
+use crate::checkpoint::row::{CheckpointPart, CheckpointRow};
 use crate::store::{ContentHash, StoreError};
 
 impl CheckpointRow {
@@ -50,6 +50,7 @@ impl CheckpointRow {
             state_type: compacted.state_type.clone(),
             blobs,
             parts,
+            held_by_parent: Default::default(),
         })
     }
 
@@ -133,6 +134,15 @@ impl CheckpointRow {
         whole_json(&self.json, &self.parts)
     }
 
+    /// The parts a save must store (and, on PostgreSQL, lock): every part, but for a save over
+    /// its parent checkpoint (`over_parent`, checked in the save's transaction) those the
+    /// parent holds.
+    pub(crate) fn new_parts(&self, over_parent: bool) -> impl Iterator<Item = &CheckpointPart> {
+        self.parts
+            .iter()
+            .filter(move |p| !(over_parent && self.held_by_parent.contains(&p.hash)))
+    }
+
     /// Whether the stored checksum is the SHA-256 of the stored bytes.
     fn checksum_matches(&self) -> bool {
         self.sha256().and_then(ContentHash::from_hex) == Some(ContentHash::of(&self.json))
@@ -174,4 +184,31 @@ fn check_filed(
         namespace: namespace.to_owned(),
         found: found.cloned().map(Box::new),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::checkpoint::row::{CheckpointPart, CheckpointRow};
+    use crate::store::ContentHash;
+
+    fn part(bytes: &[u8]) -> CheckpointPart {
+        CheckpointPart::stored(ContentHash::of(bytes), bytes.to_vec())
+    }
+
+    #[test]
+    fn a_save_over_its_parent_skips_only_the_parts_the_parent_holds() {
+        let (a, b, c) = (part(b"a"), part(b"b"), part(b"c"));
+        let mut row = CheckpointRow::stored(b"{}".to_vec(), None).with_parts(vec![
+            a.clone(),
+            b.clone(),
+            c.clone(),
+        ]);
+        row.held_by_parent = [*a.hash(), *c.hash(), ContentHash::of(b"elsewhere")]
+            .into_iter()
+            .collect();
+        let new: Vec<&CheckpointPart> = row.new_parts(true).collect();
+        assert_eq!(new, [&b]);
+        // Saved over no checkpoint (or without a parent), every part is written.
+        assert_eq!(row.new_parts(false).count(), 3);
+    }
 }

@@ -36,7 +36,8 @@ impl MemoryStore {
         }
         // Parts beside the blobs, like every backend's (content-addressed: one held is the
         // same bytes).
-        self.insert_parts(row.parts().iter().map(|p| (p.hash(), p.bytes())));
+        let over_parent = matches!(parent, Some(Some(_)));
+        self.insert_parts(row.new_parts(over_parent).map(|p| (p.hash(), p.bytes())));
         let saved = MemoryCheckpoint {
             json: row.json().to_vec(),
             sha256: row.sha256().map(str::to_owned),

@@ -28,6 +28,7 @@ pub(crate) use owner::Owner;
 #[cfg(feature = "postgres")]
 pub(crate) use parts::gc_parts;
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use parts::{is_manifest, referenced_by_manifest};
 pub use row::{CheckpointInfo, CheckpointPart, CheckpointRow};
 pub(crate) use seal::SealKeys;

@@ -56,6 +56,10 @@ pub struct CheckpointRow {
     pub(crate) state_type: String,
     pub(crate) blobs: Vec<ContentHash>,
     pub(crate) parts: Vec<CheckpointPart>,
+    /// Parts the checkpoint this row is saved over holds (a session's own last save): a save
+    /// over that parent, checked in its transaction, need neither write nor lock them, since
+    /// the parent names them until this row replaces it in the same transaction.
+    pub(crate) held_by_parent: std::collections::HashSet<ContentHash>,
 }
 
 impl CheckpointRow {
@@ -68,6 +72,7 @@ impl CheckpointRow {
             state_type: String::new(),
             blobs: Vec::new(),
             parts: Vec::new(),
+            held_by_parent: Default::default(),
         }
     }
 

@@ -104,9 +104,11 @@ impl PgStore {
     ) -> impl Future<Output = Result<(), CheckpointError>> + Send + 'static {
         let refused = check_agent_id(agent_id).err();
         let mut hashes: Vec<String> = row.blobs().iter().map(ContentHash::to_hex).collect();
+        // Over its parent (checked in the transaction below), the parts the parent holds stay
+        // named by it until this row replaces it: neither sent nor locked.
+        let over_parent = matches!(parent, Some(Some(_)));
         let parts: Vec<(String, Vec<u8>)> = row
-            .parts()
-            .iter()
+            .new_parts(over_parent)
             .map(|part| (part.hash().to_hex(), part.bytes().to_vec()))
             .collect();
         hashes.extend(parts.iter().map(|(hash, _)| hash.clone()));

@@ -327,6 +327,10 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             .build()?;
         let mut resolver = self.resolver;
         let parent = row.as_ref().and_then(|row| row.sha256().map(str::to_owned));
+        let parent_parts = row
+            .as_ref()
+            .map(|row| row.parts().iter().map(|part| *part.hash()).collect())
+            .unwrap_or_default();
         let loaded: Option<Compacted<S>> = row
             .map(|row| row.decode(&self.agent_id, &namespace))
             .transpose()
@@ -367,6 +371,7 @@ impl<S: HasTranscript + Send + Sync> SessionBuilder<S> {
             resumed_from,
             fence,
             parent,
+            parent_parts,
             unacked: Vec::new(),
         })
     }

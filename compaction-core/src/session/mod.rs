@@ -13,6 +13,7 @@
 //! - `turn.rs`: which calls wait for a result, and linking effect calls to their effects;
 //! - `effect.rs`: a side-effecting tool run under the ledger ([`EffectCall`],
 //!   [`EffectOutcome`]); `tools.rs`: what [`Session::run_tools`] reports ([`ToolRun`]);
+//! - `save.rs`: a request's checkpoint saved over the last one, under the fence;
 //! - `guard.rs` and `ledger.rs`: the ledger behind object-safe traits; `reacquire.rs`: the same for
 //!   `Reacquire`; `error.rs`: [`SessionError`].
 
@@ -23,6 +24,7 @@ mod guard;
 mod ledger;
 mod reacquire;
 pub(crate) mod request;
+mod save;
 mod tools;
 pub(crate) mod turn;
 
@@ -35,7 +37,7 @@ pub use request::SessionRequest;
 pub use tools::{ToolRun, ToolRunOutcome};
 pub use turn::ModelResponse;
 
-use crate::checkpoint::{CheckpointError, CheckpointRow, CheckpointStore, Compacted};
+use crate::checkpoint::{CheckpointStore, Compacted};
 use crate::compactor::Compactor;
 use crate::conversation::message::{Message, ToolCall};
 use crate::conversation::transcript::Transcript;
@@ -44,7 +46,9 @@ use crate::fence::Fence;
 use crate::future::{block_on, join_all};
 use crate::pointer_tool::{PointerResolver, PointerToolError, PointerToolReply};
 use crate::state::has_transcript::HasTranscript;
+use crate::store::ContentHash;
 use ledger::SessionLedger;
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -145,6 +149,8 @@ pub struct Session<S> {
     /// The row checksum of the checkpoint this session loaded or saved last: the next save is
     /// made over it, and only over it.
     parent: Option<String>,
+    /// The parts of that checkpoint (empty for a whole row): a save over it writes the others.
+    parent_parts: HashSet<ContentHash>,
     /// The row checksums of the saves that failed since the last one that succeeded, without
     /// saying whether they were written (an acknowledgement lost): found as the store's
     /// newest, any of them is this session's own row. (Every one is kept: after a save whose
@@ -152,9 +158,6 @@ pub struct Session<S> {
     /// holds the first.)
     unacked: Vec<String>,
 }
-
-/// How many unacknowledged saves a session remembers as possibly its own (see `unacked`).
-const MAX_UNACKED: usize = 32;
 
 impl<S> std::fmt::Debug for Session<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -211,52 +214,6 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         );
         self.last = Some(compacted);
         Ok(request)
-    }
-
-    /// Compacts the state, saves the checkpoint over the last one (under the fence), records
-    /// its sequence and allows its pointers.
-    async fn checkpointed(&mut self) -> Result<Compacted<S>, SessionError> {
-        let compacted = self.ledger.compact(&self.compactor, &self.state).await?;
-        let incremental = self.checkpoints.stores_parts();
-        let row = CheckpointRow::encode(&compacted, &self.agent_id, &self.namespace, incremental)
-            .map_err(CompactionError::from)?;
-        let saved = match self
-            .checkpoints
-            .save_row_over(&self.agent_id, &row, self.parent.as_deref())
-            .await
-        {
-            // An earlier try of this request was written after all (its answer was lost):
-            // the store's newest is this session's own row, so this one goes over it.
-            Err(CheckpointError::Conflict {
-                found: Some(found), ..
-            }) if self.unacked.contains(&found) => {
-                self.checkpoints
-                    .save_row_over(&self.agent_id, &row, Some(&found))
-                    .await
-            }
-            other => other,
-        };
-        if let Err(error) = saved {
-            if !matches!(
-                error,
-                CheckpointError::Conflict { .. } | CheckpointError::Superseded(_)
-            ) {
-                if self.unacked.len() == MAX_UNACKED {
-                    // The oldest goes: found later, it is refused as a conflict (loud, never
-                    // an overwrite).
-                    self.unacked.remove(0);
-                }
-                self.unacked.extend(row.sha256().map(str::to_owned));
-            }
-            return Err(SessionError::from_checkpoint(error));
-        }
-        // The store holds it now, whatever happens next: a retry after a failed advance saves
-        // over this row (the same request planned again), not over the one before it.
-        self.parent = row.sha256().map(str::to_owned);
-        self.unacked.clear();
-        self.ledger.advance(&self.compactor, &compacted).await?;
-        allow(&mut self.resolver, &self.compactor, &compacted)?;
-        Ok(compacted)
     }
 
     /// Renews this session's lease without writing anything else (see

@@ -86,7 +86,9 @@ impl SqliteStore {
             if let Some(parent) = parent {
                 check_parent(agent_id, parent, stored_sha256(tx, agent_id).map_err(sql)?)?;
             }
-            store_parts(tx, row.parts()).map_err(sql)?;
+            // Over its parent (checked above), the parts the parent holds are there.
+            let over_parent = matches!(parent, Some(Some(_)));
+            store_parts(tx, row.new_parts(over_parent)).map_err(sql)?;
             for hash in row.blobs() {
                 let present = tx
                     .query_row(
@@ -259,8 +261,12 @@ impl SqliteStore {
 /// Stores the parts of an incremental row that `tx`'s database does not hold yet (a part held
 /// is the same bytes: its address is their SHA-256). Written with the blobs' time, so garbage
 /// collection treats a part exactly as a blob.
-fn store_parts(tx: &Connection, parts: &[CheckpointPart]) -> rusqlite::Result<()> {
-    if parts.is_empty() {
+fn store_parts<'a>(
+    tx: &Connection,
+    parts: impl Iterator<Item = &'a CheckpointPart>,
+) -> rusqlite::Result<()> {
+    let mut parts = parts.peekable();
+    if parts.peek().is_none() {
         return Ok(());
     }
     let mut held = tx.prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")?;

@@ -22,6 +22,7 @@
 //! whole checkpoint; `gc.rs` lists what a manifest keeps; `verified.rs` remembers verified parts.
 
 mod chunks;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod gc;
 mod read;
 mod verified;
@@ -29,6 +30,7 @@ mod write;
 
 #[cfg(feature = "postgres")]
 pub(crate) use gc::gc_parts;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use gc::referenced_by_manifest;
 pub(crate) use read::{assemble, manifest_head, parts_needed, whole_json};
 pub(crate) use verified::check_part;
