@@ -36,4 +36,6 @@ pub use seal::{SealKey, SealKeyError};
 pub(crate) use transcript_record::{
     CompactedTranscript, FrontFields, MessageDigests, WindowRecord,
 };
+#[cfg(feature = "sqlite")]
+pub(crate) use typed::MAX_PART_ROUNDS;
 pub(crate) use verify::{check_checkpoint, check_restorable};

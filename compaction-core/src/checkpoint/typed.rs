@@ -6,6 +6,10 @@ use crate::checkpoint::compacted::Compacted;
 use crate::checkpoint::row::CheckpointRow;
 use crate::future::BoxFuture;
 
+/// The most rounds of reads a manifest's parts take: the manifest's own, then its runs'
+/// messages (a third finds nothing).
+pub(crate) const MAX_PART_ROUNDS: usize = 3;
+
 impl dyn CheckpointStore + '_ {
     /// Saves `compacted` as the latest checkpoint of `agent_id` (replacing the previous one),
     /// refusing a broken seal (`Integrity`), a checkpoint bound to another agent or namespace
@@ -53,18 +57,20 @@ impl dyn CheckpointStore + '_ {
         Box::pin(async move {
             let mut row = row;
             // Two rounds for a manifest (its parts, then its runs' messages); a round that
-            // finds nothing new ends it.
-            loop {
+            // finds nothing ends it, and so does a third (a store that answers with parts it
+            // was not asked for never loops).
+            for _ in 0..MAX_PART_ROUNDS {
                 let needed = row.parts_needed()?;
                 if needed.is_empty() {
-                    return Ok(row);
+                    break;
                 }
                 let found = self.load_parts(&needed).await?;
                 if found.is_empty() {
-                    return Ok(row);
+                    break;
                 }
                 row = row.with_parts(found);
             }
+            Ok(row)
         })
     }
 }

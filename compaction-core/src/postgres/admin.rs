@@ -3,7 +3,8 @@
 //! [`GcOptions`](crate::postgres::GcOptions#the-rules)), as SQLite does.
 //!
 //! Concurrency rests on row locks. `save_checkpoint` takes `FOR KEY SHARE` on every blob its
-//! checkpoint names, in its own transaction; a removal batch first takes `FOR UPDATE` on its
+//! checkpoint names, and on every checkpoint part it names that its parent checkpoint (locked
+//! in the same transaction) does not, in its own transaction; a removal batch first takes `FOR UPDATE` on its
 //! candidates (waiting for any save holding them), then (a new statement, so a new snapshot
 //! in `READ COMMITTED`) reads the checkpoints saved since, and removes only what none of them
 //! names. A save that comes later waits for the batch and then finds the blob gone, so it is

@@ -4,7 +4,7 @@
 
 use super::now_ms;
 use super::store::{raw_bytes, SqliteStore};
-use crate::checkpoint::{check_agent_id, check_parent};
+use crate::checkpoint::{check_agent_id, check_parent, MAX_PART_ROUNDS};
 use crate::checkpoint::{
     CheckpointError, CheckpointInfo, CheckpointPart, CheckpointRow, CheckpointStore, Compacted,
     TakenEpoch,
@@ -52,8 +52,8 @@ impl SqliteStore {
         match self.load_row_now(agent_id)? {
             Some(mut row) => {
                 // The manifest's parts, then its runs' messages; a round that finds nothing
-                // new ends it (decoding reports a part missing).
-                loop {
+                // ends it (decoding reports a part missing), as in `read_parts`.
+                for _ in 0..MAX_PART_ROUNDS {
                     let needed = row.parts_needed()?;
                     let found = if needed.is_empty() {
                         Vec::new()
