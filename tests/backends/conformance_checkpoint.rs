@@ -150,3 +150,8 @@ fn sqlite_parts_conform() {
 fn postgres_parts_conform() {
     conformance::parts::check(postgres_fixture);
 }
+
+#[test]
+fn a_store_answering_with_other_parts_is_refused() {
+    conformance::parts::a_store_answering_with_other_parts_is_refused(MemoryStore::new());
+}

@@ -347,3 +347,63 @@ fn write_format3_fixture() {
     };
     std::fs::write(FORMAT3, serde_json::to_string_pretty(&fixture).unwrap()).unwrap();
 }
+
+/// A store of one's own that answers every read of parts with a part it was not asked for: a
+/// load ends (the part asked for is missing), it does not ask again forever.
+pub fn a_store_answering_with_other_parts_is_refused(store: compaction::MemoryStore) {
+    struct Wrong(compaction::MemoryStore);
+    impl CheckpointStore for Wrong {
+        fn namespace(&self) -> &str {
+            ""
+        }
+        fn save_row<'a>(
+            &'a self,
+            agent_id: &'a str,
+            row: &'a compaction::CheckpointRow,
+        ) -> compaction::BoxFuture<'a, Result<(), CheckpointError>> {
+            self.0.save_row(agent_id, row)
+        }
+        fn load_row<'a>(
+            &'a self,
+            agent_id: &'a str,
+        ) -> compaction::BoxFuture<'a, Result<Option<compaction::CheckpointRow>, CheckpointError>>
+        {
+            self.0.load_row(agent_id)
+        }
+        fn stores_parts(&self) -> bool {
+            true
+        }
+        fn load_parts<'a>(
+            &'a self,
+            _: &'a [ContentHash],
+        ) -> compaction::BoxFuture<'a, Result<Vec<compaction::CheckpointPart>, CheckpointError>>
+        {
+            let other = b"a part nobody asked for".to_vec();
+            let part = compaction::CheckpointPart::stored(ContentHash::of(&other), other);
+            Box::pin(std::future::ready(Ok(vec![part])))
+        }
+        fn list(
+            &self,
+        ) -> compaction::BoxFuture<'_, Result<Vec<compaction::CheckpointInfo>, CheckpointError>>
+        {
+            self.0.list()
+        }
+        fn delete<'a>(
+            &'a self,
+            agent_id: &'a str,
+        ) -> compaction::BoxFuture<'a, Result<bool, CheckpointError>> {
+            self.0.delete(agent_id)
+        }
+    }
+    let compactor = compactor(&store);
+    let mut state = fresh();
+    play_turn(&mut state, 0);
+    let compacted = compactor.compact_blocking(&state).unwrap();
+    let wrong = Wrong(store);
+    let checkpoints: &dyn CheckpointStore = &wrong;
+    block_on(checkpoints.save("agent", &compacted)).unwrap();
+    match block_on(checkpoints.load::<PartsAgent>("agent")) {
+        Err(CheckpointError::Store(compaction::StoreError::NotFound { .. })) => {}
+        other => panic!("{:?}", other.map(|c| c.is_some())),
+    }
+}
