@@ -3,25 +3,29 @@
 //! defaults) and measures, per request, the bytes the process passed to write(2) (`wchar` of
 //! `/proc/self/io`: SQLite's WAL frames and checkpoints included) beside the request's new
 //! content (the JSON bytes of the messages pushed since the request before), the time the
-//! request took, and at the end the time to resume the agent from its file.
+//! request took, and at the end the time to resume the agent from its file and to load its
+//! checkpoint.
 //!
 //! ```text
 //! cargo run --release -p compaction-benches --example checkpoint_bytes -- SESSION BUDGET [--whole] [--seed N]
 //! ```
 //!
 //! `SESSION`: a number of turns (the coding session of `fixtures/src/session.rs`, seed 22 or
-//! `--seed N`), a family member by name (`coding-300-s2-k3`), or `family` / `unseen` for every
+//! `--seed N`), a family member by name (`coding-300-s2-k3`), `family` / `unseen` for every
 //! member of the family or of its unseen seeds (a line each), or `floor`: what SQLite itself
 //! writes for the least a request can write on the embedded default, whatever the format (one
 //! transaction that stores NEW bytes of fresh content beside a 4 KiB checkpoint row, and one
-//! that records the checkpoint's sequence in the ledger), for NEW in 512 B, 4 KiB, 16 KiB, 64 KiB. `--whole`: checkpoints saved
-//! whole (format 3's rows, what every store wrote before incremental checkpoints), through a
-//! store that does not keep parts; the baseline. Prints one JSON line: the run's totals, and the
-//! bytes per request over the requests of the first 300 turns and of the last 300, and a digest
-//! of every request sent (`requests_sha256`): two runs sent the same requests exactly when it is
-//! the same. `CHECKPOINT_BYTES_REOPEN=K` reopens the session from its file after every K
-//! requests, as a restarted worker would: a resume from either format must send what an
-//! uninterrupted run sends.
+//! that records the checkpoint's sequence in the ledger), for NEW in 512 B, 4 KiB, 16 KiB and
+//! 64 KiB. `--whole`: checkpoints saved whole (format 3's rows, what every store wrote before
+//! incremental checkpoints), through a store that does not keep parts; the baseline.
+//!
+//! Prints one JSON line a session: the run's totals, the bytes per request over the requests
+//! of the first 300 turns and of the last 300, and a digest of every request sent
+//! (`requests_sha256`): two runs sent the same requests exactly when it is the same.
+//! Environment: `CHECKPOINT_BYTES_REOPEN=K` reopens the session from its file after every K
+//! requests, as a restarted worker would (a resume from either format must send what an
+//! uninterrupted run sends); `CHECKPOINT_BYTES_DETAIL=1` prints each request's bytes written,
+//! blob bytes stored and row size to stderr; `CHECKPOINT_BYTES_KEEP=1` keeps the database file.
 
 #[path = "whole_rows.rs"]
 mod whole_rows;
