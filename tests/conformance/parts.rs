@@ -310,15 +310,11 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Writes `tests/fixtures/format3.json` when `WRITE_FORMAT3_FIXTURE` is set: run at the commit
-/// before format 4 (`git worktree add /tmp/f3 629a315`, this file and its `mod` line copied in,
-/// `WRITE_FORMAT3_FIXTURE=1 cargo test --test backends write_format3`), so the rows are the
-/// previous version's own.
-#[test]
-fn write_format3_fixture() {
-    if std::env::var_os("WRITE_FORMAT3_FIXTURE").is_none() {
-        return;
-    }
+/// Writes `tests/fixtures/format3.json`: not a test here (it asserts nothing), the generator
+/// run at the commit before format 4 so the rows are the previous version's own
+/// (`git worktree add /tmp/f3 629a315`, this file and its `mod` line copied in, a `#[test]`
+/// calling it, `cargo test --test backends write_format3`).
+pub fn write_format3_fixture() {
     let store = compaction::MemoryStore::new();
     let compactor = compactor(&store);
     let mut state = fresh();
