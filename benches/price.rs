@@ -33,41 +33,19 @@ use compaction::cache::{
     PromptBlocks,
 };
 use compaction::transcript::{chat_tokens, ToolArguments};
-use compaction::{Message, Role, TokenCounter, Tokenizer, ToolCall};
+use compaction::{Message, Role, ToolCall};
+use memo::{digest, Memo};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{BufRead, BufReader};
-use std::sync::{Arc, Mutex};
+
+#[path = "memo.rs"]
+mod memo;
 
 /// The Anthropic model whose cache rules price the requests.
 const MODEL: &str = "claude-sonnet-4-5";
 /// Milliseconds between two requests.
 const GAP_MS: u64 = 20_000;
-
-/// o200k counts, each distinct text counted once: a session's requests repeat the same blocks
-/// thousands of times.
-#[derive(Clone, Default)]
-struct Memo(Arc<Mutex<HashMap<u64, usize>>>);
-
-impl TokenCounter for Memo {
-    fn count(&self, text: &str) -> usize {
-        let key = digest(text.as_bytes());
-        let mut memo = self.0.lock().expect("not poisoned");
-        *memo
-            .entry(key)
-            .or_insert_with(|| Tokenizer::O200kBase.count(text))
-    }
-    fn name(&self) -> &str {
-        "o200k_base (memoized)"
-    }
-}
-
-fn digest(bytes: &[u8]) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    hasher.finish()
-}
 
 /// An OpenAI chat message (as `openai_message` writes it) as our `Message`, arguments kept as
 /// written.
@@ -167,8 +145,15 @@ fn price(path: &str) -> Result<Value, String> {
             None => list.iter().take_while(|m| m.role == Role::System).count(),
         };
         let now = requests * GAP_MS;
+        // What this request sends as the previous one did: a breakpoint ends it (for every
+        // policy alike), so its cache entry is read past the provider's block lookback.
+        let reused = ids
+            .iter()
+            .zip(&previous)
+            .take_while(|(a, b)| a == b)
+            .count();
         let wire = caching
-            .request(MODEL, 1024, &list, stable)
+            .request_reusing(MODEL, 1024, &list, stable, reused)
             .map_err(|e| e.to_string())?;
         let used = anthropic
             .send(now, wire.prompt_blocks(&memo).blocks())

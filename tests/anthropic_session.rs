@@ -17,7 +17,7 @@ use compaction::session::{Session, SessionRequest};
 use compaction::{MemoryLedger, MemoryStore, Message, Role, Tokenizer};
 use serde_json::json;
 use session_driver::family::{play_member, Played};
-use session_driver::{compactor, effect_of, fresh_agent, Agent, Driver, Script, Step, Stop, World};
+use session_driver::{compactor, effect_of, fresh_agent, play_to_end, Agent, Script, World};
 use std::sync::Mutex;
 
 #[derive(Default)]
@@ -86,24 +86,52 @@ fn everywhere() -> AnthropicCaching {
     AnthropicCaching::for_model("claude-test").min_cacheable_tokens(0)
 }
 
+/// The block that ends the first `len` messages of `request`, converted alone (a state update
+/// late in the request as the user text block it is sent as).
+fn end_of(request: &SessionRequest, len: usize) -> (Option<usize>, usize) {
+    let leading = request.messages()[..len]
+        .iter()
+        .take_while(|m| m.role == Role::System)
+        .count();
+    let laid_out: Vec<Message> = (request.messages()[..len].iter().enumerate())
+        .map(|(i, m)| match m.role {
+            Role::System if i >= leading => Message::user(m.content.clone()),
+            _ => m.clone(),
+        })
+        .collect();
+    let prefix = to_anthropic(&laid_out).expect("a prefix converts alone");
+    match prefix.messages.last() {
+        None => (None, prefix.system.len() - 1),
+        Some(last) => (Some(prefix.messages.len() - 1), last.content.len() - 1),
+    }
+}
+
 /// Asserts that `wire` (made from `request` with [`everywhere`]) has a breakpoint exactly
 /// where the first `stable_prefix_len()` messages end, converted alone, one on the system
-/// prompt's end and one on its last block, and no other; returns the stable prefix's.
+/// prompt's end, one on its last block and, when the request sends more of the previous one
+/// as it was than its stable prefix, one where that ends; and no other. Returns the stable
+/// prefix's.
 fn breakpoint_at_the_stable_prefix(
     request: &SessionRequest,
     wire: &AnthropicRequest,
 ) -> (Option<usize>, usize) {
     let found = breakpoints(wire);
-    assert!(found.len() <= 3, "at most three of ours: {found:?}");
-    let prefix = to_anthropic(&request.messages()[..request.stable_prefix_len()])
-        .expect("the stable prefix converts alone");
-    let expected = match prefix.messages.last() {
-        None => (None, prefix.system.len() - 1),
-        Some(last) => (Some(prefix.messages.len() - 1), last.content.len() - 1),
-    };
+    assert!(found.len() <= 4, "at most four: {found:?}");
+    let expected = end_of(request, request.stable_prefix_len());
     assert!(
         found.contains(&expected),
         "the stable prefix's end: {found:?}"
+    );
+    let reused = request.reused_prefix_len();
+    let kept = (reused > request.stable_prefix_len()).then(|| end_of(request, reused));
+    if let Some(kept) = kept {
+        assert!(found.contains(&kept), "the kept prefix's end: {found:?}");
+    }
+    let ours = [Some(expected), kept, Some((None, wire.system.len() - 1))];
+    let rolling = &found[..found.len() - 1];
+    assert!(
+        rolling.iter().all(|b| ours.contains(&Some(*b))),
+        "no other breakpoint: {found:?}"
     );
     assert!(found.contains(&(None, wire.system.len() - 1)), "{found:?}");
     let last = wire.messages.len() - 1;
@@ -122,17 +150,7 @@ fn breakpoint_at_the_stable_prefix(
 
 /// Plays `script` to its end (no crash), returning every request the session made.
 fn play(session: &mut Session<Agent>, script: &Script) -> Vec<SessionRequest> {
-    let world = Performed::default();
-    let mut driver = Driver::default();
-    let mut requests = Vec::new();
-    loop {
-        match driver.step(session, script, &world, Stop::Never).unwrap() {
-            Some(Step::Done) => return requests,
-            Some(Step::Request(request)) => requests.push(request),
-            Some(_) => {}
-            None => unreachable!("Stop::Never never stops inside an effect"),
-        }
-    }
+    play_to_end(session, script, &Performed::default())
 }
 
 #[test]
@@ -331,17 +349,47 @@ fn tools_are_sent_counted_and_cached_on_anthropics_wire() {
         assert!(request.tokens() <= budget);
         assert!(breakpoints(&wire).len() <= 4);
     }
-    // After a restart the last request is rebuilt with the same tools and breakpoints, byte
-    // for byte.
+    // After a restart the last request is rebuilt with the same tools, byte for byte but for
+    // one breakpoint: the warm request also ended its kept prefix (what the request before it
+    // sent as it was); the rebuilt one sends all of the last request as it was, so that
+    // breakpoint is the rolling one's.
     drop(session);
     let mut resumed = open(&store, &ledger);
     let again = resumed.next_request_blocking().unwrap();
     let last = requests.last().unwrap();
-    let warm =
-        serde_json::to_string(&last.anthropic_request("claude-sonnet-4-5", 1024).unwrap()).unwrap();
-    let cold = serde_json::to_string(&again.anthropic_request("claude-sonnet-4-5", 1024).unwrap())
-        .unwrap();
-    assert_eq!(warm, cold);
+    let warm = last.anthropic_request("claude-sonnet-4-5", 1024).unwrap();
+    let cold = again.anthropic_request("claude-sonnet-4-5", 1024).unwrap();
+    assert_eq!(without_breakpoints(&warm), without_breakpoints(&cold));
+    let (warm_at, cold_at) = (breakpoints(&warm), breakpoints(&cold));
+    assert!(
+        cold_at.iter().all(|b| warm_at.contains(b)),
+        "{warm_at:?} {cold_at:?}"
+    );
+    assert!(
+        warm_at.len() <= cold_at.len() + 1,
+        "{warm_at:?} {cold_at:?}"
+    );
+    let extra: Vec<_> = warm_at.iter().filter(|b| !cold_at.contains(b)).collect();
+    if let [kept] = extra.as_slice() {
+        assert_eq!(**kept, end_of(last, last.reused_prefix_len()));
+    }
+}
+
+/// A request's JSON with every `cache_control` taken out.
+fn without_breakpoints(request: &AnthropicRequest) -> serde_json::Value {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(object) => {
+                object.remove("cache_control");
+                object.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(request).unwrap();
+    strip(&mut value);
+    value
 }
 
 /// Counts a request's blocks as this test's provider would: 1 token per 4 bytes, at least 1.

@@ -27,6 +27,34 @@ pub fn messages(compacted: &AnyCheckpoint) -> Option<Vec<Message>> {
         .then(|| compacted.messages())
 }
 
+/// What a provider's prompt cache can serve of the last request: the leading messages it sent
+/// as the request before it did (`SessionRequest::expected_cache` at the time), with their
+/// tokens as the budget counts them, and whether it was a compaction point.
+pub fn cache_json(compacted: &AnyCheckpoint) -> Value {
+    let reused = compacted.reused_prefix_len();
+    json!({
+        "reused_messages": reused,
+        "reused_tokens": compacted.prefix_tokens(reused),
+        "stable_prefix_messages": compacted.stable_prefix_len(),
+        "compaction_point": compacted.is_compaction_point(),
+    })
+}
+
+fn cache_line(compacted: &AnyCheckpoint) -> String {
+    let reused = compacted.reused_prefix_len();
+    let how = if compacted.is_compaction_point() {
+        "a compaction point"
+    } else {
+        "an append"
+    };
+    format!(
+        "cache: {} tokens in the first {reused} messages as the request before sent them ({how}; \
+         stable prefix {} messages)\n",
+        thousands(compacted.prefix_tokens(reused)),
+        compacted.stable_prefix_len()
+    )
+}
+
 /// The messages for `--json`: the raw text (JSON escapes what it must), one object each.
 pub fn to_json(messages: &[Message]) -> Value {
     Value::Array(
@@ -148,6 +176,7 @@ pub fn to_text(agent: &str, compacted: &AnyCheckpoint, messages: &[Message]) -> 
         ));
     }
     out.push('\n');
+    out.push_str(&cache_line(compacted));
     let mut marked = false;
     for (index, message) in messages.iter().enumerate() {
         out.push_str(&format!("\n#{index} {}", message.role.as_str()));

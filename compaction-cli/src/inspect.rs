@@ -244,7 +244,8 @@ pub fn show(db: &Database, agent: &str, budget: bool, as_json: bool) -> Outcome 
         if let Some(messages) = &messages {
             merge(
                 &mut object,
-                json!({ "messages": conversation::to_json(messages) }),
+                json!({ "messages": conversation::to_json(messages),
+                        "cache": conversation::cache_json(&compacted) }),
             );
         }
         if let Some(breakdown) = &breakdown {

@@ -10,8 +10,8 @@ pub mod family;
 
 use compaction::session::{EffectCall, Session, SessionError, SessionRequest};
 use compaction::{
-    Compactable, Compactor, Effect, EffectLog, Message, Role, SealKey, Tokenizer, ToolCall,
-    Transcript,
+    Compactable, Compactor, Effect, EffectLog, MemoryLedger, MemoryStore, Message, Role, SealKey,
+    Tokenizer, ToolCall, Transcript,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -62,6 +62,37 @@ pub fn compactor(budget: usize) -> compaction::CompactorBuilder {
         .budget(budget)
         .token_counter(Tokenizer::O200kBase)
         .seal_key(SealKey::new("test", [9u8; 32]).expect("a valid key"))
+}
+
+/// A session of the driver's agent `agent_id` at a 4,000-token budget on `store` and `ledger`
+/// (opened fresh, or resumed from the store's checkpoint).
+pub fn open_on(agent_id: &str, store: &MemoryStore, ledger: &MemoryLedger) -> Session<Agent> {
+    Session::builder(agent_id)
+        .compactor(compactor(4_000))
+        .store(store.clone())
+        .ledger(ledger.clone())
+        .effect_calls(effect_of)
+        .open_blocking(fresh_agent)
+        .expect("a memory store opens")
+}
+
+/// Plays `script` on `session` to its end (no crash), recording effects in `world`; returns
+/// every request the session made.
+pub fn play_to_end(
+    session: &mut Session<Agent>,
+    script: &Script,
+    world: &dyn World,
+) -> Vec<SessionRequest> {
+    let mut driver = Driver::default();
+    let mut requests = Vec::new();
+    loop {
+        match driver.step(session, script, world, Stop::Never).unwrap() {
+            Some(Step::Done) => return requests,
+            Some(Step::Request(request)) => requests.push(request),
+            Some(_) => {}
+            None => unreachable!("Stop::Never never stops inside an effect"),
+        }
+    }
 }
 
 /// splitmix64: every scripted choice is a hash of the seed and what it is about.

@@ -7,16 +7,10 @@ use crate::session_driver;
 use compaction::session::Session;
 use compaction::{MemoryLedger, MemoryStore, Message, ToolCall};
 use serde_json::json;
-use session_driver::{compactor, effect_of, fresh_agent, Agent};
+use session_driver::Agent;
 
 fn open(store: &MemoryStore, ledger: &MemoryLedger) -> Session<Agent> {
-    Session::builder("agent-loop")
-        .compactor(compactor(4_000))
-        .store(store.clone())
-        .ledger(ledger.clone())
-        .effect_calls(effect_of)
-        .open_blocking(fresh_agent)
-        .unwrap()
+    session_driver::open_on("agent-loop", store, ledger)
 }
 
 #[test]

@@ -288,6 +288,31 @@ impl<S> Compacted<S> {
         self.transcript.as_ref().map_or(0, |t| t.reused)
     }
 
+    /// Tokens of the first `messages` of [`messages`](Self::messages), counted as the budget
+    /// counts the request (the chat format's formula, the tool definitions included: they come
+    /// first in every provider's cache order): what a prompt cache holding that prefix serves.
+    /// The whole request's for `messages` at or past its length; 0 for none.
+    pub fn prefix_tokens(&self, messages: usize) -> usize {
+        if messages == 0 {
+            return 0;
+        }
+        match &self.transcript {
+            // The request's tokens less those of the transcript messages after the prefix (each
+            // slot's tokens as the planner counted it; the window is message 0).
+            Some(t) => {
+                let tail: usize = t
+                    .memory
+                    .slots
+                    .iter()
+                    .skip(messages - 1)
+                    .map(|s| s.tokens)
+                    .sum();
+                t.request_tokens.saturating_sub(tail)
+            }
+            None => self.tokens,
+        }
+    }
+
     /// Whether this request was a compaction point; `false` when it only appended to the last
     /// request (or the state has no transcript).
     pub fn is_compaction_point(&self) -> bool {

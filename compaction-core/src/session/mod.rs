@@ -9,7 +9,7 @@
 //! that name neither:
 //! - `builder.rs`: [`SessionBuilder`], the parts and their defaults, and opening a session
 //!   (resume from the checkpoint, or fresh);
-//! - `request.rs`: [`SessionRequest`], what to send, wire-format free;
+//! - `request.rs`: [`SessionRequest`], what to send, wire-format free, and [`ExpectedCache`];
 //! - `turn.rs`: which calls wait for a result, and linking effect calls to their effects;
 //! - `effect.rs`: a side-effecting tool run under the ledger ([`EffectCall`],
 //!   [`EffectOutcome`]); `tools.rs`: what [`Session::run_tools`] reports ([`ToolRun`]);
@@ -33,7 +33,7 @@ pub use crate::fence::OpenMode;
 pub use builder::SessionBuilder;
 pub use effect::{EffectCall, EffectOutcome, ToolFailure};
 pub use error::{ResponseProblem, SessionError};
-pub use request::SessionRequest;
+pub use request::{ExpectedCache, SessionRequest};
 pub use tools::{ToolRun, ToolRunOutcome};
 pub use turn::ModelResponse;
 
@@ -208,6 +208,7 @@ impl<S: HasTranscript + Send + Sync> Session<S> {
         };
         let request = SessionRequest::of(
             &compacted,
+            self.last.as_ref(),
             &self.agent_id,
             &self.namespace,
             self.compactor.shared_tools(),

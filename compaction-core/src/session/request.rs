@@ -1,6 +1,8 @@
 //! [`SessionRequest`]: what a session hands the agent to send, independent of the wire format:
-//! the messages, where their stable prefix ends, and the sequence of the checkpoint behind them.
+//! the messages, where their stable prefix ends, the sequence of the checkpoint behind them, and
+//! what of them a provider's prompt cache is expected to serve ([`ExpectedCache`]).
 
+use crate::cache::{AnthropicCacheRules, OpenAiCacheRules};
 use crate::checkpoint::Compacted;
 use crate::conversation::message::Message;
 use crate::conversation::tool::ToolDefinition;
@@ -26,17 +28,21 @@ pub struct SessionRequest {
     pub(crate) tokens: usize,
     pub(crate) cache_key: String,
     pub(crate) tools: Arc<[ToolDefinition]>,
+    pub(crate) expected_cache: ExpectedCache,
 }
 
 impl SessionRequest {
-    /// The request of checkpoint `compacted`, made for `agent_id` in `namespace`.
+    /// The request of checkpoint `compacted`, made for `agent_id` in `namespace` after the
+    /// request of `previous` (the session's last checkpoint, if any).
     pub(crate) fn of<S>(
         compacted: &Compacted<S>,
+        previous: Option<&Compacted<S>>,
         agent_id: &str,
         namespace: &str,
         tools: Arc<[ToolDefinition]>,
     ) -> Self {
         SessionRequest {
+            expected_cache: ExpectedCache::of(compacted, previous),
             messages: compacted.messages(),
             stable_prefix_len: compacted.stable_prefix_len(),
             reused_prefix_len: compacted.reused_prefix_len(),
@@ -100,6 +106,14 @@ impl SessionRequest {
         &self.tools
     }
 
+    /// What of this request a provider's prompt cache is expected to serve, from what the
+    /// previous request of this session wrote to it: log it beside the provider's reported
+    /// cache reads, or read what a compaction point cost
+    /// ([`ExpectedCache::anthropic_tokens`], [`ExpectedCache::openai_tokens`]).
+    pub fn expected_cache(&self) -> ExpectedCache {
+        self.expected_cache
+    }
+
     /// A key naming this agent's conversation for a provider's prompt cache (OpenAI's
     /// `prompt_cache_key`): the same for every request of the agent, and not the agent id
     /// itself (`compaction-` and 32 hex digits of a SHA-256 of the namespace and agent id).
@@ -117,4 +131,72 @@ fn cache_key(agent_id: &str, namespace: &str) -> String {
     let digest = hasher.finalize();
     let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!("compaction-{hex}")
+}
+
+/// What of a [`SessionRequest`] a provider's prompt cache is expected to serve, from the
+/// previous request of the same session (sent within the cache's lifetime): the leading
+/// messages identical to that request's, and those a cache entry that request's breakpoints
+/// wrote covers. Tokens are counted as the budget counts the request
+/// ([`Compacted::prefix_tokens`]: the chat format's formula, the tool definitions first), an
+/// estimate of what the provider bills as cached.
+///
+/// After an append, both are the whole previous request. At a compaction point, an automatic
+/// cache (OpenAI, Gemini) can serve every message the point left in place
+/// ([`reused_messages`](Self::reused_messages)); Anthropic's only what an entry covers: with this
+/// library's breakpoints (`SessionRequest::anthropic_request`), the previous request's stable
+/// prefix as far as this request kept it ([`breakpoint_messages`](Self::breakpoint_messages)).
+/// Everything after is written to the cache again: what the point cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExpectedCache {
+    /// Leading messages byte-identical to the previous request's.
+    pub reused_messages: usize,
+    /// Their tokens, the tool definitions included.
+    pub reused_tokens: usize,
+    /// Leading messages a cache entry written by the previous request's breakpoints covers.
+    pub breakpoint_messages: usize,
+    /// Their tokens, the tool definitions included.
+    pub breakpoint_tokens: usize,
+}
+
+impl ExpectedCache {
+    fn of<S>(compacted: &Compacted<S>, previous: Option<&Compacted<S>>) -> Self {
+        // A first request, or one after the process restarted without the previous request's
+        // checkpoint in hand: the compactor still knows what it reused (its memory came with
+        // the checkpoint), but not where that request's stable prefix ended.
+        let reused = compacted.reused_prefix_len();
+        let breakpoint = match previous {
+            Some(_) if !compacted.is_compaction_point() => reused,
+            Some(previous) => reused.min(previous.stable_prefix_len()),
+            None => 0,
+        };
+        ExpectedCache {
+            reused_messages: reused,
+            reused_tokens: compacted.prefix_tokens(reused),
+            breakpoint_messages: breakpoint,
+            breakpoint_tokens: compacted.prefix_tokens(breakpoint),
+        }
+    }
+
+    /// Tokens Anthropic's cache is expected to serve with the library's breakpoints: the
+    /// breakpoint prefix, when it reaches the model's minimum cacheable length (a shorter prefix
+    /// gets no entry: Anthropic's prompt caching, "Cache limitations").
+    pub fn anthropic_tokens(&self, rules: &AnthropicCacheRules) -> usize {
+        if self.breakpoint_tokens >= rules.min_cacheable_tokens {
+            self.breakpoint_tokens
+        } else {
+            0
+        }
+    }
+
+    /// Tokens OpenAI's automatic cache is expected to serve: the reused prefix, rounded down to
+    /// the minimum plus whole steps (1,024 tokens, then 128 at a time: OpenAI's prompt caching
+    /// guide), 0 under the minimum.
+    pub fn openai_tokens(&self, rules: &OpenAiCacheRules) -> usize {
+        let tokens = self.reused_tokens;
+        if tokens < rules.min_tokens {
+            return 0;
+        }
+        let step = rules.step_tokens.max(1);
+        rules.min_tokens + (tokens - rules.min_tokens) / step * step
+    }
 }

@@ -3,14 +3,18 @@
 //! TTLs first), and a request's blocks in cache order for the cache model
 //! ([`AnthropicRequest::prompt_blocks`]).
 //!
-//! Three breakpoints, in the order the prefix grows (tools, system, messages): the end of the
-//! tools and system prompt (stable for the whole session), the end of the stable prefix
-//! (stable between compaction points), and the request's last block (a rolling one: the next
-//! request appends after it, so it reads everything up to here). Each is set only where the
-//! prefix up to it reaches the model's minimum cacheable length: a shorter prefix gets no
-//! cache entry, and a breakpoint there would only take one of the four places. With the
-//! caller's own breakpoints (on tools) there are never more than four: the rolling one is kept
-//! first, then the stable prefix's, then the system's.
+//! Up to four breakpoints, in the order the prefix grows (tools, system, messages): the end of
+//! the tools and system prompt (stable for the whole session), the end of the stable prefix
+//! (stable between compaction points), the end of what the previous request sent as it is (a
+//! session's request: past the stable prefix, that request's rolling entry or one before it
+//! holds it; a breakpoint there reads it even when more than the provider's 20-block lookback
+//! was added after it, or when a compaction point changed a message after the stable prefix),
+//! and the request's last block (a rolling one: the next request appends after it, so it reads
+//! everything up to here). Each is set only where the prefix up to it reaches the model's
+//! minimum cacheable length: a shorter prefix gets no cache entry, and a breakpoint there would
+//! only take one of the four places. With the caller's own breakpoints (on tools) there are
+//! never more than four: the rolling one is kept first, then the stable prefix's, the kept
+//! prefix's, the system's.
 
 use crate::cache::{AnthropicCacheRules, CacheTtl, PromptBlocks};
 use crate::integrations::anthropic::convert::AnthropicError;
@@ -28,6 +32,7 @@ pub struct AnthropicCaching {
     rules: AnthropicCacheRules,
     counter: Arc<dyn TokenCounter>,
     tools: Option<Vec<Value>>,
+    stable_ttl: Option<CacheTtl>,
 }
 
 impl fmt::Debug for AnthropicCaching {
@@ -36,6 +41,7 @@ impl fmt::Debug for AnthropicCaching {
             .field("rules", &self.rules)
             .field("counter", &self.counter.name())
             .field("tools", &self.tools.as_ref().map(Vec::len))
+            .field("stable_ttl", &self.stable_ttl)
             .finish()
     }
 }
@@ -48,6 +54,7 @@ impl AnthropicCaching {
             rules: AnthropicCacheRules::for_model(model),
             counter: Arc::new(ClaudeEstimate::default()),
             tools: None,
+            stable_ttl: None,
         }
     }
 
@@ -62,6 +69,14 @@ impl AnthropicCaching {
     /// instead of 1.25x, and suits gaps between requests longer than five minutes).
     pub fn ttl(mut self, ttl: CacheTtl) -> Self {
         self.rules.ttl = ttl;
+        self
+    }
+
+    /// The TTL of the system prompt's and the stable prefix's breakpoints, when it differs from
+    /// the rolling one's ([`ttl`](Self::ttl); never shorter than it, as a request lists longer
+    /// TTLs first).
+    pub fn stable_ttl(mut self, ttl: CacheTtl) -> Self {
+        self.stable_ttl = Some(ttl);
         self
     }
 
@@ -97,6 +112,7 @@ impl AnthropicCaching {
         &self,
         request: &mut AnthropicRequest,
         stable_end: Option<BlockAt>,
+        kept_end: Option<BlockAt>,
     ) -> Result<(), AnthropicError> {
         if let Some(tools) = &self.tools {
             request.tools = Some(tools.clone());
@@ -122,6 +138,10 @@ impl AnthropicCaching {
             });
         }
         let ttl = theirs.iter().copied().fold(self.rules.ttl, CacheTtl::min);
+        let stable_ttl = theirs
+            .iter()
+            .copied()
+            .fold(self.stable_ttl.map_or(ttl, |s| s.max(ttl)), CacheTtl::min);
         let room = max - theirs.len();
         let reaches = at.reaching(request, &*self.counter, self.rules.min_cacheable_tokens);
         let system_end = at
@@ -129,15 +149,21 @@ impl AnthropicCaching {
             .iter()
             .rposition(|p| matches!(p, BlockAt::System(_)));
         let stable = stable_end.and_then(|s| at.positions.iter().position(|p| *p == s));
+        let kept = kept_end.and_then(|k| at.positions.iter().position(|p| *p == k));
         let last = at.positions.iter().rposition(|p| carries(request, *p));
-        // By priority: the rolling one, the stable prefix's, the system's.
+        // By priority: the rolling one, the stable prefix's, the kept prefix's, the system's.
         let mut chosen: Vec<usize> = Vec::new();
-        for candidate in [last, stable, system_end].into_iter().flatten() {
+        for candidate in [last, stable, kept, system_end].into_iter().flatten() {
             if chosen.len() < room && !chosen.contains(&candidate) && reaches[candidate] {
                 chosen.push(candidate);
             }
         }
         for index in chosen {
+            let ttl = if Some(index) == last || Some(index) == kept {
+                ttl
+            } else {
+                stable_ttl
+            };
             set(request, at.positions[index], Some(ttl));
         }
         Ok(())

@@ -127,6 +127,9 @@ pub(crate) struct Layout {
     /// Put a cache breakpoint on the last block of the first this-many messages (on the last
     /// block before it that can carry one, when those are all thinking blocks).
     pub(crate) breakpoint_after: Option<usize>,
+    /// Another such breakpoint, after this many messages (the prefix a compaction point left in
+    /// place); none when it falls on the same block as `breakpoint_after`'s.
+    pub(crate) kept_after: Option<usize>,
     /// Send a system or developer message after the conversation started as a user text block
     /// at its place (Anthropic has no system role inside `messages`), instead of refusing it.
     pub(crate) late_system_as_user: bool,
@@ -137,11 +140,14 @@ pub(crate) fn convert(
     messages: &[Message],
     layout: &Layout,
 ) -> Result<AnthropicConversation, AnthropicError> {
-    let breakpoint = layout.breakpoint_after.and_then(|len| {
+    let carrier = |len: usize| {
         messages[..len.min(messages.len())]
             .iter()
             .rposition(can_carry_breakpoint)
-    });
+    };
+    let stable = layout.breakpoint_after.and_then(carrier);
+    let kept = layout.kept_after.and_then(carrier);
+    let breakpoint = |index: usize| stable == Some(index) || kept == Some(index);
     let mut system = Vec::new();
     let mut out: Vec<AnthropicMessage> = Vec::new();
     for (index, message) in messages.iter().enumerate() {
@@ -151,7 +157,7 @@ pub(crate) fn convert(
         let (role, mut blocks) = match message.role {
             Role::System | Role::Developer if out.is_empty() => {
                 let mut block = SystemBlock::text(message.content.clone());
-                if breakpoint == Some(index) {
+                if breakpoint(index) {
                     block.cache_control = Some(CacheControl::ephemeral());
                 }
                 system.push(block);
@@ -182,7 +188,7 @@ pub(crate) fn convert(
             ),
             Role::Assistant => (AnthropicRole::Assistant, assistant_blocks(message, index)?),
         };
-        if breakpoint == Some(index) {
+        if breakpoint(index) {
             // The breakpoint travels with its block when the turn merges (thinking spliced in
             // front of it stays before it).
             if let Some(block) = blocks

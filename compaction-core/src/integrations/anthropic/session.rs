@@ -16,10 +16,13 @@ impl SessionRequest {
     /// The request as an Anthropic Messages API request for `model`, with its prompt-cache
     /// breakpoints placed by [`AnthropicCaching::for_model`]`(model)`: on the end of the system
     /// prompt, the end of the stable prefix (the first
-    /// [`stable_prefix_len`](Self::stable_prefix_len) messages) and the request's last block,
-    /// each only where the prefix up to it reaches the model's minimum cacheable length, never
-    /// more than four (Anthropic's prompt caching rules; see [`crate::cache`]). The same
-    /// request gives the same breakpoints, so a resumed session sends what the warm one would.
+    /// [`stable_prefix_len`](Self::stable_prefix_len) messages), the end of what the previous
+    /// request sent as it is (the first [`reused_prefix_len`](Self::reused_prefix_len)
+    /// messages, when they reach past the stable prefix: its cache entry is read even when this
+    /// request added more than the provider's 20-block lookback after it, or a compaction point
+    /// changed what follows) and the request's last block, each only where the prefix up to it
+    /// reaches the model's minimum cacheable length, never more than four (Anthropic's prompt
+    /// caching rules; see [`crate::cache`]). The same request gives the same breakpoints.
     ///
     /// Layout: the leading system messages (the window's stable part, your system prompt)
     /// are the top-level `system`; the rest follows [`to_anthropic`](super::to_anthropic)'s
@@ -66,6 +69,7 @@ impl SessionRequest {
         build(
             self.messages(),
             self.stable_prefix_len(),
+            Some(self.reused_prefix_len()),
             &self.tools,
             model.into(),
             max_tokens,
@@ -91,6 +95,33 @@ impl AnthropicCaching {
         build(
             messages,
             stable_prefix_len,
+            None,
+            &[],
+            model.into(),
+            max_tokens,
+            self,
+        )
+    }
+}
+
+impl AnthropicCaching {
+    /// [`request`](Self::request) for a list whose first `reused_prefix_len` messages the
+    /// previous request of the same conversation sent as they are: past the stable prefix, a
+    /// breakpoint also ends that prefix (as [`SessionRequest::anthropic_request_with`] places
+    /// it), so the cache entry the previous request left there is read even when more than the
+    /// provider's 20-block lookback follows it, or a compaction point changed what follows.
+    pub fn request_reusing(
+        &self,
+        model: impl Into<String>,
+        max_tokens: u32,
+        messages: &[Message],
+        stable_prefix_len: usize,
+        reused_prefix_len: usize,
+    ) -> Result<AnthropicRequest, AnthropicError> {
+        build(
+            messages,
+            stable_prefix_len,
+            Some(reused_prefix_len),
             &[],
             model.into(),
             max_tokens,
@@ -100,17 +131,25 @@ impl AnthropicCaching {
 }
 
 /// The request of `messages` with the session's `tools` (in Anthropic's shape), breakpoints
-/// placed by `caching`.
+/// placed by `caching`; `reused_prefix_len`, when known, is how many leading messages the
+/// previous request sent as they are.
 fn build(
     messages: &[Message],
     stable_prefix_len: usize,
+    reused_prefix_len: Option<usize>,
     tools: &[ToolDefinition],
     model: String,
     max_tokens: u32,
     caching: &AnthropicCaching,
 ) -> Result<AnthropicRequest, AnthropicError> {
+    // Past the stable prefix, the end of what the previous request sent as it is: the cache
+    // holds it (that request's rolling breakpoint, or one before it), and a breakpoint there
+    // reads it even when this request added more than the provider's lookback of blocks after
+    // it, or a compaction point changed a message after the stable prefix.
+    let kept_after = reused_prefix_len.filter(|&reused| reused > stable_prefix_len);
     let layout = Layout {
         breakpoint_after: Some(stable_prefix_len),
+        kept_after,
         late_system_as_user: true,
     };
     let conversation = convert(messages, &layout)?;
@@ -127,32 +166,30 @@ fn build(
     if !tools.is_empty() {
         request.tools = Some(tools.iter().map(ToolDefinition::anthropic).collect());
     }
-    // The layout marked the block that ends the stable prefix; the placement decides.
-    let stable_end = stable_block(&request);
-    caching.place(&mut request, stable_end)?;
+    // The layout marked the block that ends the stable prefix and, after it, the one that ends
+    // the kept prefix (when that is another block); the placement decides.
+    let marked = marked_blocks(&request);
+    let stable_end = marked.first().copied();
+    let kept_end = kept_after.and(marked.get(1).copied());
+    caching.place(&mut request, stable_end, kept_end)?;
     Ok(request)
 }
 
-/// The block the layout marked as the end of the stable prefix.
-fn stable_block(request: &AnthropicRequest) -> Option<BlockAt> {
-    if let Some(i) = request
-        .system
-        .iter()
-        .position(|b| b.cache_control.is_some())
-    {
-        return Some(BlockAt::System(i));
-    }
-    request
+/// The blocks the layout marked, in cache order (system blocks, then messages').
+fn marked_blocks(request: &AnthropicRequest) -> Vec<BlockAt> {
+    let system = (request.system.iter().enumerate())
+        .filter(|(_, b)| b.cache_control.is_some())
+        .map(|(i, _)| BlockAt::System(i));
+    let messages = request
         .messages
         .iter()
         .enumerate()
-        .find_map(|(m, message)| {
-            message
-                .content
-                .iter()
-                .position(|b| b.cache_control().is_some())
-                .map(|b| BlockAt::Message(m, b))
-        })
+        .flat_map(|(m, message)| {
+            (message.content.iter().enumerate())
+                .filter(|(_, b)| b.cache_control().is_some())
+                .map(move |(b, _)| BlockAt::Message(m, b))
+        });
+    system.chain(messages).take(2).collect()
 }
 
 /// The model's reply (thinking blocks kept byte-for-byte); a reply our message cannot hold in
@@ -177,16 +214,75 @@ mod tests {
     use serde_json::json;
 
     fn request(messages: Vec<Message>, stable_prefix_len: usize) -> SessionRequest {
+        reusing(messages, stable_prefix_len, 0)
+    }
+
+    fn reusing(messages: Vec<Message>, stable_prefix_len: usize, reused: usize) -> SessionRequest {
         SessionRequest {
             messages,
             stable_prefix_len,
-            reused_prefix_len: 0,
+            reused_prefix_len: reused,
             compaction_point: false,
             sequence: 1,
             tokens: 0,
             cache_key: "k".into(),
             tools: Vec::new().into(),
+            expected_cache: Default::default(),
         }
+    }
+
+    /// Where a request's message blocks carry a breakpoint: `(message, block)`.
+    fn marks(wire: &AnthropicRequest) -> Vec<(usize, usize)> {
+        (wire.messages.iter().enumerate())
+            .flat_map(|(m, msg)| {
+                (msg.content.iter().enumerate())
+                    .filter(|(_, b)| marked(b))
+                    .map(move |(b, _)| (m, b))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_prefix_the_previous_request_sent_ends_with_a_breakpoint_past_the_stable_one() {
+        let call = ToolCall::new("c1", "read", json!({"path": "a"}));
+        let messages = vec![
+            Message::system("window"),
+            Message::user("task"),
+            Message::assistant_with_tools("", vec![call]),
+            Message::tool_result("c1", "body"),
+            Message::assistant("read it"),
+            Message::user("next"),
+            Message::assistant("ok"),
+            Message::user("and?"),
+        ];
+        let caching = AnthropicCaching::for_model("m").min_cacheable_tokens(0);
+        // Stable prefix: the task; the previous request sent the first six messages (up to
+        // "next") as they are.
+        let wire = reusing(messages.clone(), 2, 6)
+            .anthropic_request_with("m", 10, &caching)
+            .unwrap();
+        assert_eq!(
+            marks(&wire),
+            [(0, 0), (4, 0), (6, 0)],
+            "stable, kept, rolling"
+        );
+        // Nothing reused past the stable prefix (a first request, or a point that changed the
+        // message right after it): no fourth breakpoint.
+        for reused in [0, 1, 2] {
+            let wire = reusing(messages.clone(), 2, reused)
+                .anthropic_request_with("m", 10, &caching)
+                .unwrap();
+            assert_eq!(marks(&wire), [(0, 0), (6, 0)], "reused {reused}");
+        }
+        // A caller's own breakpoints leave room for fewer: the kept prefix's goes before the
+        // stable prefix's.
+        let tool = json!({"name": "t", "input_schema": {}, "cache_control": {"type": "ephemeral"}});
+        let crowded = caching.clone().tools(vec![tool.clone(), tool]);
+        let wire = reusing(messages, 2, 6)
+            .anthropic_request_with("m", 10, &crowded)
+            .unwrap();
+        assert_eq!(marks(&wire), [(0, 0), (6, 0)], "rolling, then stable");
+        assert!(wire.system.iter().all(|b| b.cache_control.is_none()));
     }
 
     fn marked(block: &ContentBlock) -> bool {
