@@ -144,8 +144,9 @@ fn cache_key(agent_id: &str, namespace: &str) -> String {
 /// cache (OpenAI, Gemini) can serve every message the point left in place
 /// ([`reused_messages`](Self::reused_messages)); Anthropic's only what an entry covers: with this
 /// library's breakpoints (`SessionRequest::anthropic_request`), the previous request's stable
-/// prefix as far as this request kept it ([`breakpoint_messages`](Self::breakpoint_messages)).
-/// Everything after is written to the cache again: what the point cost.
+/// prefix as far as this request kept it ([`breakpoint_messages`](Self::breakpoint_messages);
+/// when the point changed only a later message, an earlier request's entry inside the kept
+/// prefix may serve more). Everything after is written to the cache again: what the point cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExpectedCache {
     /// Leading messages byte-identical to the previous request's.

@@ -102,9 +102,7 @@ impl AnthropicCaching {
             self,
         )
     }
-}
 
-impl AnthropicCaching {
     /// [`request`](Self::request) for a list whose first `reused_prefix_len` messages the
     /// previous request of the same conversation sent as they are: past the stable prefix, a
     /// breakpoint also ends that prefix (as [`SessionRequest::anthropic_request_with`] places
