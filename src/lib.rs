@@ -192,6 +192,9 @@ pub mod guide {
     #[doc = include_str!("../docs/sessions.md")]
     pub mod sessions {}
     #[doc = include_str!("guide_links.md")]
+    #[doc = include_str!("../docs/fleet.md")]
+    pub mod fleet {}
+    #[doc = include_str!("guide_links.md")]
     #[doc = include_str!("../docs/anthropic.md")]
     pub mod anthropic {}
     #[doc = include_str!("guide_links.md")]
