@@ -136,7 +136,7 @@ mod methods {
                     std::mem::take(&mut s.input.pending)
                 });
                 if messages.is_empty() {
-                    let user_messages = ctx.state(|s| s.input.next_seq - 1);
+                    let user_messages = ctx.state(|s| s.input.next_seq.saturating_sub(1));
                     let turns = ctx.state(|s| s.turns);
                     return Ok(AgentRun {
                         user_messages,
@@ -184,7 +184,7 @@ mod methods {
         #[query]
         pub fn status(&self, _ctx: &WorkflowContextView) -> AgentStatus {
             AgentStatus {
-                user_messages: self.input.next_seq - 1,
+                user_messages: self.input.next_seq.saturating_sub(1),
                 idle: !self.running && self.input.pending.is_empty(),
             }
         }
