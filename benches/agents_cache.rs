@@ -14,13 +14,18 @@
 //!     [family | unseen | MEMBER...] [--budgets 8000,16000,32000,64000] [--points]
 //! ```
 //!
-//! One JSON line per (member, budget) on stdout: requests, compaction points, the share of input
-//! read from the cache over the run and at the requests right after a compaction point (the
-//! point's own request: the first that does not only append), the lowest share at one point,
-//! and the share the session expected to be read (`SessionRequest::expected_cache`).
-//! Then a table per wire and budget: min / median / max over the members. `--points` prints,
-//! for each compaction point, where its request first differs from the one before (message
-//! index, the previous request's stable prefix, what the first changed message was) on stderr.
+//! One JSON line per (member, budget) on stdout: requests, compaction points, whether the session
+//! refused a request (the run stops there), the share of input read from the cache over the run
+//! and at the requests right after a compaction point (the point's own request: the first that
+//! does not only append), the lowest share at one point, the share the point kept as the
+//! previous request sent it and the bound any point of that size could keep (`bound`), the
+//! tokens the session expected to be read (`SessionRequest::expected_cache`, by each wire's
+//! rules) and the billed input per request. Then a table per wire and budget: min / median /
+//! max over the members. `--points` prints, for each compaction point, where its request first
+//! differs from the one before (message index, the previous request's stable prefix, what the
+//! first changed message was) on stderr. Environment: `STABLE_TTL=1h` prices Anthropic's
+//! requests with the stable prefix's breakpoints at one hour (`AnthropicCaching::stable_ttl`);
+//! `AGENTS_KEEP_FIRST=N` sets the sessions' opening (`SessionBuilder::keep_first`).
 
 use compaction::anthropic::AnthropicCaching;
 use compaction::cache::{
