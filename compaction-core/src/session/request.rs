@@ -170,11 +170,17 @@ impl ExpectedCache {
             Some(previous) => reused.min(previous.stable_prefix_len()),
             None => 0,
         };
+        let reused_tokens = compacted.prefix_tokens(reused);
         ExpectedCache {
             reused_messages: reused,
-            reused_tokens: compacted.prefix_tokens(reused),
+            reused_tokens,
             breakpoint_messages: breakpoint,
-            breakpoint_tokens: compacted.prefix_tokens(breakpoint),
+            // After an append (every request but a point) both prefixes are the same.
+            breakpoint_tokens: if breakpoint == reused {
+                reused_tokens
+            } else {
+                compacted.prefix_tokens(breakpoint)
+            },
         }
     }
 
