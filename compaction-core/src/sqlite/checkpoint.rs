@@ -89,34 +89,30 @@ impl SqliteStore {
             // Over its parent (checked above), the parts the parent holds are there.
             let over_parent = matches!(parent, Some(Some(_)));
             store_parts(tx, row.new_parts(over_parent)).map_err(sql)?;
+            let mut held = tx
+                .prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")
+                .map_err(sql)?;
             for hash in row.blobs() {
-                let present = tx
-                    .query_row(
-                        "SELECT 1 FROM blobs WHERE hash = ?1",
-                        [hash.to_hex()],
-                        |_| Ok(()),
-                    )
-                    .optional()
-                    .map_err(sql)?
-                    .is_some();
-                if !present {
+                if !held.exists([hash.to_hex()]).map_err(sql)? {
                     return Err(StoreError::NotFound { hash: *hash }.into());
                 }
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO checkpoints (agent_id, state_type, json, sha256, saved_at_ms)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (agent_id) DO UPDATE SET state_type = excluded.state_type,
                      json = excluded.json, sha256 = excluded.sha256,
                      saved_at_ms = excluded.saved_at_ms",
-                rusqlite::params![
+            )
+            .and_then(|mut save| {
+                save.execute(rusqlite::params![
                     agent_id,
                     row.state_type(),
                     row.json_text(),
                     row.sha256(),
                     now_ms()
-                ],
-            )
+                ])
+            })
             .map_err(sql)?;
             Ok(())
         })
@@ -166,12 +162,13 @@ impl SqliteStore {
         agent_id: &str,
     ) -> Result<Option<CheckpointRow>, CheckpointError> {
         let row = conn
-            .query_row(
-                "SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1",
-                [agent_id],
-                |row| Ok((raw_bytes(row.get_ref(0)?), raw_bytes(row.get_ref(1)?))),
-            )
-            .optional()
+            .prepare_cached("SELECT json, sha256 FROM checkpoints WHERE agent_id = ?1")
+            .and_then(|mut read| {
+                read.query_row([agent_id], |row| {
+                    Ok((raw_bytes(row.get_ref(0)?), raw_bytes(row.get_ref(1)?)))
+                })
+                .optional()
+            })
             .map_err(|e| {
                 self.store_error(format!("loading the checkpoint of agent `{agent_id}`"), e)
             })?;
@@ -291,13 +288,10 @@ fn store_parts<'a>(
 
 /// The checksum of `agent_id`'s stored row, the identity a save names as its parent.
 fn stored_sha256(conn: &Connection, agent_id: &str) -> rusqlite::Result<Option<String>> {
-    conn.query_row(
-        "SELECT sha256 FROM checkpoints WHERE agent_id = ?1",
-        [agent_id],
-        |row| Ok(raw_bytes(row.get_ref(0)?)),
-    )
-    .optional()
-    .map(|found| found.flatten().and_then(|hex| String::from_utf8(hex).ok()))
+    conn.prepare_cached("SELECT sha256 FROM checkpoints WHERE agent_id = ?1")?
+        .query_row([agent_id], |row| Ok(raw_bytes(row.get_ref(0)?)))
+        .optional()
+        .map(|found| found.flatten().and_then(|hex| String::from_utf8(hex).ok()))
 }
 
 impl CheckpointStore for SqliteStore {

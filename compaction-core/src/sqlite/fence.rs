@@ -9,18 +9,15 @@ use std::time::Duration;
 
 /// The agent's record, if it has one.
 pub(super) fn record(conn: &Connection, agent_id: &str) -> rusqlite::Result<Option<FenceRecord>> {
-    conn.query_row(
-        "SELECT epoch, renewed_at_ms FROM agent_fences WHERE agent_id = ?1",
-        [agent_id],
-        |row| {
+    conn.prepare_cached("SELECT epoch, renewed_at_ms FROM agent_fences WHERE agent_id = ?1")?
+        .query_row([agent_id], |row| {
             Ok(FenceRecord {
                 // The column's CHECK keeps it at or above 0.
                 epoch: row.get::<_, i64>(0)?.max(0) as u64,
                 renewed_at_ms: row.get(1)?,
             })
-        },
-    )
-    .optional()
+        })
+        .optional()
 }
 
 fn store(conn: &Connection, agent_id: &str, record: FenceRecord) -> rusqlite::Result<()> {
@@ -29,12 +26,12 @@ fn store(conn: &Connection, agent_id: &str, record: FenceRecord) -> rusqlite::Re
             format!("epoch {} is above i64::MAX", record.epoch).into(),
         )
     })?;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO agent_fences (agent_id, epoch, renewed_at_ms) VALUES (?1, ?2, ?3)
          ON CONFLICT (agent_id) DO UPDATE SET
              epoch = excluded.epoch, renewed_at_ms = excluded.renewed_at_ms",
-        rusqlite::params![agent_id, epoch, record.renewed_at_ms],
-    )?;
+    )?
+    .execute(rusqlite::params![agent_id, epoch, record.renewed_at_ms])?;
     Ok(())
 }
 

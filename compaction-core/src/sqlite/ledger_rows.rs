@@ -79,11 +79,10 @@ pub(super) fn load_one(
     key: &str,
 ) -> Result<Option<Effect>, TxError> {
     let row = conn
-        .query_row(
-            &format!("SELECT {EFFECT_COLUMNS} FROM effects WHERE scope = ?1 AND key = ?2"),
-            [scope, key],
-            |row| read_row(row, 0),
-        )
+        .prepare_cached(&format!(
+            "SELECT {EFFECT_COLUMNS} FROM effects WHERE scope = ?1 AND key = ?2"
+        ))?
+        .query_row([scope, key], |row| read_row(row, 0))
         .optional()?;
     row.map(effect_from_row).transpose()
 }
@@ -94,7 +93,7 @@ pub(super) fn load_scope(
     scope: &str,
     status: Option<EffectStatus>,
 ) -> Result<Vec<Effect>, TxError> {
-    let mut stmt = conn.prepare(&format!(
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT {EFFECT_COLUMNS} FROM effects
          WHERE scope = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY id"
     ))?;
@@ -145,19 +144,16 @@ pub(super) fn store_change(
                  (scope, key, action, target, status, depends_on, payload, updated_at_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
         };
-        conn.execute(
-            sql,
-            rusqlite::params![
-                scope,
-                key,
-                record.action,
-                record.target,
-                record.status.as_str(),
-                json_of(&record.depends_on)?,
-                payload,
-                now_ms()
-            ],
-        )?;
+        conn.prepare_cached(sql)?.execute(rusqlite::params![
+            scope,
+            key,
+            record.action,
+            record.target,
+            record.status.as_str(),
+            json_of(&record.depends_on)?,
+            payload,
+            now_ms()
+        ])?;
     }
     if let Some(event) = change.event {
         append_event(conn, scope, key, event, note)?;
@@ -173,10 +169,11 @@ fn append_event(
     event: Event,
     note: Option<(&str, &str)>,
 ) -> Result<(), TxError> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO effect_events (scope, key, op, from_status, to_status, at_ms, pid, actor, note)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        rusqlite::params![
+    )?
+    .execute(rusqlite::params![
             scope,
             key,
             event.op.as_str(),
@@ -198,12 +195,11 @@ pub(super) fn last_status(
     key: &str,
 ) -> Result<Option<EffectStatus>, TxError> {
     let last: Option<String> = conn
-        .query_row(
+        .prepare_cached(
             "SELECT to_status FROM effect_events WHERE scope = ?1 AND key = ?2
              ORDER BY id DESC LIMIT 1",
-            [scope, key],
-            |row| row.get(0),
-        )
+        )?
+        .query_row([scope, key], |row| row.get(0))
         .optional()?;
     last.as_deref().map(parse_status).transpose()
 }
@@ -227,7 +223,7 @@ pub(super) fn load_history(
     scope: &str,
     key: &str,
 ) -> Result<Vec<Transition>, TxError> {
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare_cached(
         "SELECT key, op, from_status, to_status, at_ms, pid FROM effect_events
          WHERE scope = ?1 AND key = ?2 ORDER BY id",
     )?;

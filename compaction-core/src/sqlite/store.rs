@@ -84,14 +84,9 @@ impl SqliteStore {
     /// Whether a blob is stored under `hash` (without reading or verifying it).
     pub fn contains(&self, hash: &ContentHash) -> Result<bool, StoreError> {
         let conn = self.db.lock();
-        conn.query_row(
-            "SELECT 1 FROM blobs WHERE hash = ?1",
-            [hash.to_hex()],
-            |_| Ok(()),
-        )
-        .optional()
-        .map(|found| found.is_some())
-        .map_err(|e| self.store_error(format!("looking up blob {hash}"), e))
+        conn.prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")
+            .and_then(|mut held| held.exists([hash.to_hex()]))
+            .map_err(|e| self.store_error(format!("looking up blob {hash}"), e))
     }
 
     /// Number of stored blobs.
@@ -142,14 +137,21 @@ impl SqliteStore {
             // refreshes its time (at most once a minute, to keep repeated puts read-only),
             // which is what keeps it from garbage collection until the caller's checkpoint
             // refers to it.
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO blobs (hash, bytes, size, created_at_ms) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (hash) DO UPDATE SET bytes = excluded.bytes, size = excluded.size,
                      created_at_ms = excluded.created_at_ms
                  WHERE blobs.bytes IS NOT excluded.bytes
                     OR blobs.created_at_ms < excluded.created_at_ms - 60000",
-                rusqlite::params![hash.to_hex(), bytes, bytes.len() as i64, now_ms()],
             )
+            .and_then(|mut put| {
+                put.execute(rusqlite::params![
+                    hash.to_hex(),
+                    bytes,
+                    bytes.len() as i64,
+                    now_ms()
+                ])
+            })
             .map_err(|e| self.store_error(context(), e))?;
             Ok::<_, StoreError>(())
         })
@@ -158,15 +160,14 @@ impl SqliteStore {
     fn get_sync(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
         let conn = self.db.lock();
         let bytes: Option<Vec<u8>> = conn
-            .query_row(
-                "SELECT bytes FROM blobs WHERE hash = ?1",
-                [hash.to_hex()],
-                |row| {
+            .prepare_cached("SELECT bytes FROM blobs WHERE hash = ?1")
+            .and_then(|mut read| {
+                read.query_row([hash.to_hex()], |row| {
                     // Accept text too: a hand-edited row must read as tampered, not as an error.
                     Ok(raw_bytes(row.get_ref(0)?))
-                },
-            )
-            .optional()
+                })
+                .optional()
+            })
             .map_err(|e| self.store_error(format!("reading blob {hash}"), e))?
             .flatten();
         drop(conn);
@@ -203,12 +204,13 @@ impl Store for SqliteStore {
 
     async fn get_entry(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let conn = self.db.lock();
-        conn.query_row("SELECT bytes FROM entries WHERE name = ?1", [name], |row| {
-            Ok(raw_bytes(row.get_ref(0)?))
-        })
-        .optional()
-        .map(Option::flatten)
-        .map_err(|e| self.store_error(format!("reading entry `{}`", entry_name_shown(name)), e))
+        conn.prepare_cached("SELECT bytes FROM entries WHERE name = ?1")
+            .and_then(|mut read| {
+                read.query_row([name], |row| Ok(raw_bytes(row.get_ref(0)?)))
+                    .optional()
+            })
+            .map(Option::flatten)
+            .map_err(|e| self.store_error(format!("reading entry `{}`", entry_name_shown(name)), e))
     }
 }
 

@@ -22,14 +22,18 @@ impl SqliteLedger {
                     format!("checkpoint sequence {sequence} is above i64::MAX").into(),
                 ))
             })?;
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO checkpoint_sequences (agent_id, sequence, updated_at_ms)
                  VALUES (?1, ?2, ?3)
                  ON CONFLICT (agent_id) DO UPDATE SET
                      sequence = excluded.sequence, updated_at_ms = excluded.updated_at_ms
                  WHERE excluded.sequence > checkpoint_sequences.sequence",
-                rusqlite::params![agent_id, sequence, super::super::now_ms()],
-            )?;
+            )?
+            .execute(rusqlite::params![
+                agent_id,
+                sequence,
+                super::super::now_ms()
+            ])?;
             newest(tx, agent_id)?.ok_or_else(|| {
                 TxError::Corrupt("the checkpoint sequence just written is missing".into())
             })
@@ -48,11 +52,8 @@ impl SqliteLedger {
 
 fn newest(conn: &rusqlite::Connection, agent_id: &str) -> Result<Option<u64>, TxError> {
     let sequence = conn
-        .query_row(
-            "SELECT sequence FROM checkpoint_sequences WHERE agent_id = ?1",
-            [agent_id],
-            |row| row.get::<_, i64>(0),
-        )
+        .prepare_cached("SELECT sequence FROM checkpoint_sequences WHERE agent_id = ?1")?
+        .query_row([agent_id], |row| row.get::<_, i64>(0))
         .optional()?;
     sequence
         .map(|s| u64::try_from(s).map_err(|_| TxError::Corrupt(format!("sequence {s}"))))
