@@ -192,6 +192,40 @@ fn a_corrupt_row_is_a_typed_error_not_a_panic() {
     );
 }
 
+/// A session syncs its whole log at every request: a row whose status was changed outside the
+/// ledger (its history ends elsewhere) stops the sync, which names the key and writes nothing,
+/// not even for the keys before it in the log.
+#[test]
+fn a_sync_stops_at_a_row_changed_outside_the_ledger() {
+    let dir = TempDir::new("syncguard");
+    let path = dir.db("ledger.db");
+    let ledger = SqliteLedger::open(&path).unwrap();
+    let mut log = EffectLog::new();
+    for key in ["a1", "a2", "a3"] {
+        log.record(Effect::new("deploy", key, key)).unwrap();
+    }
+    ledger.sync_log(&log).unwrap();
+    ledger.begin("a2").unwrap();
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE effects SET status = 'committed' WHERE key = 'a2'",
+            [],
+        )
+        .unwrap();
+    let history = |key| ledger.history(key).unwrap().len();
+    let before = [history("a1"), history("a2"), history("a3")];
+    let mut moved = log.clone();
+    moved.begin("a1").unwrap();
+    moved.begin("a3").unwrap();
+    let err = ledger.sync_log(&moved).unwrap_err();
+    let backend = err.as_backend().expect("backend error");
+    assert_eq!(backend.kind(), SqliteErrorKind::Corrupt);
+    assert!(err.to_string().contains("effect `a2`"), "{err}");
+    assert_eq!([history("a1"), history("a2"), history("a3")], before);
+    assert_eq!(ledger.status("a1").unwrap(), Some(EffectStatus::NotStarted));
+}
+
 /// Rounds of the race; each round is a new key.
 const ROUNDS: usize = 50;
 const THREADS: usize = 16;
