@@ -43,7 +43,7 @@ const AGENTS: usize = 20;
 const KILLS: usize = 16;
 /// The events (from 0) that pause the workers when a deploy starts, making zombies.
 const PAUSES_AT: [usize; 3] = [3, 9, 13];
-/// The longest the run may take (it takes about a minute on the 2-core machine).
+/// The longest the run may take (it takes about a minute and a half on the 2-core machine).
 const DEADLINE: Duration = Duration::from_secs(420);
 
 /// The template's agent state, as `examples/fleet_temporal.rs` declares it: this test is named
