@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 /// Statements kept prepared per connection (rusqlite's default keeps 16; the store's, the
 /// ledger's and the fence's hot statements together are about 25).
 const STATEMENT_CACHE: usize = 64;
+
 /// The schema version this crate writes. Opening a database with a lower version migrates it
 /// (in one transaction); a higher version is refused with [`SqliteErrorKind::Schema`].
 pub const SCHEMA_VERSION: i64 = 7;
@@ -221,12 +222,12 @@ impl Db {
             .map_err(err("setting the sync mode"))?;
         migrate(&mut conn, path, options.read_only, deadline)?;
         // Every statement of a request's path is prepared once per connection and reused
-        // (`prepare_cached`): parsing SQL again at each call was a quarter of a resume's time
+        // (`prepare_cached`): parsing SQL again at each call was a quarter of a request's time
         // (the ledger's sync reads and checks each effect). Room for all of them at once.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // And reused as prepared: without the query planner stability guarantee, the bundled
         // SQLite (built with STAT4) marks a statement to be prepared again whenever a parameter
-        // its plan looked at is bound to a new value, which every lookup by key is. Every
+        // its plan looked at is bound to a new value, as every lookup by key binds one. Every
         // statement here is an indexed lookup whose plan does not depend on the values.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
             .map_err(err("setting the query planner stability guarantee"))?;

@@ -174,17 +174,16 @@ fn append_event(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(rusqlite::params![
-            scope,
-            key,
-            event.op.as_str(),
-            event.from.map(EffectStatus::as_str),
-            event.to.as_str(),
-            now_ms(),
-            std::process::id(),
-            note.map(|(actor, _)| actor),
-            note.map(|(_, note)| note),
-        ],
-    )?;
+        scope,
+        key,
+        event.op.as_str(),
+        event.from.map(EffectStatus::as_str),
+        event.to.as_str(),
+        now_ms(),
+        std::process::id(),
+        note.map(|(actor, _)| actor),
+        note.map(|(_, note)| note),
+    ])?;
     Ok(())
 }
 
