@@ -104,6 +104,22 @@ async fn rehydrate_dyn(
     handles: &HandleTable,
     store: &dyn DynStore,
 ) -> Result<Transcript> {
+    // Each blob is hashed once: by the store when it checks its reads, else here as it
+    // arrives; the rehydration below then trusts the map (a history is tens of megabytes).
+    let read = |pointer: Pointer, index: usize| async move {
+        let bytes = fetch(store, &pointer, index).await?;
+        match bytes {
+            Some(bytes) if !store.verifies_reads_dyn() && !pointer.hash().matches(&bytes) => {
+                Err(TranscriptRehydrateError::Store {
+                    index,
+                    source: StoreError::Integrity {
+                        hash: pointer.hash(),
+                    },
+                })
+            }
+            bytes => Ok(bytes),
+        }
+    };
     let mut blobs: HashMap<ContentHash, Vec<u8>> = HashMap::new();
     let mut spans: Vec<(usize, Pointer)> = Vec::new();
     for (index, message) in messages.iter().enumerate() {
@@ -114,7 +130,7 @@ async fn rehydrate_dyn(
         if blobs.contains_key(&pointer.hash()) {
             continue;
         }
-        if let Some(bytes) = fetch(store, &pointer, index).await? {
+        if let Some(bytes) = read(pointer.clone(), index).await? {
             if matches!(
                 marker::parse(&message.content),
                 Some(Parsed::Users { .. } | Parsed::Folded { .. })
@@ -125,22 +141,22 @@ async fn rehydrate_dyn(
         }
     }
     for (index, pointer) in spans {
-        let Some(Ok(manifest)) = blobs
-            .get(&pointer.hash())
-            .filter(|b| pointer.hash().matches(b))
-            .map(|b| Manifest::parse(b))
-        else {
+        let Some(Ok(manifest)) = blobs.get(&pointer.hash()).map(|b| Manifest::parse(b)) else {
             continue; // reported with its message below
         };
         for chunk in manifest.chunk_pointers() {
             if let std::collections::hash_map::Entry::Vacant(slot) = blobs.entry(chunk.hash()) {
-                if let Some(bytes) = fetch(store, &chunk, index).await? {
+                if let Some(bytes) = read(chunk, index).await? {
                     slot.insert(bytes);
                 }
             }
         }
     }
-    rehydrate_transcript(messages, handles, &blobs)
+    let blobs = Blobs {
+        bytes: &blobs,
+        checked: true,
+    };
+    rehydrate_checked(messages, handles, blobs)
 }
 
 /// The blob behind `pointer` (`None` when the store does not have it: reported at the message
@@ -183,6 +199,48 @@ pub fn rehydrate_transcript(
     handles: &HandleTable,
     blobs: &HashMap<ContentHash, Vec<u8>>,
 ) -> Result<Transcript> {
+    let blobs = Blobs {
+        bytes: blobs,
+        checked: false,
+    };
+    rehydrate_checked(messages, handles, blobs)
+}
+
+/// The blobs a rehydration reads, by address; `checked` when each was already hashed against
+/// its address (by a store that checks its reads, or as it was fetched).
+#[derive(Clone, Copy)]
+struct Blobs<'a> {
+    bytes: &'a HashMap<ContentHash, Vec<u8>>,
+    checked: bool,
+}
+
+impl<'a> Blobs<'a> {
+    /// The blob behind `pointer`, verified: `Store(NotFound)` when it is missing,
+    /// `Store(Integrity)` when its bytes do not hash to its address.
+    fn verified(self, pointer: &Pointer, index: usize) -> Result<&'a [u8]> {
+        let hash = pointer.hash();
+        let bytes = self
+            .bytes
+            .get(&hash)
+            .ok_or(TranscriptRehydrateError::Store {
+                index,
+                source: StoreError::NotFound { hash },
+            })?;
+        if !self.checked && !hash.matches(bytes) {
+            return Err(TranscriptRehydrateError::Store {
+                index,
+                source: StoreError::Integrity { hash },
+            });
+        }
+        Ok(bytes)
+    }
+}
+
+fn rehydrate_checked(
+    messages: &[Message],
+    handles: &HandleTable,
+    blobs: Blobs<'_>,
+) -> Result<Transcript> {
     let mut out: Vec<Message> = Vec::with_capacity(messages.len());
     // A users marker whose fold comes later: (its range, the out length when it was read).
     let mut pending_users: Option<(Handle, usize, usize)> = None;
@@ -203,7 +261,7 @@ pub fn rehydrate_transcript(
             }
             Parsed::Update => {}
             Parsed::Tombstone(handle) | Parsed::Paged(handle) => {
-                let bytes = verified(blobs, lookup(handles, handle, index)?, index)?;
+                let bytes = blobs.verified(lookup(handles, handle, index)?, index)?;
                 let content =
                     String::from_utf8(bytes.to_vec()).map_err(|_| mismatch("not UTF-8 text"))?;
                 out.push(Message {
@@ -291,14 +349,14 @@ pub fn rehydrate_transcript(
 /// Input messages `first..=last` of the span behind `handle`, verified.
 fn span_messages(
     handles: &HandleTable,
-    blobs: &HashMap<ContentHash, Vec<u8>>,
+    blobs: Blobs<'_>,
     handle: Handle,
     first: usize,
     last: usize,
     index: usize,
 ) -> Result<Vec<Message>> {
     let mismatch = |reason: String| TranscriptRehydrateError::BlobMismatch { index, reason };
-    let manifest = Manifest::parse(verified(blobs, lookup(handles, handle, index)?, index)?)
+    let manifest = Manifest::parse(blobs.verified(lookup(handles, handle, index)?, index)?)
         .map_err(&mismatch)?;
     if first < manifest.first || last >= manifest.end() {
         return Err(mismatch("the marker's range is not in its span".into()));
@@ -309,32 +367,13 @@ fn span_messages(
         if end <= first || chunk.first > last {
             continue;
         }
-        let bytes = verified(blobs, &Pointer::for_hash(chunk.hash), index)?;
+        let bytes = blobs.verified(&Pointer::for_hash(chunk.hash), index)?;
         let messages = parse_chunk(chunk, bytes).map_err(&mismatch)?;
         let from = first.max(chunk.first) - chunk.first;
         let to = (last + 1).min(end) - chunk.first;
         out.extend(messages.into_iter().skip(from).take(to - from));
     }
     Ok(out)
-}
-
-fn verified<'b>(
-    blobs: &'b HashMap<ContentHash, Vec<u8>>,
-    pointer: &Pointer,
-    index: usize,
-) -> Result<&'b [u8]> {
-    let hash = pointer.hash();
-    let bytes = blobs.get(&hash).ok_or(TranscriptRehydrateError::Store {
-        index,
-        source: StoreError::NotFound { hash },
-    })?;
-    if !hash.matches(bytes) {
-        return Err(TranscriptRehydrateError::Store {
-            index,
-            source: StoreError::Integrity { hash },
-        });
-    }
-    Ok(bytes)
 }
 
 /// Input message `index` of the span stored under the manifest `pointer`, read from `store`

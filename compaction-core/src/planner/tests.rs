@@ -460,6 +460,66 @@ fn tampered_or_missing_blobs_are_refused() {
     }
 }
 
+/// Through a store, each blob is hashed once: by the store when it says it checks its reads,
+/// else by the rehydration as it arrives. A store that hands back what it holds as it is
+/// (`verifies_reads` false) and holds a tampered blob is still refused, blob by blob; a store
+/// that checks (the built-in `MemoryStore`) refuses on its own.
+#[test]
+fn through_a_store_every_blob_is_checked_once() {
+    use crate::planner::rehydrate::TranscriptRehydrateError;
+    use crate::store::{ContentHash, MemoryStore, Store, StoreError};
+    use std::sync::Mutex;
+
+    /// Returns what it holds, unchecked.
+    struct AsItIs(Mutex<HashMap<ContentHash, Vec<u8>>>);
+    impl Store for AsItIs {
+        async fn put(&self, hash: &ContentHash, bytes: &[u8]) -> Result<(), StoreError> {
+            self.0.lock().unwrap().insert(*hash, bytes.to_vec());
+            Ok(())
+        }
+        async fn get(&self, hash: &ContentHash) -> Result<Vec<u8>, StoreError> {
+            let held = self.0.lock().unwrap().get(hash).cloned();
+            held.ok_or(StoreError::NotFound { hash: *hash })
+        }
+    }
+
+    let chat = session();
+    let planned = plan(&chat, 400, TranscriptPolicy::default());
+    let read = |store: &dyn crate::store::DynStore| {
+        crate::future::block_on(
+            planned
+                .handles()
+                .rehydrate_messages(planned.messages(), store),
+        )
+    };
+    let blobs: HashMap<_, _> = planned.blobs().iter().cloned().collect();
+    assert!(!blobs.is_empty());
+    let store = AsItIs(Mutex::new(blobs.clone()));
+    assert_eq!(read(&store).expect("rehydrates"), chat);
+    for hash in blobs.keys() {
+        let mut tampered = blobs.clone();
+        tampered.get_mut(hash).unwrap().push(b' ');
+        let store = AsItIs(Mutex::new(tampered));
+        let refused = read(&store).expect_err("a tampered blob");
+        assert!(
+            matches!(
+                refused,
+                TranscriptRehydrateError::Store {
+                    source: StoreError::Integrity { hash: h },
+                    ..
+                } if h == *hash
+            ),
+            "{refused:?}"
+        );
+    }
+    let checking = MemoryStore::new();
+    assert!(checking.verifies_reads());
+    for (hash, bytes) in &blobs {
+        crate::future::block_on(checking.put(hash, bytes)).unwrap();
+    }
+    assert_eq!(read(&checking).expect("rehydrates"), chat);
+}
+
 /// The failures of the field, each checked at every budget from nothing to everything: a
 /// request is never built with an orphaned call or result, a pending call is never removed, a
 /// constraint stated once is always visible or in a user run, and an old instruction never

@@ -206,6 +206,11 @@ impl Store for PgStore {
         }
     }
 
+    /// `get` hashes what it read: `Integrity` for a row altered in the database.
+    fn verifies_reads(&self) -> bool {
+        true
+    }
+
     fn put_entry(
         &self,
         name: &str,

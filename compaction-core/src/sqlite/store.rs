@@ -188,6 +188,11 @@ impl Store for SqliteStore {
         self.get_sync(hash)
     }
 
+    /// `get` hashes what it read: `Integrity` for a row altered on disk.
+    fn verifies_reads(&self) -> bool {
+        true
+    }
+
     async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let context = || format!("storing entry `{}`", entry_name_shown(name));
         self.write(&context, |tx| {

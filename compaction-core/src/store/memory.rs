@@ -211,6 +211,11 @@ impl Store for MemoryStore {
         Ok(bytes)
     }
 
+    /// `get` hashes what it read.
+    fn verifies_reads(&self) -> bool {
+        true
+    }
+
     async fn put_entry(&self, name: &str, bytes: &[u8]) -> Result<(), StoreError> {
         let _fenced = self.write_lock()?;
         self.overwrite_entry(name, bytes.to_vec());
