@@ -129,6 +129,17 @@ impl TurnActivities {
 /// How often the activity heartbeats while a turn runs.
 const BEAT: Duration = Duration::from_secs(1);
 
+/// The heartbeat task of one turn, stopped when the turn ends however it ends: returned, failed,
+/// unwound by a panic, or dropped by the worker. A ticker left running would keep a dead turn
+/// alive at the server (no retry until the start-to-close timeout).
+struct Ticker(tokio::task::JoinHandle<()>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 // The macro adds an undocumented constant per activity (its definition), which `missing_docs`
 // would refuse; the method's own docs say what it is.
 #[allow(missing_docs)]
@@ -145,15 +156,13 @@ mod methods {
             input: TurnInput,
         ) -> Result<TurnSummary, ActivityError> {
             let beats = ctx.clone();
-            let ticker = tokio::spawn(async move {
+            let _ticker = Ticker(tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(BEAT).await;
                     let _ = beats.record_heartbeat(()).await;
                 }
-            });
-            let result = self.turns.turn(input, Heartbeat(Some(ctx))).await;
-            ticker.abort();
-            Ok(result?)
+            }));
+            Ok(self.turns.turn(input, Heartbeat(Some(ctx))).await?)
         }
     }
 }
@@ -254,6 +263,29 @@ mod tests {
             seq,
             text: format!("message {seq}"),
         }
+    }
+
+    /// A turn whose code panics stops heartbeating, so the server retries it elsewhere at the
+    /// heartbeat timeout rather than at the start-to-close timeout.
+    #[test]
+    fn a_turn_that_panics_stops_its_heartbeats() {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let (alive, gone) = tokio::sync::oneshot::channel::<()>();
+            let turn = async move {
+                let _ticker = Ticker(tokio::spawn(async move {
+                    let _alive = alive; // dropped only when the task ends
+                    loop {
+                        tokio::time::sleep(BEAT).await;
+                    }
+                }));
+                panic!("the agent's code panicked");
+            };
+            let unwound = tokio::spawn(turn).await;
+            assert!(unwound.unwrap_err().is_panic());
+            let ended = tokio::time::timeout(Duration::from_secs(5), gone).await;
+            assert!(ended.expect("the heartbeat task ended").is_err());
+        });
     }
 
     #[test]

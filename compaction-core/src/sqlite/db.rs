@@ -222,8 +222,9 @@ impl Db {
             .map_err(err("setting the sync mode"))?;
         migrate(&mut conn, path, options.read_only, deadline)?;
         // Every statement of a request's path is prepared once per connection and reused
-        // (`prepare_cached`): parsing SQL again at each call was a quarter of a request's time
-        // (the ledger's sync reads and checks each effect). Room for all of them at once.
+        // (`prepare_cached`): preparing SQL again at each call was 27% of a profiled session's
+        // time (the ledger's sync reads and checks each effect at every request). Room for all
+        // of them at once.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         // And reused as prepared: without the query planner stability guarantee, the bundled
         // SQLite (built with STAT4) marks a statement to be prepared again whenever a parameter
@@ -359,7 +360,7 @@ mod tests {
     use super::*;
 
     /// Without the guarantee, a cached lookup is prepared again at every new key (see `open`):
-    /// a request then spends a quarter of its time in SQLite's parser.
+    /// preparing SQL was then 27% of a profiled session's time (BENCHMARKS).
     #[test]
     fn every_connection_keeps_its_statements_prepared() {
         let dir = std::env::temp_dir().join(format!("compaction-db-qpsg-{}", std::process::id()));
